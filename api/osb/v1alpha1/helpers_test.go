@@ -1,0 +1,153 @@
+/*
+Copyright 2026 The Marketplane Authors.
+*/
+
+package v1alpha1
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestRetrievableOrAlias(t *testing.T) {
+	yes, no := true, false
+	type want struct {
+		instances bool
+		bindings  bool
+	}
+	tests := map[string]struct {
+		reason string
+		spec   SFServiceSpec
+		want   want
+	}{
+		"NeitherSpelling": {
+			reason: "Unset means not retrievable.",
+			want:   want{},
+		},
+		"CurrentSpelling": {
+			reason: "The current spelling is used as it is.",
+			spec:   SFServiceSpec{InstancesRetrievable: true, BindingsRetrievable: true},
+			want:   want{instances: true, bindings: true},
+		},
+		"OlderSpellingOnly": {
+			reason: "The older spelling takes effect when the current one is unset.",
+			spec:   SFServiceSpec{DeprecatedInstanceRetrievable: &yes, DeprecatedBindingRetrievable: &yes},
+			want:   want{instances: true, bindings: true},
+		},
+		"OlderSpellingFalse": {
+			reason: "An older spelling of false keeps the feature off.",
+			spec:   SFServiceSpec{DeprecatedInstanceRetrievable: &no, DeprecatedBindingRetrievable: &no},
+			want:   want{},
+		},
+		"CurrentSpellingWins": {
+			reason: "When the current spelling is true it wins; the API server rejects a contradicting older spelling anyway.",
+			spec:   SFServiceSpec{InstancesRetrievable: true, DeprecatedInstanceRetrievable: &no, BindingsRetrievable: true, DeprecatedBindingRetrievable: &no},
+			want:   want{instances: true, bindings: true},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := want{instances: tc.spec.InstancesRetrievableOrAlias(), bindings: tc.spec.BindingsRetrievableOrAlias()}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("%s\n-want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestRedirectURIOrAlias(t *testing.T) {
+	tests := map[string]struct {
+		reason string
+		client *DashboardClient
+		want   string
+	}{
+		"NoDashboardClient": {
+			reason: "A service without a dashboard client has no redirect URI.",
+			want:   "",
+		},
+		"CurrentSpelling": {
+			reason: "redirectUri is used as it is.",
+			client: &DashboardClient{RedirectURI: "https://a.example.com/"},
+			want:   "https://a.example.com/",
+		},
+		"OlderSpellingOnly": {
+			reason: "redirectURI takes effect when redirectUri is empty.",
+			client: &DashboardClient{DeprecatedRedirectURI: "https://b.example.com/"},
+			want:   "https://b.example.com/",
+		},
+		"BothSpellings": {
+			reason: "redirectUri wins over redirectURI.",
+			client: &DashboardClient{RedirectURI: "https://a.example.com/", DeprecatedRedirectURI: "https://b.example.com/"},
+			want:   "https://a.example.com/",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.client.RedirectURIOrAlias(); got != tc.want {
+				t.Errorf("%s\nRedirectURIOrAlias() = %q, want %q", tc.reason, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestStateIsTerminal(t *testing.T) {
+	tests := map[State]bool{
+		StateInQueue:    false,
+		StateUpdate:     false,
+		StateDelete:     false,
+		StateInProgress: false,
+		StateSucceeded:  true,
+		StateFailed:     true,
+		"":              false,
+	}
+	for state, want := range tests {
+		t.Run(string(state), func(t *testing.T) {
+			if got := state.IsTerminal(); got != want {
+				t.Errorf("State(%q).IsTerminal() = %v, want %v", state, got, want)
+			}
+		})
+	}
+}
+
+func TestSFPlanTemplate(t *testing.T) {
+	plan := &SFPlan{Spec: SFPlanSpec{Templates: []TemplateSpec{
+		{Action: ActionProvision, Type: TypeHelm, URL: "https://charts.example.com/a.tgz"},
+		{Action: ActionStatus, Type: TypeGoTemplate, Content: "first"},
+		{Action: ActionStatus, Type: TypeGoTemplate, Content: "second"},
+	}}}
+	type want struct {
+		Template TemplateSpec
+		Found    bool
+	}
+	tests := map[string]struct {
+		reason string
+		action TemplateAction
+		want   want
+	}{
+		"Present": {
+			reason: "The template of the action is returned.",
+			action: ActionProvision,
+			want:   want{Template: plan.Spec.Templates[0], Found: true},
+		},
+		"FirstOfTwo": {
+			reason: "When two templates name the action, the first is used, as in Service Fabrik.",
+			action: ActionStatus,
+			want:   want{Template: plan.Spec.Templates[1], Found: true},
+		},
+		"Absent": {
+			reason: "A plan without the action reports that it has none.",
+			action: ActionBind,
+			want:   want{},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var got want
+			got.Template, got.Found = plan.Template(tc.action)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nTemplate(%q): -want, +got:\n%s", tc.reason, tc.action, diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,297 @@
+package testenv
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/marketplane/marketplane/api/crds"
+	"github.com/marketplane/marketplane/api/install"
+)
+
+// Client-side rate limits of the clients handed out. Tests create many
+// objects quickly; the library defaults (5 QPS) would make them crawl.
+const (
+	clientQPS   = 500
+	clientBurst = 1000
+)
+
+// DefaultControllers are the kube-controller-manager controllers started by
+// WithControllerManager when it is given none: enough for namespace deletion
+// and owner-reference garbage collection to behave as in a real cluster and
+// for the aggregated admin/edit/view ClusterRoles to have rules,
+// without controllers (jobs, deployments) that would race tests which play
+// the role of a kubelet.
+var DefaultControllers = []string{"namespace", "garbagecollector", "serviceaccount", "clusterrole-aggregation"}
+
+// Cluster is one running API server with clients for it.
+type Cluster struct {
+	// Name identifies the cluster in messages, e.g. "platform".
+	Name string
+	// Config is an admin (system:masters) REST config for the API server.
+	Config *rest.Config
+	// Client is an uncached admin client using Scheme.
+	Client client.Client
+	// Scheme holds the built-in, apiextensions and Marketplane types.
+	Scheme *runtime.Scheme
+	// Kubeconfig is an admin kubeconfig for the API server.
+	Kubeconfig []byte
+	// Dir is a scratch directory removed when the cluster stops; it holds
+	// the kubeconfig file and the kube-controller-manager log.
+	Dir string
+
+	env      *envtest.Environment
+	kcm      *exec.Cmd
+	kcmDone  chan struct{}
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Option configures a Cluster before it starts.
+type Option func(*options)
+
+type options struct {
+	name        string
+	crds        []*apiextensionsv1.CustomResourceDefinition
+	crdsSet     bool
+	controllers []string
+}
+
+// WithName names the cluster (for messages and the scratch directory).
+func WithName(name string) Option { return func(o *options) { o.name = name } }
+
+// WithCRDs replaces the default CRD set (every CRD in api/crds) with crds.
+// WithCRDs() with no arguments installs none.
+func WithCRDs(crds ...*apiextensionsv1.CustomResourceDefinition) Option {
+	return func(o *options) { o.crds, o.crdsSet = crds, true }
+}
+
+// WithControllerManager attaches a kube-controller-manager running the given
+// controllers, or DefaultControllers when none are given.
+func WithControllerManager(controllers ...string) Option {
+	return func(o *options) {
+		if len(controllers) == 0 {
+			controllers = DefaultControllers
+		}
+		o.controllers = controllers
+	}
+}
+
+// New starts a cluster. The caller must call Stop. Tests should prefer Start,
+// which stops the cluster when the test ends.
+func New(opts ...Option) (*Cluster, error) {
+	o := options{name: "cluster"}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	binDir, err := BinaryDir()
+	if err != nil {
+		return nil, err
+	}
+	scheme, err := install.NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	if !o.crdsSet {
+		if o.crds, err = crds.All(); err != nil {
+			return nil, err
+		}
+	}
+	dir, err := os.MkdirTemp("", "marketplane-"+o.name+"-")
+	if err != nil {
+		return nil, fmt.Errorf("create scratch directory: %w", err)
+	}
+	c := &Cluster{Name: o.name, Scheme: scheme, Dir: dir}
+	c.env = &envtest.Environment{
+		BinaryAssetsDirectory:    binDir,
+		Scheme:                   scheme,
+		CRDs:                     o.crds,
+		ErrorIfCRDPathMissing:    true,
+		ControlPlaneStartTimeout: time.Minute,
+		ControlPlaneStopTimeout:  30 * time.Second,
+	}
+	if _, err := c.env.Start(); err != nil {
+		// envtest may have started some processes before it failed.
+		_ = c.env.Stop()
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("start API server %q: %w", o.name, err)
+	}
+	c.Config = rest.CopyConfig(c.env.Config)
+	c.Config.QPS, c.Config.Burst = clientQPS, clientBurst
+	c.Kubeconfig = c.env.KubeConfig
+	if c.Client, err = client.New(c.Config, client.Options{Scheme: scheme}); err != nil {
+		_ = c.Stop()
+		return nil, fmt.Errorf("client for %q: %w", o.name, err)
+	}
+	if len(o.controllers) > 0 {
+		if err := c.startControllerManager(filepath.Join(binDir, "kube-controller-manager"), o.controllers); err != nil {
+			_ = c.Stop()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Start starts a cluster for a test and stops it when the test ends. It fails
+// the test when the cluster cannot start.
+func Start(t testing.TB, opts ...Option) *Cluster {
+	t.Helper()
+	c, err := New(opts...)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("testenv: stop %q: %v", c.Name, err)
+		}
+	})
+	return c
+}
+
+// StartMany starts one cluster per name concurrently, each with opts, and
+// stops them all when the test ends.
+func StartMany(t testing.TB, names []string, opts ...Option) map[string]*Cluster {
+	t.Helper()
+	out := make(map[string]*Cluster, len(names))
+	errs := make([]error, len(names))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() {
+			c, err := New(append(append([]Option{}, opts...), WithName(name))...)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			mu.Lock()
+			out[name] = c
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, c := range out {
+			if err := c.Stop(); err != nil {
+				t.Errorf("testenv: stop %q: %v", c.Name, err)
+			}
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return out
+}
+
+// KubeconfigPath writes the admin kubeconfig into the scratch directory (once)
+// and returns its path, for processes that take a --kubeconfig flag.
+func (c *Cluster) KubeconfigPath() (string, error) {
+	p := filepath.Join(c.Dir, "kubeconfig")
+	if _, err := os.Stat(p); err == nil {
+		return p, nil
+	}
+	if err := os.WriteFile(p, c.Kubeconfig, 0o600); err != nil {
+		return "", fmt.Errorf("write kubeconfig of %q: %w", c.Name, err)
+	}
+	return p, nil
+}
+
+// Stop stops the controller manager, the API server and etcd, and removes the
+// scratch directory. It is safe to call more than once.
+func (c *Cluster) Stop() error {
+	c.stopOnce.Do(func() {
+		var errs []error
+		if c.kcm != nil && c.kcm.Process != nil {
+			_ = c.kcm.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-c.kcmDone:
+			case <-time.After(10 * time.Second):
+				_ = c.kcm.Process.Kill()
+				<-c.kcmDone
+			}
+		}
+		if c.env != nil {
+			if err := c.env.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("stop API server: %w", err))
+			}
+		}
+		if err := os.RemoveAll(c.Dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove scratch directory: %w", err))
+		}
+		c.stopErr = errors.Join(errs...)
+	})
+	return c.stopErr
+}
+
+func (c *Cluster) startControllerManager(path string, controllers []string) error {
+	kubeconfig, err := c.KubeconfigPath()
+	if err != nil {
+		return err
+	}
+	logPath := filepath.Join(c.Dir, "kube-controller-manager.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return fmt.Errorf("create controller-manager log: %w", err)
+	}
+	cmd := exec.Command(path,
+		"--kubeconfig="+kubeconfig,
+		"--controllers="+strings.Join(controllers, ","),
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--use-service-account-credentials=false",
+		"--v=1",
+	)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// The controller manager must not outlive a test binary that crashes.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return fmt.Errorf("start kube-controller-manager for %q: %w", c.Name, err)
+	}
+	c.kcm, c.kcmDone = cmd, make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = logFile.Close()
+		close(c.kcmDone)
+	}()
+	// A bad flag or an unreachable API server makes it exit at once; report
+	// that here rather than as a mysterious timeout in the test.
+	select {
+	case <-c.kcmDone:
+		out, _ := os.ReadFile(logPath)
+		return fmt.Errorf("kube-controller-manager for %q exited at start: %s", c.Name, tail(out, 2000))
+	case <-time.After(time.Second):
+		return nil
+	}
+}
+
+// ControllerManagerLog returns the kube-controller-manager output so far, for
+// failure messages.
+func (c *Cluster) ControllerManagerLog() string {
+	out, err := os.ReadFile(filepath.Join(c.Dir, "kube-controller-manager.log"))
+	if err != nil {
+		return ""
+	}
+	return string(out)
+}
+
+func tail(b []byte, n int) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}

@@ -1,0 +1,119 @@
+package testenv_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/marketplane/marketplane/api/crds"
+	"github.com/marketplane/marketplane/pkg/testenv"
+)
+
+// TestStartManyIndependent starts four API servers at once (the cluster roles
+// of DESIGN.md §1) and shows that each has every CRD and its own storage.
+func TestStartManyIndependent(t *testing.T) {
+	names := []string{"platform", "onboarding", "mcp", "workload"}
+	clusters := testenv.StartMany(t, names)
+	ctx := t.Context()
+
+	all, err := crds.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := map[string]string{}
+	for _, name := range names {
+		c := clusters[name]
+		if other, dup := hosts[c.Config.Host]; dup {
+			t.Fatalf("clusters %q and %q share the API server %s", name, other, c.Config.Host)
+		}
+		hosts[c.Config.Host] = name
+
+		list := &apiextensionsv1.CustomResourceDefinitionList{}
+		if err := c.Client.List(ctx, list); err != nil {
+			t.Fatalf("%s: list CRDs: %v", name, err)
+		}
+		if len(list.Items) != len(all) {
+			t.Errorf("%s: %d CRDs installed, want %d", name, len(list.Items), len(all))
+		}
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "only-in-" + name}}
+		if err := c.Client.Create(ctx, ns); err != nil {
+			t.Fatalf("%s: create namespace: %v", name, err)
+		}
+	}
+	for _, name := range names {
+		for _, other := range names {
+			err := clusters[name].Client.Get(ctx, client.ObjectKey{Name: "only-in-" + other}, &corev1.Namespace{})
+			switch {
+			case name == other && err != nil:
+				t.Errorf("%s: own namespace: %v", name, err)
+			case name != other && !apierrors.IsNotFound(err):
+				t.Errorf("%s: namespace of %s: want NotFound, got %v", name, other, err)
+			}
+		}
+	}
+}
+
+// TestControllerManager shows that with a kube-controller-manager attached,
+// namespaces are really deleted and owner references are garbage collected.
+func TestControllerManager(t *testing.T) {
+	c := testenv.Start(t, testenv.WithName("kcm"), testenv.WithCRDs(), testenv.WithControllerManager())
+	ctx := t.Context()
+
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "doomed"}}
+	must(t, c.Client.Create(ctx, ns))
+	owner := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner", Namespace: "default"}}
+	must(t, c.Client.Create(ctx, owner))
+	dependent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: "dependent", Namespace: "default",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID}},
+	}}
+	must(t, c.Client.Create(ctx, dependent))
+	must(t, c.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "inside", Namespace: ns.Name}}))
+
+	must(t, c.Client.Delete(ctx, ns))
+	must(t, c.Client.Delete(ctx, owner))
+
+	waitGone(t, c, ns, "namespace deletion (namespace controller)")
+	waitGone(t, c, dependent, "garbage collection of the dependent ConfigMap")
+}
+
+func waitGone(t *testing.T, c *testenv.Cluster, obj client.Object, what string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := c.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		t.Fatalf("%s did not happen: %v\ncontroller-manager log (tail):\n%s", what, err, lastLines(c.ControllerManagerLog(), 20))
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := 0
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '\n' {
+			lines++
+			if lines > n {
+				return s[i+1:]
+			}
+		}
+	}
+	return s
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
