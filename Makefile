@@ -64,8 +64,8 @@ lint: ## go vet and gofmt.
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 .PHONY: build
-build: ## Build the marketplane binary into bin/.
-	$(GO) build -o $(BIN)/marketplane ./cmd/marketplane
+build: ## Build the marketplane and marketplane-operator binaries into bin/.
+	$(GO) build -o $(BIN)/ ./cmd/marketplane ./cmd/marketplane-operator
 
 ##@ Test
 

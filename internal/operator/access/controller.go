@@ -1,0 +1,504 @@
+package access
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
+	"github.com/marketplane/marketplane/api/common"
+	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
+	"github.com/marketplane/marketplane/internal/operator/clusters"
+)
+
+var _ reconcile.Reconciler = &Reconciler{}
+
+// Reconciler is the AccessRequest controller (see the package
+// documentation).
+type Reconciler struct {
+	client          client.Client
+	name            string
+	accessNamespace string
+	backoff         clusters.Backoff
+	resync          time.Duration
+	now             func() time.Time
+	recorder        events.EventRecorder
+}
+
+// Option configures a Reconciler.
+type Option func(*Reconciler)
+
+// WithName names the controller (default ControllerName); the name labels
+// its metrics and events.
+func WithName(name string) Option { return func(r *Reconciler) { r.name = name } }
+
+// WithAccessNamespace sets the namespace on target clusters that holds the
+// ServiceAccounts (default AccessNamespace).
+func WithAccessNamespace(ns string) Option {
+	return func(r *Reconciler) { r.accessNamespace = ns }
+}
+
+// WithRetryBackoff sets how requests whose target cluster cannot be used
+// are retried (default clusters.DefaultBackoff).
+func WithRetryBackoff(b clusters.Backoff) Option {
+	return func(r *Reconciler) { r.backoff = b }
+}
+
+// WithResyncInterval sets the longest time between two reconciles of a
+// granted request (default DefaultResyncInterval).
+func WithResyncInterval(d time.Duration) Option {
+	return func(r *Reconciler) { r.resync = d }
+}
+
+// NewReconciler returns an AccessRequest controller working through c, a
+// client of the platform cluster.
+func NewReconciler(c client.Client, opts ...Option) *Reconciler {
+	r := &Reconciler{
+		client:          c,
+		name:            ControllerName,
+		accessNamespace: AccessNamespace,
+		backoff:         clusters.DefaultBackoff,
+		resync:          DefaultResyncInterval,
+		now:             time.Now,
+	}
+	for _, opt := range opts {
+		opt(r)
+	}
+	return r
+}
+
+// SetupWithManager registers the controller with mgr. It watches the
+// kubeconfig Secrets it owns (a deleted or edited Secret is rewritten), the
+// ClusterRequests that requests refer to (a grant proceeds at once) and the
+// Clusters (a cluster becoming ready retries the requests waiting for it).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.recorder = mgr.GetEventRecorder(r.name)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(r.name).
+		For(&clustersv1alpha1.AccessRequest{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+		Owns(&corev1.Secret{}).
+		Watches(&clustersv1alpha1.ClusterRequest{}, handler.EnqueueRequestsFromMapFunc(r.requestsForClusterRequest)).
+		Watches(&clustersv1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.requestsForCluster)).
+		Complete(r)
+}
+
+func (r *Reconciler) requestsForClusterRequest(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.matching(ctx, func(ar *clustersv1alpha1.AccessRequest) bool {
+		ref := ar.Spec.RequestRef
+		return ref != nil && ref.Name == obj.GetName() && ref.Namespace == obj.GetNamespace()
+	})
+}
+
+// requestsForCluster returns the requests for a Cluster that are not Ready
+// (or are being deleted): only they can make progress when it changes.
+func (r *Reconciler) requestsForCluster(ctx context.Context, obj client.Object) []reconcile.Request {
+	key := client.ObjectKeyFromObject(obj)
+	return r.matching(ctx, func(ar *clustersv1alpha1.AccessRequest) bool {
+		if apimeta.IsStatusConditionTrue(ar.Status.Conditions, common.ConditionTypeReady) && ar.DeletionTimestamp.IsZero() {
+			return false
+		}
+		if ref := ar.Spec.ClusterRef; ref != nil {
+			return ref.NamespacedName() == key
+		}
+		if ar.Annotations[TargetClusterAnnotation] == key.String() {
+			return true
+		}
+		if ref := ar.Spec.RequestRef; ref != nil {
+			cr := &clustersv1alpha1.ClusterRequest{}
+			if err := r.client.Get(ctx, ref.NamespacedName(), cr); err != nil {
+				return false
+			}
+			return cr.Status.Cluster != nil && cr.Status.Cluster.NamespacedName() == key
+		}
+		return false
+	})
+}
+
+func (r *Reconciler) matching(ctx context.Context, match func(*clustersv1alpha1.AccessRequest) bool) []reconcile.Request {
+	list := &clustersv1alpha1.AccessRequestList{}
+	if err := r.client.List(ctx, list); err != nil {
+		logf.FromContext(ctx).Error(err, "list AccessRequests")
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if match(&list.Items[i]) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return out
+}
+
+// outcome is how a reconcile step ended when it could not finish the work:
+// the phase (empty: unchanged) and Ready reason to report, and whether to
+// retry with backoff (otherwise only a watched object's change retries).
+type outcome struct {
+	phase   string
+	reason  Reason
+	message string
+	retry   bool
+}
+
+// Reconcile grants or revokes one AccessRequest.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, err error) {
+	ar := &clustersv1alpha1.AccessRequest{}
+	if err := r.client.Get(ctx, req.NamespacedName, ar); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	orig := ar.DeepCopy()
+	defer func() {
+		if !equality.Semantic.DeepEqual(orig.Status, ar.Status) {
+			if perr := r.client.Status().Patch(ctx, ar, client.MergeFrom(orig)); client.IgnoreNotFound(perr) != nil {
+				err = errors.Join(err, fmt.Errorf("update status of AccessRequest %s: %w", req.NamespacedName, perr))
+			}
+		}
+	}()
+	ar.Status.ObservedGeneration = ar.Generation
+
+	var o *outcome
+	var next time.Duration
+	switch {
+	case !ar.DeletionTimestamp.IsZero():
+		o, err = r.revoke(ctx, ar)
+	case ar.Spec.OIDC != nil || ar.Spec.Token == nil:
+		o, err = r.refuse(ctx, ar)
+	default:
+		o, next, err = r.grant(ctx, ar)
+	}
+	if err != nil || o == nil {
+		return ctrl.Result{RequeueAfter: next}, err
+	}
+	return r.report(ctx, ar, o), nil
+}
+
+// refuse reports a request the controller cannot serve (OIDC, or no
+// token). Anything a token request created earlier is revoked first: it
+// must not outlive a change of the spec.
+func (r *Reconciler) refuse(ctx context.Context, ar *clustersv1alpha1.AccessRequest) (*outcome, error) {
+	if o, err := r.revoke(ctx, ar); o != nil || err != nil {
+		return o, err
+	}
+	ar.Status.SecretRef = nil
+	if ar.Spec.OIDC != nil {
+		return &outcome{phase: clustersv1alpha1.RequestDenied, reason: ReasonOIDCNotSupported,
+			message: "OIDC access is not supported on Marketplane's clusters; request token access"}, nil
+	}
+	return &outcome{phase: clustersv1alpha1.RequestDenied, reason: ReasonInvalidSpec, message: "spec.token is not set"}, nil
+}
+
+// report turns an outcome into the status (Ready=False) and the result:
+// retried with backoff when the outcome says so, else only when a watched
+// object changes.
+func (r *Reconciler) report(ctx context.Context, ar *clustersv1alpha1.AccessRequest, o *outcome) ctrl.Result {
+	switch {
+	case o.phase != "":
+		ar.Status.Phase = o.phase
+	case ar.Status.Phase == "":
+		// Never granted nor denied yet; a granted request keeps its phase
+		// (its Secret still works) while its cluster has trouble.
+		ar.Status.Phase = clustersv1alpha1.RequestPending
+	}
+	r.setReady(ar, metav1.ConditionFalse, o.reason, o.message)
+	if !o.retry {
+		return ctrl.Result{}
+	}
+	retry := r.backoff.ForConditions(ar.Status.Conditions, r.now())
+	logf.FromContext(ctx).V(1).Info("access not ready, retrying", "reason", o.reason, "retryAfter", retry)
+	return ctrl.Result{RequeueAfter: retry}
+}
+
+// setReady sets the Ready condition and records an event when its status or
+// reason changes.
+func (r *Reconciler) setReady(ar *clustersv1alpha1.AccessRequest, status metav1.ConditionStatus, reason Reason, msg string) {
+	old := apimeta.FindStatusCondition(ar.Status.Conditions, common.ConditionTypeReady)
+	apimeta.SetStatusCondition(&ar.Status.Conditions, metav1.Condition{
+		Type:               common.ConditionTypeReady,
+		Status:             status,
+		Reason:             string(reason),
+		Message:            msg,
+		ObservedGeneration: ar.Generation,
+	})
+	if r.recorder == nil || (old != nil && old.Status == status && old.Reason == string(reason)) {
+		return
+	}
+	eventType := corev1.EventTypeNormal
+	if status != metav1.ConditionTrue && reason != ReasonClusterRequestPending {
+		eventType = corev1.EventTypeWarning
+	}
+	r.recorder.Eventf(ar, nil, eventType, string(reason), "Grant", "%s", msg)
+}
+
+// resolve finds the Cluster the request is for. It returns an outcome when
+// there is none (yet).
+func (r *Reconciler) resolve(ctx context.Context, ar *clustersv1alpha1.AccessRequest) (*clustersv1alpha1.Cluster, *outcome, error) {
+	var key types.NamespacedName
+	switch {
+	case ar.Spec.ClusterRef != nil:
+		key = ar.Spec.ClusterRef.NamespacedName()
+	case ar.Spec.RequestRef != nil:
+		ref := ar.Spec.RequestRef.NamespacedName()
+		cr := &clustersv1alpha1.ClusterRequest{}
+		if err := r.client.Get(ctx, ref, cr); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, &outcome{phase: clustersv1alpha1.RequestPending, reason: ReasonClusterRequestNotFound,
+					message: fmt.Sprintf("ClusterRequest %s does not exist", ref)}, nil
+			}
+			return nil, nil, fmt.Errorf("get ClusterRequest %s: %w", ref, err)
+		}
+		switch {
+		case cr.Status.IsDenied():
+			msg := fmt.Sprintf("ClusterRequest %s was denied", ref)
+			if c := apimeta.FindStatusCondition(cr.Status.Conditions, common.ConditionTypeReady); c != nil && c.Message != "" {
+				msg += ": " + c.Message
+			}
+			return nil, &outcome{phase: clustersv1alpha1.RequestDenied, reason: ReasonClusterRequestDenied, message: msg}, nil
+		case cr.Status.Cluster == nil:
+			return nil, &outcome{phase: clustersv1alpha1.RequestPending, reason: ReasonClusterRequestPending,
+				message: fmt.Sprintf("waiting for ClusterRequest %s to be granted", ref)}, nil
+		}
+		key = cr.Status.Cluster.NamespacedName()
+	default:
+		return nil, &outcome{phase: clustersv1alpha1.RequestDenied, reason: ReasonInvalidSpec,
+			message: "neither spec.clusterRef nor spec.requestRef is set"}, nil
+	}
+	cluster := &clustersv1alpha1.Cluster{}
+	if err := r.client.Get(ctx, key, cluster); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &outcome{phase: clustersv1alpha1.RequestPending, reason: ReasonClusterNotFound,
+				message: fmt.Sprintf("Cluster %s does not exist", key)}, nil
+		}
+		return nil, nil, fmt.Errorf("get Cluster %s: %w", key, err)
+	}
+	return cluster, nil, nil
+}
+
+// connect returns a client for the cluster's API server with admin rights,
+// or an outcome when the kubeconfig is unusable.
+func (r *Reconciler) connect(ctx context.Context, cluster *clustersv1alpha1.Cluster) (client.Client, *endpoint, *outcome, error) {
+	cfg, err := clusters.AdminConfig(ctx, r.client, cluster)
+	if err != nil {
+		if reason, ok := clusters.ReasonFor(err); ok {
+			// No retry: the Cluster controller notices a fixed Secret and
+			// the Cluster's status change brings the request back.
+			return nil, nil, &outcome{reason: Reason(reason), message: err.Error()}, nil
+		}
+		return nil, nil, nil, err
+	}
+	ep, err := endpointFromConfig(cluster.Name, cfg)
+	if err != nil {
+		return nil, nil, &outcome{reason: ReasonKubeconfigInvalid, message: err.Error()}, nil
+	}
+	c, err := newTargetClient(cfg)
+	if err != nil {
+		return nil, nil, &outcome{reason: ReasonKubeconfigInvalid, message: err.Error()}, nil
+	}
+	return c, &ep, nil, nil
+}
+
+// targetError turns an error of a target cluster into an outcome: a role
+// owned by someone else denies the request (until its spec changes);
+// anything else is retried with backoff, the message saying what it was.
+func targetError(err error) *outcome {
+	var conflict *conflictError
+	var missing *namespaceMissingError
+	switch {
+	case errors.As(err, &conflict):
+		return &outcome{phase: clustersv1alpha1.RequestDenied, reason: ReasonRoleConflict, message: err.Error()}
+	case errors.As(err, &missing):
+		return &outcome{reason: ReasonNamespaceMissing, message: err.Error(), retry: true}
+	case isUnreachable(err):
+		return &outcome{reason: ReasonUnreachable, message: err.Error(), retry: true}
+	}
+	return &outcome{reason: ReasonApplyFailed, message: err.Error(), retry: true}
+}
+
+// grant creates or refreshes the request's access. On success it returns
+// when to come back: when the token is due for refresh, at most after the
+// resync interval.
+func (r *Reconciler) grant(ctx context.Context, ar *clustersv1alpha1.AccessRequest) (*outcome, time.Duration, error) {
+	log := logf.FromContext(ctx)
+	cluster, o, err := r.resolve(ctx, ar)
+	if o != nil || err != nil {
+		return o, 0, err
+	}
+	target, ep, o, err := r.connect(ctx, cluster)
+	if o != nil || err != nil {
+		return o, 0, err
+	}
+	// Read before anything is written, so that a request to an unreachable
+	// cluster gets no finalizer it could never be released from.
+	if err := target.Get(ctx, client.ObjectKey{Name: r.accessNamespace}, &corev1.Namespace{}); err != nil && !apierrors.IsNotFound(err) {
+		return targetError(err), 0, nil
+	}
+	clusterKey := client.ObjectKeyFromObject(cluster).String()
+	if prev := ar.Annotations[TargetClusterAnnotation]; prev != "" && prev != clusterKey {
+		// status.cluster of a ClusterRequest never changes and clusterRef
+		// is immutable, so this only happens when someone edits the
+		// annotation; refuse rather than leave the old cluster's objects.
+		return &outcome{phase: clustersv1alpha1.RequestDenied, reason: ReasonInvalidSpec,
+			message: fmt.Sprintf("annotation %s names Cluster %s, but the request is for %s", TargetClusterAnnotation, prev, clusterKey)}, 0, nil
+	}
+	if err := r.markTarget(ctx, ar, clusterKey); err != nil {
+		return nil, 0, err
+	}
+
+	sa, err := applyTarget(ctx, target, string(ar.UID), r.accessNamespace, desiredObjects(ar, r.accessNamespace))
+	if err != nil {
+		return targetError(err), 0, nil
+	}
+
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: SecretName(ar), Namespace: ar.Namespace}}
+	if err := r.client.Get(ctx, client.ObjectKeyFromObject(secret), secret); client.IgnoreNotFound(err) != nil {
+		return nil, 0, fmt.Errorf("get Secret %s/%s: %w", secret.Namespace, secret.Name, err)
+	}
+	if secret.ResourceVersion != "" && !metav1.IsControlledBy(secret, ar) {
+		return &outcome{phase: clustersv1alpha1.RequestDenied, reason: ReasonSecretConflict,
+			message: fmt.Sprintf("Secret %s/%s exists and does not belong to this AccessRequest", secret.Namespace, secret.Name)}, 0, nil
+	}
+	now := r.now()
+	ttl := requestedTTL(ar)
+	tok, ok := tokenFromSecret(secret)
+	if !ok || !tok.reusable(sa, ttl, now) {
+		if tok, err = mintToken(ctx, target, sa, ttl, now); err != nil {
+			return targetError(err), 0, nil
+		}
+		log.V(1).Info("minted token", "serviceAccount", sa.Name, "expires", tok.expires)
+	}
+	if err := r.writeSecret(ctx, ar, secret, *ep, sa, tok); err != nil {
+		return nil, 0, err
+	}
+
+	ar.Status.SecretRef = &common.ObjectReference{Name: secret.Name, Namespace: secret.Namespace}
+	ar.Status.Phase = clustersv1alpha1.RequestGranted
+	r.setReady(ar, metav1.ConditionTrue, ReasonGranted,
+		fmt.Sprintf("access to Cluster %s is in Secret %s", clusterKey, secret.Name))
+	return nil, min(max(tok.refreshAt().Sub(now), time.Second), r.resync), nil
+}
+
+// markTarget puts the finalizer and the target cluster on the request, in
+// one patch, before anything is created on the target.
+func (r *Reconciler) markTarget(ctx context.Context, ar *clustersv1alpha1.AccessRequest, clusterKey string) error {
+	if controllerutil.ContainsFinalizer(ar, Finalizer) && ar.Annotations[TargetClusterAnnotation] == clusterKey {
+		return nil
+	}
+	before := ar.DeepCopy()
+	controllerutil.AddFinalizer(ar, Finalizer)
+	if ar.Annotations == nil {
+		ar.Annotations = map[string]string{}
+	}
+	ar.Annotations[TargetClusterAnnotation] = clusterKey
+	status := ar.Status.DeepCopy()
+	if err := r.client.Patch(ctx, ar, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("add finalizer to AccessRequest %s/%s: %w", ar.Namespace, ar.Name, err)
+	}
+	// The patch response carries the stored status; keep the one being
+	// computed.
+	ar.Status = *status
+	return nil
+}
+
+// writeSecret creates or updates the kubeconfig Secret, owned by the
+// request so that it is also collected if the request vanishes.
+func (r *Reconciler) writeSecret(ctx context.Context, ar *clustersv1alpha1.AccessRequest, secret *corev1.Secret, ep endpoint, sa *corev1.ServiceAccount, tok token) error {
+	data, err := secretData(ep, sa.Name, tok)
+	if err != nil {
+		return err
+	}
+	_, err = controllerutil.CreateOrUpdate(ctx, r.client, secret, func() error {
+		if secret.Labels == nil {
+			secret.Labels = map[string]string{}
+		}
+		secret.Labels[providerv1alpha1.ManagedByLabel] = ManagedByValue
+		if secret.Annotations == nil {
+			secret.Annotations = map[string]string{}
+		}
+		secret.Annotations[ServiceAccountUIDAnnotation] = tok.accountID
+		secret.Annotations[TokenTTLAnnotation] = tok.ttl
+		secret.Type = corev1.SecretTypeOpaque
+		secret.Data = data
+		return controllerutil.SetControllerReference(ar, secret, r.client.Scheme())
+	})
+	if err != nil {
+		return fmt.Errorf("write Secret %s/%s: %w", secret.Namespace, secret.Name, err)
+	}
+	return nil
+}
+
+// revoke deletes everything created for the request on its target cluster
+// and the kubeconfig Secret, then removes the finalizer. A request whose
+// Cluster no longer exists has nothing left to revoke there.
+func (r *Reconciler) revoke(ctx context.Context, ar *clustersv1alpha1.AccessRequest) (*outcome, error) {
+	if !controllerutil.ContainsFinalizer(ar, Finalizer) {
+		return nil, nil
+	}
+	log := logf.FromContext(ctx)
+	key, ok := parseKey(ar.Annotations[TargetClusterAnnotation])
+	if ok {
+		cluster := &clustersv1alpha1.Cluster{}
+		err := r.client.Get(ctx, key, cluster)
+		switch {
+		case apierrors.IsNotFound(err):
+			log.Info("target Cluster is gone, nothing to revoke there", "cluster", key)
+		case err != nil:
+			return nil, fmt.Errorf("get Cluster %s: %w", key, err)
+		default:
+			target, _, o, err := r.connect(ctx, cluster)
+			if o != nil || err != nil {
+				if o != nil {
+					o.retry = true
+				}
+				return o, err
+			}
+			if err := deleteLabelled(ctx, target, string(ar.UID), nil); err != nil {
+				o := targetError(err)
+				o.phase = ""
+				return o, nil
+			}
+		}
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: SecretName(ar), Namespace: ar.Namespace}}
+	if err := r.client.Get(ctx, client.ObjectKeyFromObject(secret), secret); client.IgnoreNotFound(err) != nil {
+		return nil, fmt.Errorf("get Secret %s/%s: %w", secret.Namespace, secret.Name, err)
+	} else if err == nil && metav1.IsControlledBy(secret, ar) {
+		if err := r.client.Delete(ctx, secret); client.IgnoreNotFound(err) != nil {
+			return nil, fmt.Errorf("delete Secret %s/%s: %w", secret.Namespace, secret.Name, err)
+		}
+	}
+	before := ar.DeepCopy()
+	controllerutil.RemoveFinalizer(ar, Finalizer)
+	delete(ar.Annotations, TargetClusterAnnotation)
+	status := ar.Status.DeepCopy()
+	if err := r.client.Patch(ctx, ar, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
+		return nil, fmt.Errorf("remove finalizer of AccessRequest %s/%s: %w", ar.Namespace, ar.Name, err)
+	}
+	ar.Status = *status
+	log.V(1).Info("revoked access")
+	return nil, nil
+}
+
+func parseKey(s string) (types.NamespacedName, bool) {
+	ns, name, ok := strings.Cut(s, "/")
+	if !ok || ns == "" || name == "" {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, true
+}

@@ -1,0 +1,247 @@
+package process
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/marketplane/marketplane/internal/operator/deploy"
+)
+
+// runSet is the set of run processes for one spec of a provider.
+type runSet struct {
+	// key identifies the spec (runSpecKey).
+	key      string
+	replicas []*replica
+	// stop is closed to stop the set; done once every process of it has
+	// exited and no more will start.
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
+}
+
+// halt starts stopping the set.
+func (s *runSet) halt() { s.stopOnce.Do(func() { close(s.stop) }) }
+
+func (s *runSet) finished() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// replica is one supervised run process.
+type replica struct {
+	podName string
+	cmd     command
+
+	mu        sync.Mutex
+	running   bool
+	startedAt time.Time
+	// restarts counts restarts since the set started; lastExit says how
+	// the previous process ended and nextStart when the next one starts.
+	restarts  int32
+	lastExit  string
+	nextStart time.Time
+}
+
+// pruneRetired forgets retired sets that have stopped. The caller holds
+// p.mu.
+func (p *provider) pruneRetired() {
+	kept := p.retired[:0]
+	for _, s := range p.retired {
+		if !s.finished() {
+			kept = append(kept, s)
+		}
+	}
+	p.retired = kept
+}
+
+// Run makes sure w.Replicas run processes of w's current spec are running
+// and reports Ready once each has stayed up for the ready grace period. A
+// change of the spec (generation, binary, args, env, replicas, service
+// account) stops the old processes and starts new ones once the old have
+// exited. Run refuses to start anything before init succeeded for
+// w.Generation.
+func (d *Deployer) Run(ctx context.Context, w *deploy.Workload) (deploy.RunStatus, error) {
+	if err := validateWorkload(w); err != nil {
+		return deploy.RunStatus{Message: err.Error()}, nil
+	}
+	binary, err := d.cfg.Images.Binary(w.Image)
+	if err != nil {
+		return deploy.RunStatus{Message: err.Error()}, nil
+	}
+	p, err := d.provider(w)
+	if err != nil {
+		return deploy.RunStatus{}, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.initSucceeded(w) {
+		return deploy.RunStatus{Message: fmt.Sprintf("init has not succeeded for generation %d", w.Generation)}, nil
+	}
+	if key := runSpecKey(w, binary); p.run == nil || p.run.key != key {
+		kubeconfig, err := d.ensureCredentials(ctx, p, roleRun, w.Namespace, w.RunServiceAccount)
+		if err != nil {
+			return deploy.RunStatus{}, fmt.Errorf("credentials for run of %s: %w", providerKey(w), err)
+		}
+		var after <-chan struct{}
+		if old := p.run; old != nil {
+			logr.FromContextOrDiscard(ctx).V(1).Info("Restarting run processes with a new spec", "provider", providerKey(w))
+			old.halt()
+			p.retired = append(p.retired, old)
+			after = old.done
+		}
+		p.run = d.startRunSet(ctx, p, w, binary, key, kubeconfig, after)
+	}
+	p.pruneRetired()
+	return p.runStatus(d.clock.Now(), d.opts.readyGrace), nil
+}
+
+// startRunSet starts supervising the run processes of w, once after is
+// closed (the previous set has stopped). The caller holds p.mu.
+func (d *Deployer) startRunSet(ctx context.Context, p *provider, w *deploy.Workload, binary, key, kubeconfig string, after <-chan struct{}) *runSet {
+	s := &runSet{key: key, stop: make(chan struct{}), done: make(chan struct{})}
+	for i := range int(w.Replicas) {
+		podName := runPodName(w, i)
+		args := runArgs(w, i)
+		s.replicas = append(s.replicas, &replica{
+			podName: podName,
+			cmd: command{
+				binary:  binary,
+				args:    args,
+				env:     d.environment(w, podName, w.RunServiceAccount, kubeconfig),
+				dir:     p.dir,
+				logPath: filepath.Join(p.dir, fmt.Sprintf("%s-%d.log", roleRun, i)),
+				header:  fmt.Sprintf("run generation %d %s: %s %s", w.Generation, podName, binary, strings.Join(args, " ")),
+			},
+		})
+	}
+	log := logr.FromContextOrDiscard(ctx).WithValues("provider", providerKey(w), "generation", w.Generation)
+	bg := logr.NewContext(context.WithoutCancel(ctx), log)
+	var wg sync.WaitGroup
+	for _, r := range s.replicas {
+		wg.Go(func() { d.supervise(bg, p, s, r, after) })
+	}
+	go func() {
+		wg.Wait()
+		close(s.done)
+		d.notify(p)
+	}()
+	return s
+}
+
+// supervise keeps replica r running until s is stopped, restarting it with
+// backoff when it exits.
+func (d *Deployer) supervise(ctx context.Context, p *provider, s *runSet, r *replica, after <-chan struct{}) {
+	log := logr.FromContextOrDiscard(ctx).WithValues("pod", r.podName)
+	if after != nil {
+		select {
+		case <-after:
+		case <-s.stop:
+			return
+		}
+	}
+	var failures int32 // consecutive
+	for {
+		proc, err := d.startProcess(r.cmd)
+		if err != nil {
+			log.Error(err, "Starting a run process failed")
+			r.mu.Lock()
+			r.lastExit = "could not start: " + err.Error()
+			r.mu.Unlock()
+		} else {
+			log.V(1).Info("Started a run process", "pid", proc.pid)
+			r.mu.Lock()
+			r.running, r.startedAt = true, proc.started
+			r.mu.Unlock()
+			if stopped := d.watch(p, s, r, proc); stopped {
+				return
+			}
+			log.Info("A run process ended; restarting it", "exit", proc.describeExit())
+			if d.clock.Since(proc.started) >= stableAfter {
+				failures = 0
+			}
+		}
+		failures++
+		wait := d.opts.restartBackoff(failures)
+		r.mu.Lock()
+		r.restarts++
+		r.nextStart = d.clock.Now().Add(wait)
+		r.mu.Unlock()
+		d.notify(p)
+		select {
+		case <-s.stop:
+			return
+		case <-d.clock.After(wait):
+		}
+	}
+}
+
+// watch waits until proc exits (false) or s is stopped (true, once proc
+// has been terminated). It notifies when proc has stayed up for the ready
+// grace period, as run may be ready then.
+func (d *Deployer) watch(p *provider, s *runSet, r *replica, proc *process) (stopped bool) {
+	grace := d.clock.NewTimer(d.opts.readyGrace)
+	defer grace.Stop()
+	for {
+		select {
+		case <-grace.C():
+			d.notify(p)
+		case <-proc.done:
+			r.mu.Lock()
+			r.running = false
+			r.lastExit = proc.describeExit()
+			if tail := proc.outputTail(); tail != "" {
+				r.lastExit += "; last output: " + tail
+			}
+			r.mu.Unlock()
+			return false
+		case <-s.stop:
+			proc.terminate(d.clock, d.opts.stopTimeout)
+			r.mu.Lock()
+			r.running = false
+			r.mu.Unlock()
+			return true
+		}
+	}
+}
+
+// runStatus summarises the current run set. The caller holds p.mu.
+func (p *provider) runStatus(now time.Time, grace time.Duration) deploy.RunStatus {
+	if len(p.retired) > 0 {
+		return deploy.RunStatus{Message: "stopping the run processes of the previous spec"}
+	}
+	ready := 0
+	var problems []string
+	for _, r := range p.run.replicas {
+		r.mu.Lock()
+		switch {
+		case r.running && now.Sub(r.startedAt) >= grace:
+			ready++
+		case !r.running && r.lastExit != "":
+			problems = append(problems, fmt.Sprintf("%s %s; restart %d in %s",
+				r.podName, r.lastExit, r.restarts, max(r.nextStart.Sub(now), 0).Round(time.Second)))
+		}
+		r.mu.Unlock()
+	}
+	n := len(p.run.replicas)
+	if ready == n {
+		return deploy.RunStatus{Ready: true, Message: fmt.Sprintf("%d/%d run processes up", ready, n)}
+	}
+	msg := fmt.Sprintf("%d/%d run processes ready", ready, n)
+	if len(problems) > 0 {
+		msg += ": " + problems[0]
+		if len(problems) > 1 {
+			msg += fmt.Sprintf(" (and %d more)", len(problems)-1)
+		}
+	}
+	return deploy.RunStatus{Message: msg}
+}

@@ -1,0 +1,47 @@
+// Package mcp implements the ManagedControlPlane controller of the provider
+// operator.
+//
+// A ManagedControlPlane M in namespace NS lives on the onboarding cluster;
+// everything it needs is requested on the platform cluster, in the namespace
+// corev2alpha1.StableMCPNamespace(NS, M) ("mcp--" and a name-based UUID), labelled with
+// core.openmcp.cloud/mcp-name and core.openmcp.cloud/mcp-namespace like
+// every object created for the MCP:
+//
+//   - the ClusterRequest M, of purpose "mcp" or the value of the
+//     core.openmcp.cloud/purpose-override label (condition
+//     ClusterRequestReady; a denied request passes its reason through);
+//   - one AccessRequest "M.<token>" per entry of spec.iam.tokens, with
+//     requestRef to the ClusterRequest, the entry's permissions and
+//     roleRefs, and the label core.openmcp.cloud/token-name (conditions
+//     AccessReady.<token> and AllAccessReady). Token names cannot contain
+//     dots, so the name is unambiguous.
+//
+// The Secret of each granted AccessRequest is copied (all keys, among them
+// "kubeconfig") to the onboarding cluster as Secret "M.<token>.kubeconfig" in
+// NS, controlled by the MCP, kept equal to the source when the token is
+// refreshed, and named in status.access[<token>]. status.endpoints and the
+// Cluster.<type> conditions mirror the granted Cluster. Ready is True when
+// the cluster is granted and every access is ready. OIDC access
+// (spec.iam.oidc) cannot be issued by Marketplane's cluster providers yet:
+// each configured provider gets AccessReady.<provider>=False with reason
+// OIDCNotSupported, so such an MCP does not become Ready. A name longer than
+// 63 characters (the limit of label values) is Ready=False with reason
+// InvalidName.
+//
+// Deleting a ManagedControlPlane first deletes the service objects that
+// belong to it: for every kind a ServiceProvider registered in
+// status.resources, the object of that kind named M in NS on the onboarding
+// cluster (kinds the onboarding cluster does not serve, and cluster-scoped
+// kinds, are skipped). Service finalizers (services.openmcp.cloud/...) on the
+// MCP are waited for too (AllServicesDeleted, polled). Then the
+// AccessRequests are deleted and waited for, then the ClusterRequest
+// (AllClusterRequestsDeleted, through watches); then the copied Secrets and
+// the platform namespace are deleted, the latter without waiting, and the
+// finalizer core.openmcp.cloud/mcp goes.
+//
+// The controller reads and writes two clusters, so it is built from two
+// cluster.Cluster values (the onboarding and the platform cluster) and
+// watches both; see NewReconciler and Reconciler.SetupWithManager. Secrets
+// are watched as metadata only and read from the API servers, so that no
+// cache holds the credentials of a whole cluster.
+package mcp

@@ -1,0 +1,129 @@
+package provider
+
+import (
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
+)
+
+// Kind adapts one provider kind to the generic Reconciler: what it is
+// called, how its objects abbreviate in names, and where its shared
+// DeploymentSpec and DeploymentStatus live.
+type Kind[T client.Object] struct {
+	// Name is the kind, e.g. "ServiceProvider".
+	Name string
+	// Prefix abbreviates the kind in the names of everything the operator
+	// creates for a provider: "sp", "cp" or "ps".
+	Prefix string
+	// Resource is the kind's plural resource name in openmcp.cloud, used
+	// in the RBAC rule that lets a provider read its own object and write
+	// its status.
+	Resource string
+	// New returns an empty object of the kind.
+	New func() T
+	// Spec and Status return the shared parts of an object's spec and
+	// status, for reading and writing in place.
+	Spec   func(T) *providerv1alpha1.DeploymentSpec
+	Status func(T) *providerv1alpha1.DeploymentStatus
+	// Resources returns the kinds a provider registered in
+	// status.resources. It is nil for kinds without that field.
+	Resources func(T) []metav1.GroupVersionKind
+}
+
+// ServiceProviders is the Kind of ServiceProvider objects.
+func ServiceProviders() Kind[*providerv1alpha1.ServiceProvider] {
+	return Kind[*providerv1alpha1.ServiceProvider]{
+		Name:     "ServiceProvider",
+		Prefix:   "sp",
+		Resource: "serviceproviders",
+		New:      func() *providerv1alpha1.ServiceProvider { return &providerv1alpha1.ServiceProvider{} },
+		Spec: func(o *providerv1alpha1.ServiceProvider) *providerv1alpha1.DeploymentSpec {
+			return &o.Spec.DeploymentSpec
+		},
+		Status: func(o *providerv1alpha1.ServiceProvider) *providerv1alpha1.DeploymentStatus {
+			return &o.Status.DeploymentStatus
+		},
+		Resources: func(o *providerv1alpha1.ServiceProvider) []metav1.GroupVersionKind {
+			return o.Status.Resources
+		},
+	}
+}
+
+// ClusterProviders is the Kind of ClusterProvider objects.
+func ClusterProviders() Kind[*providerv1alpha1.ClusterProvider] {
+	return Kind[*providerv1alpha1.ClusterProvider]{
+		Name:     "ClusterProvider",
+		Prefix:   "cp",
+		Resource: "clusterproviders",
+		New:      func() *providerv1alpha1.ClusterProvider { return &providerv1alpha1.ClusterProvider{} },
+		Spec: func(o *providerv1alpha1.ClusterProvider) *providerv1alpha1.DeploymentSpec {
+			return &o.Spec.DeploymentSpec
+		},
+		Status: func(o *providerv1alpha1.ClusterProvider) *providerv1alpha1.DeploymentStatus {
+			return &o.Status.DeploymentStatus
+		},
+	}
+}
+
+// PlatformServices is the Kind of PlatformService objects.
+func PlatformServices() Kind[*providerv1alpha1.PlatformService] {
+	return Kind[*providerv1alpha1.PlatformService]{
+		Name:     "PlatformService",
+		Prefix:   "ps",
+		Resource: "platformservices",
+		New:      func() *providerv1alpha1.PlatformService { return &providerv1alpha1.PlatformService{} },
+		Spec: func(o *providerv1alpha1.PlatformService) *providerv1alpha1.DeploymentSpec {
+			return &o.Spec.DeploymentSpec
+		},
+		Status: func(o *providerv1alpha1.PlatformService) *providerv1alpha1.DeploymentStatus {
+			return &o.Status.DeploymentStatus
+		},
+	}
+}
+
+// registeredGroups returns the API groups of the kinds obj registered in
+// status.resources that the run role may grant read access to, sorted and
+// without duplicates. status.resources is written by the provider itself,
+// so a group is only honoured when it cannot widen the provider's reach
+// into Kubernetes or the platform: see grantableGroup.
+func (k Kind[T]) registeredGroups(obj T) (groups, refused []string) {
+	if k.Resources == nil {
+		return nil, nil
+	}
+	seen := map[string]bool{}
+	for _, gvk := range k.Resources(obj) {
+		if seen[gvk.Group] {
+			continue
+		}
+		seen[gvk.Group] = true
+		if grantableGroup(gvk.Group) {
+			groups = append(groups, gvk.Group)
+		} else {
+			refused = append(refused, gvk.Group)
+		}
+	}
+	sort.Strings(groups)
+	sort.Strings(refused)
+	return groups, refused
+}
+
+// grantableGroup reports whether a group registered in status.resources
+// may appear in the run role. Refused are the core group and the other
+// built-in groups (no dot, or ending in .k8s.io) and openmcp.cloud, the
+// group of the provider objects themselves: registering one of them would
+// otherwise let a provider read, say, every Secret of the cluster.
+func grantableGroup(group string) bool {
+	switch {
+	case !strings.Contains(group, "."):
+		return false
+	case group == "k8s.io" || strings.HasSuffix(group, ".k8s.io"):
+		return false
+	case group == providerv1alpha1.GroupName:
+		return false
+	}
+	return true
+}

@@ -1,0 +1,110 @@
+package provider
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Labels the operator puts on everything it creates for a provider, next
+// to providerv1alpha1.ManagedByLabel. They find a provider's objects again
+// for clean-up.
+const (
+	// LabelProviderKind holds the provider's kind, e.g. ServiceProvider.
+	LabelProviderKind = "openmcp.cloud/provider-kind"
+	// LabelProviderName holds the provider's name, shortened with a hash
+	// when it does not fit a label value.
+	LabelProviderName = "openmcp.cloud/provider-name"
+	// ManagedByValue is the value of providerv1alpha1.ManagedByLabel on
+	// everything the operator creates.
+	ManagedByValue = "marketplane-operator"
+	// PurposeImagePullSecret is the value of
+	// providerv1alpha1.ManagedPurposeLabel on the copies of a provider's
+	// image pull secrets, which tells them apart from the Secrets the
+	// provider keeps in its namespace itself.
+	PurposeImagePullSecret = "image-pull-secret"
+)
+
+// hashLen is the number of hex digits of the hash that makes a shortened
+// name unique again.
+const hashLen = 8
+
+// names are the names of everything the operator creates for one provider
+// (docs/operator.md, "Provider deployment").
+type names struct {
+	// Namespace is the provider's namespace, <prefix>-N.
+	Namespace string
+	// Init names the init ServiceAccount, Job, Role and RoleBinding,
+	// <prefix>-N-init; Run the run ServiceAccount, Deployment, Role and
+	// RoleBinding, <prefix>-N.
+	Init, Run string
+	// MetricsService names the metrics Service, <prefix>-N-metrics.
+	MetricsService string
+	// InitClusterRole and RunClusterRole name the ClusterRoles and
+	// ClusterRoleBindings, marketplane:<prefix>-N-init and
+	// marketplane:<prefix>-N.
+	InitClusterRole, RunClusterRole string
+	// LabelValue is the provider's name as a label value.
+	LabelValue string
+}
+
+// newNames derives the names for the provider called name of the kind with
+// the given prefix. Each name is shortened on its own, so two providers
+// never share a name even when their shortened forms would.
+func newNames(prefix, name string) names {
+	base := prefix + "-" + name
+	return names{
+		Namespace:       dnsLabel(base),
+		Init:            dnsLabel(base + "-init"),
+		Run:             dnsLabel(base),
+		MetricsService:  dnsLabel(base + "-metrics"),
+		InitClusterRole: shorten("marketplane:"+base+"-init", validation.DNS1123SubdomainMaxLength),
+		RunClusterRole:  shorten("marketplane:"+base, validation.DNS1123SubdomainMaxLength),
+		LabelValue:      shorten(name, validation.LabelValueMaxLength),
+	}
+}
+
+// dnsLabel turns s into a DNS-1035 label (what Namespaces and Services
+// need; Jobs and Deployments are kept as short, because their names end up
+// in pod labels and host names). Provider names are DNS subdomains and may
+// contain dots, which a label may not: they become dashes, and the name
+// then gets a hash of s so that "a.b" and "a-b" stay apart.
+func dnsLabel(s string) string {
+	if len(validation.IsDNS1035Label(s)) == 0 {
+		return s
+	}
+	clean := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r - 'A' + 'a'
+		}
+		return '-'
+	}, s)
+	return withHash(clean, s, validation.DNS1035LabelMaxLength)
+}
+
+// shorten returns s if it is at most max bytes long, else a prefix of s
+// with a hash of s appended that together are max bytes long at most.
+func shorten(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	return withHash(s, s, max)
+}
+
+// withHash cuts prefix so that "-<hash of full>" fits behind it within
+// max bytes, and appends it. Trailing separators are trimmed from the cut
+// so that the result stays a valid name.
+func withHash(prefix, full string, max int) string {
+	sum := sha256.Sum256([]byte(full))
+	suffix := hex.EncodeToString(sum[:])[:hashLen]
+	if keep := max - hashLen - 1; len(prefix) > keep {
+		prefix = prefix[:keep]
+	}
+	prefix = strings.TrimRight(prefix, "-.:")
+	return prefix + "-" + suffix
+}

@@ -1,0 +1,147 @@
+package provider_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
+)
+
+const testGroup = "rbactest.services.openmcp.cloud"
+
+// TestRBACLeastPrivilege acts as the provider's service accounts against
+// the API server and checks that they can do what docs/operator.md grants
+// and nothing more.
+func TestRBACLeastPrivilege(t *testing.T) {
+	ctx := t.Context()
+	createCRD(t, "widgets", "Widget")
+	// A second provider whose status the first must not touch; ignored, so
+	// nothing is deployed for it.
+	other := serviceProvider("rbac-other", nil)
+	other.Annotations = map[string]string{providerv1alpha1.OperationAnnotation: providerv1alpha1.OperationIgnore}
+	create(t, other)
+
+	sp := serviceProvider("rbac", nil)
+	create(t, sp)
+	const ns, initSA, runSA = "sp-rbac", "sp-rbac-init", "sp-rbac"
+	job := waitForJob(t, ns, "sp-rbac-init", 1, 1)
+	run := as(t, ns, runSA)
+	initC := as(t, ns, initSA)
+
+	widgets := &unstructured.UnstructuredList{}
+	widgets.SetGroupVersionKind(schema.GroupVersionKind{Group: testGroup, Version: "v1alpha1", Kind: "WidgetList"})
+	checkForbidden(t, "run: list widgets before the group is registered", run.List(ctx, widgets), true)
+
+	// The provider registers its kinds in status.resources, with its own
+	// permission on its own status.
+	register := []byte(fmt.Sprintf(`{"status":{"resources":[{"group":%q,"version":"v1alpha1","kind":"Widget"}]}}`, testGroup))
+	if err := run.Status().Patch(ctx, &providerv1alpha1.ServiceProvider{ObjectMeta: metav1.ObjectMeta{Name: sp.Name}}, client.RawPatch(types.MergePatchType, register)); err != nil {
+		t.Fatalf("run: register status.resources on its own ServiceProvider: %v", err)
+	}
+	eventually(t, "run role recomputed from status.resources", func(ctx context.Context) (bool, string, error) {
+		err := run.List(ctx, widgets)
+		return err == nil, fmt.Sprint(err), nil
+	})
+
+	// What run may do.
+	checkForbidden(t, "run: list Secrets in its namespace", run.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)), false)
+	checkForbidden(t, "run: create a Secret in its namespace", run.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "state"}}), false)
+	checkForbidden(t, "run: create a Lease in its namespace", run.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "leader"}}), false)
+	checkForbidden(t, "run: list Clusters", run.List(ctx, &clustersv1alpha1.ClusterList{}), false)
+	checkForbidden(t, "run: create an AccessRequest in its namespace", run.Create(ctx, accessRequest(ns), client.DryRunAll), false)
+	checkForbidden(t, "run: get its own ServiceProvider", run.Get(ctx, client.ObjectKeyFromObject(sp), &providerv1alpha1.ServiceProvider{}), false)
+
+	// What run may not do.
+	checkForbidden(t, "run: list Secrets in the operator namespace", run.List(ctx, &corev1.SecretList{}, client.InNamespace(operatorNamespace)), true)
+	checkForbidden(t, "run: list Secrets in all namespaces", run.List(ctx, &corev1.SecretList{}), true)
+	checkForbidden(t, "run: create an AccessRequest in another namespace", run.Create(ctx, accessRequest(operatorNamespace), client.DryRunAll), true)
+	checkForbidden(t, "run: create a CRD", run.Create(ctx, crd("gadgets", "Gadget"), client.DryRunAll), true)
+	checkForbidden(t, "run: get another ServiceProvider", run.Get(ctx, client.ObjectKeyFromObject(other), &providerv1alpha1.ServiceProvider{}), true)
+	checkForbidden(t, "run: update another provider's status",
+		run.Status().Patch(ctx, &providerv1alpha1.ServiceProvider{ObjectMeta: metav1.ObjectMeta{Name: other.Name}}, client.RawPatch(types.MergePatchType, register)), true)
+	checkForbidden(t, "run: create a ClusterRoleBinding", run.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "escalate"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+	}, client.DryRunAll), true)
+
+	// init may install CRDs, and no more than run outside its namespace.
+	gadgets := crd("gadgets", "Gadget")
+	checkForbidden(t, "init: create a CRD", initC.Create(ctx, gadgets), false)
+	t.Cleanup(func() { deleteAndWait(t, gadgets) })
+	checkForbidden(t, "init: list Secrets in the operator namespace", initC.List(ctx, &corev1.SecretList{}, client.InNamespace(operatorNamespace)), true)
+	checkForbidden(t, "init: create an AccessRequest in its namespace", initC.Create(ctx, accessRequest(ns), client.DryRunAll), false)
+	checkForbidden(t, "init: delete CRDs", initC.Delete(ctx, gadgets, client.DryRunAll), true)
+
+	// The operator's status writes keep what the provider registered.
+	completeJob(t, job)
+	waitForConditions(t, sp, want{Type: providerv1alpha1.ConditionInitialized, Status: metav1.ConditionTrue, Reason: providerv1alpha1.ReasonInitCompleted})
+	if len(sp.Status.Resources) != 1 || sp.Status.Resources[0].Kind != "Widget" {
+		t.Errorf("status.resources = %+v after the operator wrote its status, want the registered Widget", sp.Status.Resources)
+	}
+}
+
+// as returns a client that impersonates a service account.
+func as(t *testing.T, ns, sa string) client.Client {
+	t.Helper()
+	cfg := rest.CopyConfig(platform.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: fmt.Sprintf("system:serviceaccount:%s:%s", ns, sa)}
+	c, err := client.New(cfg, client.Options{Scheme: platform.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func accessRequest(ns string) *clustersv1alpha1.AccessRequest {
+	return &clustersv1alpha1.AccessRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "onboarding"}}
+}
+
+// crd is a cluster-scoped CRD of the test group.
+func crd(plural, kind string) *apiextensionsv1.CustomResourceDefinition {
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + testGroup},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: testGroup,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Kind: kind, ListKind: kind + "List", Singular: strings.ToLower(kind)},
+			Scope: apiextensionsv1.ClusterScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1alpha1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: ptrTo(true),
+				}},
+			}},
+		},
+	}
+}
+
+// createCRD installs a CRD of the test group and waits until it serves.
+func createCRD(t *testing.T, plural, kind string) {
+	t.Helper()
+	c := crd(plural, kind)
+	create(t, c)
+	eventually(t, "CRD "+c.Name+" established", func(ctx context.Context) (bool, string, error) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
+			return false, err.Error(), nil
+		}
+		for _, cond := range c.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return true, "", nil
+			}
+		}
+		return false, "not established", nil
+	})
+}

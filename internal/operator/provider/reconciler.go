@@ -1,0 +1,311 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
+	"github.com/marketplane/marketplane/internal/operator/deploy"
+)
+
+var _ reconcile.Reconciler = &Reconciler[*providerv1alpha1.ServiceProvider]{}
+
+// Reconciler deploys the providers of one kind: ServiceProvider,
+// ClusterProvider or PlatformService.
+type Reconciler[T client.Object] struct {
+	client   client.Client
+	deployer deploy.Deployer
+	kind     Kind[T]
+	opts     options
+}
+
+// NewReconciler returns a Reconciler for the providers of kind, which
+// writes to the platform cluster with c and runs providers with d.
+func NewReconciler[T client.Object](c client.Client, d deploy.Deployer, kind Kind[T], opts ...Option) *Reconciler[T] {
+	o := defaultOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.reader == nil {
+		o.reader = c
+	}
+	return &Reconciler[T]{client: c, deployer: d, kind: kind, opts: o}
+}
+
+// ControllerName is the name of the controller of a kind, as it appears in
+// logs and metrics: the kind in lower case, e.g. "serviceprovider".
+func ControllerName(kind string) string { return strings.ToLower(kind) }
+
+// SetupWithManager registers the Reconciler with mgr. It watches the
+// provider objects and the Jobs and Deployments they own (through the
+// controller references the Kubernetes deployer sets).
+func (r *Reconciler[T]) SetupWithManager(mgr ctrl.Manager) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(r.kind.New()).
+		Owns(&batchv1.Job{}).
+		Owns(&appsv1.Deployment{}).
+		Named(ControllerName(r.kind.Name)).
+		WithOptions(r.opts.controllerOptions)
+	if r.opts.notifier != nil {
+		b = b.WatchesRawSource(r.opts.notifier.source(r.kind.Name))
+	}
+	err := b.Complete(r)
+	if err != nil {
+		return fmt.Errorf("set up %s controller: %w", r.kind.Name, err)
+	}
+	return nil
+}
+
+// Setup registers Reconcilers for ServiceProviders, ClusterProviders and
+// PlatformServices with mgr, all running providers with d. Unless opts
+// say otherwise, they read provider objects and Secrets through the
+// manager's API reader and record events with its recorder.
+func Setup(mgr ctrl.Manager, d deploy.Deployer, opts ...Option) error {
+	opts = append([]Option{
+		WithAPIReader(mgr.GetAPIReader()),
+		WithEventRecorder(mgr.GetEventRecorder(FieldOwner)),
+	}, opts...)
+	for _, setup := range []func(ctrl.Manager) error{
+		NewReconciler(mgr.GetClient(), d, ServiceProviders(), opts...).SetupWithManager,
+		NewReconciler(mgr.GetClient(), d, ClusterProviders(), opts...).SetupWithManager,
+		NewReconciler(mgr.GetClient(), d, PlatformServices(), opts...).SetupWithManager,
+	} {
+		if err := setup(mgr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Reconcile brings one provider object's deployment in line with its spec,
+// or removes it when the object is being deleted.
+func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+	log := logf.FromContext(ctx)
+	obj := r.kind.New()
+	if err := r.opts.reader.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get %s %s: %w", r.kind.Name, req.Name, err)
+	}
+	operation := obj.GetAnnotations()[providerv1alpha1.OperationAnnotation]
+	if operation == providerv1alpha1.OperationIgnore {
+		log.V(1).Info("Skipping provider: it is annotated to be ignored", "annotation", providerv1alpha1.OperationAnnotation)
+		return ctrl.Result{}, nil
+	}
+
+	n := newNames(r.kind.Prefix, obj.GetName())
+	before := r.kind.Status(obj).DeepCopy()
+	removed := false
+	defer func() {
+		if removed {
+			return
+		}
+		if err := r.patchStatus(ctx, obj, before); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
+
+	if !obj.GetDeletionTimestamp().IsZero() {
+		res, removed, retErr = r.reconcileDelete(ctx, obj, n)
+		return res, retErr
+	}
+	if err := r.ensureFinalizer(ctx, obj); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	res, retErr = r.reconcileNormal(ctx, obj, n)
+	st := r.kind.Status(obj)
+	st.ObservedGeneration = obj.GetGeneration()
+	setPhase(st, false)
+
+	if retErr == nil && operation == providerv1alpha1.OperationReconcile {
+		retErr = r.removeOperationAnnotation(ctx, obj)
+	}
+	return res, retErr
+}
+
+// reconcileNormal sets up the provider's namespace, service accounts,
+// image pull secrets and RBAC, runs init and, once init succeeded for the
+// current generation, run. It records the outcome in the conditions of
+// obj's status; the caller writes them.
+func (r *Reconciler[T]) reconcileNormal(ctx context.Context, obj T, n names) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+	st := r.kind.Status(obj)
+	gen := obj.GetGeneration()
+	initialized := func(status metav1.ConditionStatus, reason providerv1alpha1.ConditionReason, format string, args ...any) {
+		setCondition(st, gen, providerv1alpha1.ConditionInitialized, status, reason, format, args...)
+	}
+	ready := func(status metav1.ConditionStatus, reason providerv1alpha1.ConditionReason, format string, args ...any) {
+		setCondition(st, gen, providerv1alpha1.ConditionReady, status, reason, format, args...)
+	}
+	// initBlocked reports that init cannot start yet; Ready then waits for it.
+	initBlocked := func(reason providerv1alpha1.ConditionReason, format string, args ...any) {
+		initialized(metav1.ConditionFalse, reason, format, args...)
+		ready(metav1.ConditionFalse, providerv1alpha1.ReasonProviderInstallationPending, "waiting for init of generation %d", gen)
+	}
+
+	if problems := validate(r.kind.Spec(obj)); problems != "" {
+		// Bad input: say so and wait for the spec to change, which
+		// triggers the next reconcile. Retrying could not help.
+		log.V(1).Info("Spec is invalid; waiting for it to change", "problems", problems)
+		initialized(metav1.ConditionFalse, ReasonInvalidSpec, "%s", problems)
+		ready(metav1.ConditionFalse, ReasonInvalidSpec, "%s", problems)
+		return ctrl.Result{}, nil
+	}
+	w := r.workload(obj, n)
+
+	terminating, err := r.ensureNamespace(ctx, w)
+	if err != nil {
+		initBlocked(providerv1alpha1.ReasonInitJobCreationFailed, "creating namespace %s failed: %v", w.Namespace, err)
+		return ctrl.Result{}, err
+	}
+	if terminating {
+		log.V(1).Info("Waiting for the namespace of an earlier provider to be deleted", "namespace", w.Namespace)
+		initBlocked(providerv1alpha1.ReasonInitPending, "namespace %s is still being deleted", w.Namespace)
+		return ctrl.Result{RequeueAfter: r.opts.waitInterval}, nil
+	}
+	if err := r.ensureServiceAccounts(ctx, w); err != nil {
+		initBlocked(providerv1alpha1.ReasonInitJobCreationFailed, "creating service accounts failed: %v", err)
+		return ctrl.Result{}, err
+	}
+	missing, err := r.ensurePullSecrets(ctx, w)
+	if err != nil {
+		initBlocked(providerv1alpha1.ReasonInitJobCreationFailed, "copying image pull secrets failed: %v", err)
+		return ctrl.Result{}, err
+	}
+	if missing != "" {
+		// A user error, but one that can resolve itself when the Secret
+		// is created; there is no watch on Secrets, so look again later.
+		log.V(1).Info("Waiting for an image pull secret", "problem", missing)
+		initBlocked(providerv1alpha1.ReasonInitJobCreationFailed, "%s", missing)
+		return ctrl.Result{RequeueAfter: r.opts.missingSecretInterval}, nil
+	}
+	if _, refused := r.kind.registeredGroups(obj); len(refused) > 0 {
+		log.V(1).Info("Not granting read access to groups in status.resources", "groups", refused)
+	}
+	grants := r.grants(obj, w, n)
+	if err := r.ensureGrant(ctx, w, grants[0]); err != nil {
+		initBlocked(providerv1alpha1.ReasonInitJobCreationFailed, "setting up RBAC of the init service account failed: %v", err)
+		return ctrl.Result{}, err
+	}
+	if err := r.ensureGrant(ctx, w, grants[1]); err != nil {
+		ready(metav1.ConditionFalse, providerv1alpha1.ReasonProviderInstallationFailed, "setting up RBAC of the run service account failed: %v", err)
+		return ctrl.Result{}, err
+	}
+
+	is, err := r.deployer.Init(ctx, w)
+	if err != nil {
+		initBlocked(providerv1alpha1.ReasonInitJobCreationFailed, "starting init failed: %v", err)
+		return ctrl.Result{}, fmt.Errorf("init %s %s: %w", r.kind.Name, obj.GetName(), err)
+	}
+	switch is.State {
+	case deploy.InitSucceeded:
+		initialized(metav1.ConditionTrue, providerv1alpha1.ReasonInitCompleted, "%s", orText(is.Message, "init completed"))
+	case deploy.InitFailed:
+		initBlocked(ReasonInitFailed, "%s", orText(is.Message, "init failed"))
+	case deploy.InitRunning:
+		initBlocked(providerv1alpha1.ReasonInitRunning, "%s", orText(is.Message, "init is running"))
+	default:
+		initBlocked(providerv1alpha1.ReasonInitPending, "%s", orText(is.Message, "init has not started yet"))
+	}
+	if is.State != deploy.InitSucceeded {
+		// The run instances of an earlier generation, if any, keep
+		// running until init of this one succeeded.
+		log.V(1).Info("Waiting for init", "state", is.State, "attempt", is.Attempt, "retryAfter", is.RetryAfter)
+		return ctrl.Result{RequeueAfter: is.RetryAfter}, nil
+	}
+
+	rs, err := r.deployer.Run(ctx, w)
+	if err != nil {
+		ready(metav1.ConditionFalse, providerv1alpha1.ReasonProviderInstallationFailed, "deploying the run instances failed: %v", err)
+		return ctrl.Result{}, fmt.Errorf("run %s %s: %w", r.kind.Name, obj.GetName(), err)
+	}
+	st.Metrics = metricsStatus(rs.MetricsService)
+	if !rs.Ready {
+		ready(metav1.ConditionFalse, providerv1alpha1.ReasonProviderNotReady, "%s", orText(rs.Message, "the run instances are not ready yet"))
+		return ctrl.Result{}, nil
+	}
+	ready(metav1.ConditionTrue, providerv1alpha1.ReasonProviderReady, "%s", orText(rs.Message, "the provider is running"))
+	return ctrl.Result{}, nil
+}
+
+func metricsStatus(svc *types.NamespacedName) *providerv1alpha1.MetricsStatus {
+	if svc == nil {
+		return nil
+	}
+	return &providerv1alpha1.MetricsStatus{Service: providerv1alpha1.MetricsService{Name: svc.Name, Namespace: svc.Namespace}}
+}
+
+func orText(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// ensureFinalizer adds the finalizer, so that the clean-up runs before the
+// object goes.
+func (r *Reconciler[T]) ensureFinalizer(ctx context.Context, obj T) error {
+	if controllerutil.ContainsFinalizer(obj, providerv1alpha1.Finalizer) {
+		return nil
+	}
+	base := obj.DeepCopyObject().(T)
+	controllerutil.AddFinalizer(obj, providerv1alpha1.Finalizer)
+	if err := r.client.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("add finalizer to %s %s: %w", r.kind.Name, obj.GetName(), err)
+	}
+	return nil
+}
+
+// removeOperationAnnotation removes openmcp.cloud/operation: reconcile after
+// the reconcile it asked for. The patch carries the resourceVersion, so an
+// annotation changed in the meantime (say, to ignore) is not lost.
+func (r *Reconciler[T]) removeOperationAnnotation(ctx context.Context, obj T) error {
+	// Patch a copy: the response would overwrite the status computed but
+	// not yet written.
+	cp := obj.DeepCopyObject().(T)
+	base := cp.DeepCopyObject().(T)
+	annotations := cp.GetAnnotations()
+	delete(annotations, providerv1alpha1.OperationAnnotation)
+	cp.SetAnnotations(annotations)
+	if err := r.client.Patch(ctx, cp, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("remove %s annotation from %s %s: %w", providerv1alpha1.OperationAnnotation, r.kind.Name, obj.GetName(), err)
+	}
+	return nil
+}
+
+// patchStatus writes the operator's part of the status when it changed
+// since before, and records an event per condition transition. The merge
+// patch holds only the fields that changed, all of them the operator's,
+// so what the provider registered in status.resources is never touched.
+func (r *Reconciler[T]) patchStatus(ctx context.Context, obj T, before *providerv1alpha1.DeploymentStatus) error {
+	now := r.kind.Status(obj).DeepCopy()
+	if equality.Semantic.DeepEqual(before, now) {
+		return nil
+	}
+	base := obj.DeepCopyObject().(T)
+	*r.kind.Status(base) = *before
+	if err := r.client.Status().Patch(ctx, obj, client.MergeFrom(base)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("patch status of %s %s: %w", r.kind.Name, obj.GetName(), err)
+	}
+	recordTransitions(r.opts.recorder, obj, before.Conditions, now.Conditions)
+	return nil
+}
