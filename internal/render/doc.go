@@ -1,0 +1,46 @@
+// Package render renders the templates of SFPlans, as Service Fabrik's
+// inter-operator does, so that plans written for Service Fabrik work
+// unchanged. It is a pure library: it reads no cluster (ConfigMap sources go
+// through an interface of package source) and applies nothing.
+//
+// A Renderer renders one TemplateSpec with an Input:
+//
+//   - RenderObjects for provision, bind and unbind templates: the objects to
+//     apply. A gotemplate may render several objects as YAML documents
+//     separated by "---". A helm template renders the chart at its url,
+//     client side, with the values its content renders.
+//   - RenderMap for sources and status templates, which render one YAML
+//     mapping; ParseSources and ParseStatus read them.
+//   - RenderString for clusterSelector templates, which render a label
+//     selector.
+//
+// Template text comes from content, else contentEncoded (base64), else url
+// (http, https, file or configmap; see package source). gotemplates are Go
+// text/template with all of Sprig v3 and Service Fabrik's functions b64enc,
+// b64dec, unmarshalJSON and marshalJSON (which fail the render on bad
+// input), and toToml, toYaml, fromYaml, toJson and fromJson (which do not:
+// the from functions return a map with the error text under "Error"). env
+// and expandenv see an empty environment.
+//
+// Variables are .service, .plan, .instance and, for bindings, .binding, as
+// maps (Values); a status template also sees every source by its name
+// (WithSources).
+//
+// Parsed templates and loaded charts are cached by the SHA-256 of their
+// content, in bounded LRU caches, so that rendering the same plan again
+// costs no parsing. Each render runs under Limits: a time limit, a limit on
+// its output and on the values its functions produce, and size limits on
+// template text and chart archives. A render that exceeds them fails with
+// ErrTimeLimit or ErrSizeLimit; a panic becomes an error. Template functions
+// check the limits on every call, and output writes on every write, so a
+// runaway template stops soon after its time is up; Go's text/template
+// cannot be interrupted otherwise, so a loop that neither calls a function
+// nor writes output runs on, abandoned, until it ends (Stats.Abandoned
+// counts such renders). Helm's engine is not instrumented: a chart that
+// loops is abandoned the same way.
+//
+// Errors are of type *Error: they name the action, the type, where the text
+// came from and the step that failed, and never quote variables.
+// IsTransient tells the errors that may pass on their own (network, server,
+// cancelled context) from those that need a new plan.
+package render

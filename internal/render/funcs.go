@@ -1,0 +1,283 @@
+package render
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"text/template"
+
+	"github.com/BurntSushi/toml"
+	"github.com/Masterminds/sprig/v3"
+	"sigs.k8s.io/yaml"
+)
+
+// baseFuncs returns the functions of a gotemplate: all of Sprig v3, the
+// template builtins that can grow text (print, printf, println, html, js,
+// urlquery), and Service Fabrik's extras, which replace Sprig's functions of
+// the same name.
+//
+// env and expandenv see an empty environment: the operator's environment is
+// not the plan author's to read (it may hold credentials), and what a plan
+// renders must not depend on the pod that renders it.
+func baseFuncs() template.FuncMap {
+	f := sprig.TxtFuncMap()
+	f["env"] = func(string) string { return "" }
+	f["expandenv"] = func(string) string { return "" }
+
+	f["print"] = fmt.Sprint
+	f["printf"] = fmt.Sprintf
+	f["println"] = fmt.Sprintln
+	f["html"] = template.HTMLEscaper
+	f["js"] = template.JSEscaper
+	f["urlquery"] = template.URLQueryEscaper
+
+	f["b64enc"] = b64enc
+	f["b64dec"] = b64dec
+	f["unmarshalJSON"] = unmarshalJSON
+	f["marshalJSON"] = marshalJSON
+	f["toToml"] = toToml
+	f["toYaml"] = toYaml
+	f["fromYaml"] = fromYaml
+	f["toJson"] = toJson
+	f["fromJson"] = fromJson
+	return f
+}
+
+// b64enc encodes s in standard base64.
+func b64enc(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// b64dec decodes standard base64; unlike Sprig's, it fails the render on
+// bad input instead of returning the error text.
+func b64dec(s string) (string, error) {
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return "", fmt.Errorf("b64dec: %w", err)
+	}
+	return string(b), nil
+}
+
+// unmarshalJSON decodes a JSON object and fails the render on bad input.
+func unmarshalJSON(s string) (map[string]any, error) {
+	m := map[string]any{}
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		// The input is not quoted: it may be a credential.
+		return nil, fmt.Errorf("unmarshalJSON: input is not a JSON object: %w", err)
+	}
+	return m, nil
+}
+
+// marshalJSON encodes v as JSON and fails the render when it cannot.
+func marshalJSON(v any) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("marshalJSON: %w", err)
+	}
+	return string(b), nil
+}
+
+// toToml encodes v as TOML; on failure it returns the error text, as
+// Service Fabrik's does.
+func toToml(v any) string {
+	var b bytes.Buffer
+	if err := toml.NewEncoder(&b).Encode(v); err != nil {
+		return err.Error()
+	}
+	return b.String()
+}
+
+// toYaml encodes v as YAML without the final newline; on failure it returns
+// the empty string.
+func toYaml(v any) string {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(string(b), "\n")
+}
+
+// fromYaml decodes a YAML mapping; on failure the map holds the error text
+// under the key "Error".
+func fromYaml(s string) map[string]any {
+	m := map[string]any{}
+	if err := yaml.Unmarshal([]byte(s), &m); err != nil {
+		m["Error"] = err.Error()
+	}
+	return m
+}
+
+// toJson encodes v as JSON; on failure it returns the empty string.
+func toJson(v any) string { //nolint:revive // named after the template function
+	b, err := json.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// fromJson decodes a JSON object; on failure the map holds the error text
+// under the key "Error".
+func fromJson(s string) map[string]any { //nolint:revive // named after the template function
+	m := map[string]any{}
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		m["Error"] = err.Error()
+	}
+	return m
+}
+
+// estimators predict, from the arguments, how large the result of a
+// function that multiplies its input will be, so that the guard can refuse
+// the call before the memory is allocated. Sizes are in bytes; a list counts
+// listElementCost bytes per element.
+var estimators = map[string]func(args []reflect.Value) int64{
+	"until": func(a []reflect.Value) int64 { return abs(a[0].Int()) * listElementCost },
+	"untilStep": func(a []reflect.Value) int64 {
+		return steps(a[0].Int(), a[1].Int(), a[2].Int()) * listElementCost
+	},
+	"seq": func(a []reflect.Value) int64 {
+		p := a[0] // variadic ...int
+		var lo, hi, step int64 = 1, 0, 1
+		switch p.Len() {
+		case 0:
+			return 0
+		case 1:
+			hi = p.Index(0).Int()
+		case 2:
+			lo, hi = p.Index(0).Int(), p.Index(1).Int()
+		default:
+			lo, step, hi = p.Index(0).Int(), p.Index(1).Int(), p.Index(2).Int()
+		}
+		// Each number takes at most 21 bytes with its separator.
+		return (steps(lo, hi, step) + 1) * 21
+	},
+	"repeat": func(a []reflect.Value) int64 { return mul(abs(a[0].Int()), int64(a[1].Len())) },
+	"indent": func(a []reflect.Value) int64 {
+		return indentSize(a[0].Int(), a[1].String())
+	},
+	"nindent": func(a []reflect.Value) int64 {
+		return indentSize(a[0].Int(), a[1].String()) + 1
+	},
+	"wrapWith": func(a []reflect.Value) int64 {
+		width, sep, s := max(a[0].Int(), 1), int64(a[1].Len()), int64(a[2].Len())
+		return s + mul(s/width+1, sep)
+	},
+	"replace": func(a []reflect.Value) int64 {
+		old, repl, src := a[0].String(), int64(a[1].Len()), a[2].String()
+		n := int64(len(src)) + 1
+		if old != "" {
+			n = int64(strings.Count(src, old))
+		}
+		return int64(len(src)) + mul(n, repl)
+	},
+	"randAlphaNum": countArg,
+	"randAlpha":    countArg,
+	"randAscii":    countArg,
+	"randNumeric":  countArg,
+	"randBytes":    func(a []reflect.Value) int64 { return mul(abs(a[0].Int()), 2) },
+}
+
+// listElementCost is what one element of a list counts against the limits.
+const listElementCost = 8
+
+func countArg(a []reflect.Value) int64 { return abs(a[0].Int()) }
+
+func abs(n int64) int64 {
+	if n < 0 {
+		if n == -n { // math.MinInt64
+			return 1 << 62
+		}
+		return -n
+	}
+	return n
+}
+
+// mul multiplies non-negative numbers, saturating instead of overflowing.
+func mul(a, b int64) int64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	if a > (1<<62)/b {
+		return 1 << 62
+	}
+	return a * b
+}
+
+// steps is the number of values from lo towards hi in steps of step.
+func steps(lo, hi, step int64) int64 {
+	step = abs(step)
+	if step == 0 {
+		step = 1
+	}
+	d := hi - lo
+	if (hi > lo) != (d > 0) { // overflow
+		return 1 << 62
+	}
+	return abs(d)/step + 1
+}
+
+func indentSize(spaces int64, s string) int64 {
+	return int64(len(s)) + mul(abs(spaces), int64(strings.Count(s, "\n")+1))
+}
+
+// resultSize is what a function's result counts against the limits.
+func resultSize(v reflect.Value) int64 {
+	switch v.Kind() {
+	case reflect.String:
+		return int64(v.Len())
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return int64(v.Len())
+		}
+		return int64(v.Len()) * listElementCost
+	case reflect.Map:
+		return int64(v.Len()) * 2 * listElementCost
+	case reflect.Interface:
+		if v.IsNil() {
+			return 0
+		}
+		return resultSize(v.Elem())
+	}
+	return 0
+}
+
+// guardedFuncs wraps every function of base so that each call first checks
+// g (time limit, abandoned render, remaining budget), refuses calls whose
+// estimated result is too large, and charges the size of its result.
+func guardedFuncs(base template.FuncMap, g *guard) template.FuncMap {
+	out := make(template.FuncMap, len(base))
+	for name, fn := range base {
+		out[name] = guardFunc(name, fn, g)
+	}
+	return out
+}
+
+func guardFunc(name string, fn any, g *guard) any {
+	v := reflect.ValueOf(fn)
+	t := v.Type()
+	estimate := estimators[name]
+	variadic := t.IsVariadic()
+	return reflect.MakeFunc(t, func(args []reflect.Value) []reflect.Value {
+		// A panic with an error is how a function without an error result
+		// fails: text/template turns it into an execution error.
+		if err := g.check(); err != nil {
+			panic(err)
+		}
+		if estimate != nil {
+			if err := g.admit(name, estimate(args)); err != nil {
+				panic(err)
+			}
+		}
+		var res []reflect.Value
+		if variadic {
+			res = v.CallSlice(args)
+		} else {
+			res = v.Call(args)
+		}
+		if err := g.charge(name, resultSize(res[0])); err != nil {
+			panic(err)
+		}
+		return res
+	}).Interface()
+}
