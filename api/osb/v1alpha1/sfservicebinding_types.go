@@ -92,6 +92,12 @@ type SFServiceBindingStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
+	// phase summarises the status for Marketplane's provider runtime:
+	// Pending, Progressing, Ready, Failed or Terminating. It is a
+	// Marketplane addition; state stays the Service Fabrik and OSB view.
+	// +optional
+	Phase string `json:"phase,omitempty"`
+
 	// conditions describe the binding, for example whether its credentials
 	// are available (Ready).
 	// +optional

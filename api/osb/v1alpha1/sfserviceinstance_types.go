@@ -115,6 +115,12 @@ type SFServiceInstanceStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
+	// phase summarises the status for Marketplane's provider runtime:
+	// Pending, Progressing, Ready, Failed or Terminating. It is a
+	// Marketplane addition; state stays the Service Fabrik and OSB view.
+	// +optional
+	Phase string `json:"phase,omitempty"`
+
 	// conditions describe the instance, for example whether it is usable
 	// (Ready).
 	// +optional

@@ -1,0 +1,15 @@
+// Package providerapp turns a service provider into a binary that follows
+// the provider deployment contract (seed 04): `<binary> init` installs the
+// provider's CRDs into the platform and onboarding clusters and registers its
+// service kinds in ServiceProvider.status.resources, and exits non-zero on
+// any failure; `<binary> run` starts the provider's controllers on the
+// onboarding cluster, with the platform cluster attached, leader election,
+// health probes and metrics.
+//
+// A provider's main is then a few lines:
+//
+//	func main() {
+//		app := providerapp.Provider{Name: "velero", Scheme: scheme, CRDs: crds, ServiceKinds: kinds, Setup: setup}
+//		os.Exit(app.Main())
+//	}
+package providerapp

@@ -1,0 +1,341 @@
+package providerapp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/marketplane/marketplane/api/crds"
+	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
+	"github.com/marketplane/marketplane/pkg/clusteraccess"
+	"github.com/marketplane/marketplane/pkg/contract"
+	"github.com/marketplane/marketplane/pkg/crdinstall"
+	"github.com/marketplane/marketplane/pkg/spruntime"
+)
+
+// Provider describes a provider binary.
+type Provider struct {
+	// Name is the binary's name, for help texts and field ownership.
+	Name string
+	// Scheme holds the provider's API and ProviderConfig types (and the
+	// built-in types its controllers use).
+	Scheme *runtime.Scheme
+	// CRDs are the provider's CRDs, each labelled openmcp.cloud/cluster:
+	// "onboarding" ones (the ServiceProviderAPI) are installed into the
+	// onboarding cluster, "platform" ones (the ProviderConfig) into the
+	// platform cluster.
+	CRDs []*apiextensionsv1.CustomResourceDefinition
+	// ServiceKinds are registered in the ServiceProvider's
+	// status.resources: the kinds of service objects named after
+	// ManagedControlPlanes, which are deleted with them.
+	ServiceKinds []schema.GroupVersionKind
+	// RunPermissions is what run may do on the onboarding cluster; by
+	// default everything on the resources of the ServiceKinds' groups and
+	// creating events.
+	RunPermissions *clusteraccess.Permissions
+	// Setup registers the provider's controllers with mgr (a manager on
+	// the onboarding cluster) using what Env offers.
+	Setup func(ctx context.Context, mgr ctrl.Manager, env Env) error
+}
+
+// Env is what run hands to Setup.
+type Env struct {
+	// Flags are the contract flags (environment, provider name, verbosity).
+	Flags contract.Flags
+	// Pod is what the contract's environment variables say about the
+	// process; Pod.Namespace is the provider's own namespace.
+	Pod contract.Pod
+	// Platform is the platform cluster, added to the manager.
+	Platform cluster.Cluster
+	// Access obtains MCP and workload clusters through ClusterRequests and
+	// AccessRequests in the provider's namespace; use
+	// clusteraccess.For[T](env.Access) as the runtime's ClusterAccess.
+	// Its permissions come from the options given to Command or Main.
+	Access *clusteraccess.Manager
+}
+
+// flags are init's and run's command-line flags.
+type flags struct {
+	contract.Flags
+	onboardingKubeconfig string
+	kubeconfig           string
+	leaderElect          bool
+	metricsAddr          string
+	probeAddr            string
+	timeout              time.Duration
+}
+
+// Command returns the provider's root command with init and run. access
+// configures the clusteraccess.Manager run hands to Setup.
+func (p Provider) Command(access ...clusteraccess.Option) *cobra.Command {
+	f := &flags{}
+	root := &cobra.Command{Use: p.Name, Short: p.Name + " service provider", SilenceUsage: true}
+	f.AddFlags(root.PersistentFlags())
+	root.PersistentFlags().StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the platform cluster (default: in-cluster or $KUBECONFIG)")
+	root.PersistentFlags().StringVar(&f.onboardingKubeconfig, "onboarding-kubeconfig", "", "kubeconfig of the onboarding cluster, for development (default: request access through the platform)")
+	root.PersistentFlags().DurationVar(&f.timeout, "access-timeout", 5*time.Minute, "how long to wait for onboarding access")
+	initCmd := &cobra.Command{
+		Use:   "init",
+		Short: "Install the provider's CRDs and register its service kinds",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.Validate(); err != nil {
+				return err
+			}
+			return p.init(cmd.Context(), f)
+		},
+	}
+	runCmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the provider's controllers",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.Validate(); err != nil {
+				return err
+			}
+			return p.run(cmd.Context(), f, access)
+		},
+	}
+	runCmd.Flags().BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader (the operator sets it with more than one replica)")
+	runCmd.Flags().StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint; 0 disables it")
+	runCmd.Flags().StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 disables them")
+	root.AddCommand(initCmd, runCmd)
+	return root
+}
+
+// Main runs the command on os.Args with a signal-handling context and
+// returns the process exit code: 0, or 1 on any error.
+func (p Provider) Main(access ...clusteraccess.Option) int {
+	return p.MainWithArgs(ctrl.SetupSignalHandler(), os.Args[1:], access...)
+}
+
+// MainWithArgs is Main with explicit arguments and context.
+func (p Provider) MainWithArgs(ctx context.Context, args []string, access ...clusteraccess.Option) int {
+	cmd := p.Command(access...)
+	cmd.SetArgs(args)
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// init installs the CRDs and registers the service kinds. Every failure is
+// returned, so that the init Job fails and the operator says so.
+func (p Provider) init(ctx context.Context, f *flags) error {
+	log := f.Logger().WithName("init")
+	ctx = logr.NewContext(ctx, log)
+	pod, err := contract.PodFromEnv()
+	if err != nil {
+		return err
+	}
+	platformCfg, err := loadConfig(f.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("platform cluster: %w", err)
+	}
+	platform, err := client.New(platformCfg, client.Options{Scheme: p.Scheme})
+	if err != nil {
+		return fmt.Errorf("platform client: %w", err)
+	}
+	platformCRDs, onboardingCRDs := p.split()
+	if err := crdinstall.Apply(ctx, platform, p.Name, 0, platformCRDs...); err != nil {
+		return fmt.Errorf("install platform CRDs: %w", err)
+	}
+	onboarding, err := p.onboarding(ctx, f, platform, pod, "init", clusteraccess.Permissions{Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{apiextensionsv1.GroupName},
+		Resources: []string{"customresourcedefinitions"},
+		Verbs:     []string{"get", "list", "watch", "create", "update", "patch"},
+	}}}, nil)
+	if err != nil {
+		return err
+	}
+	if err := crdinstall.Apply(ctx, onboarding.Client(), p.Name, 0, onboardingCRDs...); err != nil {
+		return fmt.Errorf("install onboarding CRDs: %w", err)
+	}
+	if err := RegisterServiceKinds(ctx, platform, f.ProviderName, p.ServiceKinds...); err != nil {
+		return err
+	}
+	log.Info("initialized", "platformCRDs", len(platformCRDs), "onboardingCRDs", len(onboardingCRDs), "serviceKinds", len(p.ServiceKinds))
+	return nil
+}
+
+// run starts the manager on the onboarding cluster.
+func (p Provider) run(ctx context.Context, f *flags, accessOpts []clusteraccess.Option) error {
+	log := f.Logger()
+	ctrl.SetLogger(log)
+	ctx = logr.NewContext(ctx, log)
+	pod, err := contract.PodFromEnv()
+	if err != nil {
+		return err
+	}
+	platformCfg, err := loadConfig(f.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("platform cluster: %w", err)
+	}
+	platform, err := cluster.New(platformCfg, func(o *cluster.Options) { o.Scheme = p.Scheme })
+	if err != nil {
+		return fmt.Errorf("platform cluster: %w", err)
+	}
+	access, err := clusteraccess.New(platform.GetClient(), f.ProviderName, pod.Namespace,
+		append([]clusteraccess.Option{clusteraccess.WithAPIReader(platform.GetAPIReader())}, accessOpts...)...)
+	if err != nil {
+		return err
+	}
+	onboarding, err := p.onboarding(ctx, f, platform.GetClient(), pod, "run", p.runPermissions(), access)
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(onboarding.RESTConfig(), ctrl.Options{
+		Scheme:                  p.Scheme,
+		LeaderElection:          f.leaderElect,
+		LeaderElectionID:        f.ProviderName + "-leader",
+		LeaderElectionNamespace: pod.Namespace,
+		// The provider may hold leases only in its own namespace on the
+		// platform cluster.
+		LeaderElectionConfig:   platformCfg,
+		Metrics:                metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress: f.probeAddr,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	if err := mgr.Add(platform); err != nil {
+		return fmt.Errorf("add platform cluster: %w", err)
+	}
+	if err := errors.Join(mgr.AddHealthzCheck("ping", healthz.Ping), mgr.AddReadyzCheck("ping", healthz.Ping)); err != nil {
+		return fmt.Errorf("add health checks: %w", err)
+	}
+	if err := p.Setup(ctx, mgr, Env{Flags: f.Flags, Pod: pod, Platform: platform, Access: access}); err != nil {
+		return fmt.Errorf("set up controllers: %w", err)
+	}
+	log.Info("starting provider", "provider", f.ProviderName, "environment", f.Environment, "namespace", pod.Namespace)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("run manager: %w", err)
+	}
+	return nil
+}
+
+// onboarding returns the onboarding cluster: from --onboarding-kubeconfig,
+// or through a ClusterRequest and AccessRequest named after purpose
+// ("init" or "run") in the provider's namespace.
+func (p Provider) onboarding(ctx context.Context, f *flags, platform client.Client, pod contract.Pod, purpose string, perms clusteraccess.Permissions, m *clusteraccess.Manager) (*spruntime.Cluster, error) {
+	if f.onboardingKubeconfig != "" {
+		cfg, err := loadConfig(f.onboardingKubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("onboarding cluster: %w", err)
+		}
+		c, err := client.New(cfg, client.Options{Scheme: p.Scheme})
+		if err != nil {
+			return nil, fmt.Errorf("onboarding client: %w", err)
+		}
+		return spruntime.NewCluster("onboarding", cfg, c), nil
+	}
+	if m == nil {
+		var err error
+		if m, err = clusteraccess.New(platform, f.ProviderName, pod.Namespace, clusteraccess.WithScheme(p.Scheme)); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	c, err := m.Onboarding(ctx, purpose, perms)
+	if err != nil {
+		return nil, fmt.Errorf("onboarding access: %w", err)
+	}
+	return c, nil
+}
+
+func (p Provider) runPermissions() clusteraccess.Permissions {
+	if p.RunPermissions != nil {
+		return *p.RunPermissions
+	}
+	var groups []string
+	for _, gvk := range p.ServiceKinds {
+		if !slices.Contains(groups, gvk.Group) {
+			groups = append(groups, gvk.Group)
+		}
+	}
+	return clusteraccess.Permissions{Rules: []rbacv1.PolicyRule{
+		{APIGroups: groups, Resources: []string{"*"}, Verbs: []string{"*"}},
+		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+		// The runtime watches ManagedControlPlanes to notice an MCP
+		// created after the service object.
+		{APIGroups: []string{"core.openmcp.cloud"}, Resources: []string{"managedcontrolplanes"}, Verbs: []string{"get", "list", "watch"}},
+	}}
+}
+
+// split returns the platform and the onboarding CRDs.
+func (p Provider) split() (platform, onboarding []*apiextensionsv1.CustomResourceDefinition) {
+	for _, crd := range p.CRDs {
+		switch crd.Labels[crds.ClusterLabel] {
+		case crds.ClusterPlatform:
+			platform = append(platform, crd)
+		default:
+			onboarding = append(onboarding, crd)
+		}
+	}
+	return platform, onboarding
+}
+
+// RegisterServiceKinds adds kinds to the status.resources of the
+// ServiceProvider named provider, keeping what is there (the operator and
+// other init runs never remove entries). It fails when the ServiceProvider
+// does not exist: a provider started outside the operator has nowhere to
+// register.
+func RegisterServiceKinds(ctx context.Context, platform client.Client, provider string, kinds ...schema.GroupVersionKind) error {
+	if len(kinds) == 0 {
+		return nil
+	}
+	sp := &providerv1alpha1.ServiceProvider{}
+	if err := platform.Get(ctx, client.ObjectKey{Name: provider}, sp); err != nil {
+		return fmt.Errorf("get ServiceProvider %s to register its kinds: %w", provider, err)
+	}
+	before := sp.DeepCopy()
+	for _, gvk := range kinds {
+		entry := metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind}
+		if !slices.Contains(sp.Status.Resources, entry) {
+			sp.Status.Resources = append(sp.Status.Resources, entry)
+		}
+	}
+	if len(sp.Status.Resources) == len(before.Status.Resources) {
+		return nil
+	}
+	// An optimistic-lock merge patch: a concurrent writer of the status
+	// makes this fail and init is retried, instead of one losing entries.
+	if err := platform.Status().Patch(ctx, sp, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("register service kinds in ServiceProvider %s: %w", provider, err)
+	}
+	return nil
+}
+
+// loadConfig loads a kubeconfig file, or in-cluster / $KUBECONFIG when path
+// is empty, with deliberate client-side rate limits.
+func loadConfig(path string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if path != "" {
+		rules.ExplicitPath = path
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	return cfg, nil
+}

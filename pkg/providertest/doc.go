@@ -1,0 +1,26 @@
+// Package providertest runs a Marketplane landscape inside a test process,
+// for integration tests of service providers (and of the runtime and the
+// validation flow): real API servers for the platform cluster, the
+// onboarding cluster, MCP clusters and optionally a workload cluster, and
+// the provider operator's cluster controllers (Cluster, ClusterRequest,
+// AccessRequest, ManagedControlPlane) running in-process against them.
+//
+// The target clusters are registered on the platform cluster as Cluster
+// objects in ClustersNamespace, each with an admin kubeconfig Secret named
+// by the annotation clusters.marketplane.io/kubeconfig-secret (the static
+// cluster provider): "onboarding" (purpose onboarding, Shared), "mcp-0" ...
+// (purpose mcp, Exclusive: one ManagedControlPlane each, see
+// WithMCPClusters) and, with WithWorkloadCluster, "workload" (purpose
+// workload, Shared). A provider under test therefore gets its clusters
+// exactly as it does in a real landscape: through ClusterRequests and
+// AccessRequests in its own namespace (ProviderNamespace).
+//
+// Starting API servers takes seconds, so a package should share one
+// landscape: create it in TestMain with New and Stop it at the end, or with
+// Start in a single test. CreateMCP creates a ManagedControlPlane on the
+// onboarding cluster, waits until it is Ready and returns clients for its
+// cluster; the MCP is deleted again when the test ends (or with DeleteMCP),
+// which frees its cluster for the next one. An MCP cluster is reused, not
+// recreated: what one test leaves there, the next test with an MCP on the
+// same cluster sees.
+package providertest

@@ -1,0 +1,352 @@
+package providertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
+	"github.com/marketplane/marketplane/api/common"
+	"github.com/marketplane/marketplane/internal/operator/access"
+	"github.com/marketplane/marketplane/internal/operator/clusters"
+	"github.com/marketplane/marketplane/internal/operator/mcp"
+	"github.com/marketplane/marketplane/pkg/testenv"
+)
+
+// Names of what the landscape registers on the platform cluster.
+const (
+	// ClustersNamespace holds the Cluster objects and their kubeconfig
+	// Secrets.
+	ClustersNamespace = "marketplane-clusters"
+	// OnboardingClusterName is the Cluster of the onboarding cluster.
+	OnboardingClusterName = "onboarding"
+	// WorkloadClusterName is the Cluster of the workload cluster.
+	WorkloadClusterName = "workload"
+	// MCPClusterPrefix starts the names of the MCP Clusters: "mcp-0",
+	// "mcp-1", ...
+	MCPClusterPrefix = "mcp-"
+	// Profile is spec.profile of the registered Clusters.
+	Profile = "providertest"
+)
+
+// ControllerNamePrefix starts the names of the landscape's controllers (in
+// metrics and events), so that they differ from those of the controllers
+// under test.
+const ControllerNamePrefix = "landscape-"
+
+// DefaultWaitTimeout bounds each wait of the landscape: for its Clusters to
+// be Ready, for an MCP to be Ready or gone.
+const DefaultWaitTimeout = 90 * time.Second
+
+// Landscape is a running set of clusters with the operator's cluster
+// controllers. Its fields are admin (system:masters) access to each API
+// server.
+type Landscape struct {
+	// Platform is the platform cluster: Clusters, ClusterRequests,
+	// AccessRequests, provider namespaces.
+	Platform *testenv.Cluster
+	// Onboarding is the onboarding cluster: ManagedControlPlanes and
+	// service objects.
+	Onboarding *testenv.Cluster
+	// MCPClusters are the clusters ManagedControlPlanes get, registered
+	// as "mcp-0", "mcp-1", ...
+	MCPClusters []*testenv.Cluster
+	// Workload is the shared workload cluster, nil without
+	// WithWorkloadCluster.
+	Workload *testenv.Cluster
+
+	opts     options
+	byName   map[string]*testenv.Cluster
+	cancel   context.CancelFunc
+	done     chan error
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Option configures a Landscape.
+type Option func(*options)
+
+type options struct {
+	mcpClusters int
+	workload    bool
+	log         logr.Logger
+	timeout     time.Duration
+}
+
+// WithMCPClusters starts n MCP clusters (default 1). MCP clusters are
+// Exclusive, so n ManagedControlPlanes can exist at a time.
+func WithMCPClusters(n int) Option { return func(o *options) { o.mcpClusters = n } }
+
+// WithWorkloadCluster also starts a shared workload cluster.
+func WithWorkloadCluster() Option { return func(o *options) { o.workload = true } }
+
+// WithLogger sets the logger of the landscape's controllers (default:
+// discard).
+func WithLogger(l logr.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithWaitTimeout sets how long the landscape waits for Clusters and MCPs
+// (default DefaultWaitTimeout).
+func WithWaitTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// Start starts a landscape for a test and stops it when the test ends.
+func Start(t testing.TB, opts ...Option) *Landscape {
+	t.Helper()
+	l, err := New(opts...)
+	if err != nil {
+		t.Fatalf("providertest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := l.Stop(); err != nil {
+			t.Errorf("providertest: %v", err)
+		}
+	})
+	return l
+}
+
+// New starts a landscape: the API servers (the platform and onboarding
+// clusters with a kube-controller-manager, so that namespaces are deleted
+// and owner references collected), the registered Clusters and the
+// controllers. It returns once every Cluster is Ready. The caller must call
+// Stop.
+func New(opts ...Option) (*Landscape, error) {
+	o := options{mcpClusters: 1, log: logr.Discard(), timeout: DefaultWaitTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.mcpClusters < 1 {
+		return nil, fmt.Errorf("providertest: at least one MCP cluster is needed, got %d", o.mcpClusters)
+	}
+	l := &Landscape{opts: o, byName: map[string]*testenv.Cluster{}}
+	if err := l.startClusters(); err != nil {
+		return nil, errors.Join(err, l.Stop())
+	}
+	if err := l.startControllers(); err != nil {
+		return nil, errors.Join(err, l.Stop())
+	}
+	if err := l.register(); err != nil {
+		return nil, errors.Join(err, l.Stop())
+	}
+	return l, nil
+}
+
+// startClusters starts every API server concurrently. The platform and
+// onboarding clusters have every Marketplane CRD; MCP and workload clusters
+// start empty, as fresh clusters do.
+func (l *Landscape) startClusters() error {
+	type start struct {
+		name string
+		opts []testenv.Option
+		dst  **testenv.Cluster
+	}
+	starts := []start{
+		{name: "platform", opts: []testenv.Option{testenv.WithControllerManager()}, dst: &l.Platform},
+		{name: "onboarding", opts: []testenv.Option{testenv.WithControllerManager()}, dst: &l.Onboarding},
+	}
+	l.MCPClusters = make([]*testenv.Cluster, l.opts.mcpClusters)
+	for i := range l.MCPClusters {
+		starts = append(starts, start{name: fmt.Sprintf("%s%d", MCPClusterPrefix, i), opts: []testenv.Option{testenv.WithCRDs()}, dst: &l.MCPClusters[i]})
+	}
+	if l.opts.workload {
+		starts = append(starts, start{name: WorkloadClusterName, opts: []testenv.Option{testenv.WithCRDs()}, dst: &l.Workload})
+	}
+	errs := make([]error, len(starts))
+	var wg sync.WaitGroup
+	for i, s := range starts {
+		wg.Go(func() {
+			c, err := testenv.New(append(s.opts, testenv.WithName(s.name))...)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			*s.dst = c
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// startControllers runs one manager on the platform cluster with the
+// Cluster, ClusterRequest and AccessRequest controllers, and the
+// ManagedControlPlane controller, for which the onboarding cluster is added
+// to the manager.
+func (l *Landscape) startControllers() error {
+	mgr, err := ctrl.NewManager(l.Platform.Config, ctrl.Options{
+		Scheme:                 l.Platform.Scheme,
+		Logger:                 l.opts.log,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Several landscapes (or the controllers under test) may run in
+		// one process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return fmt.Errorf("providertest: manager: %w", err)
+	}
+	onboarding, err := cluster.New(l.Onboarding.Config, func(o *cluster.Options) {
+		o.Scheme = l.Onboarding.Scheme
+		o.Logger = l.opts.log
+	})
+	if err != nil {
+		return fmt.Errorf("providertest: onboarding cluster: %w", err)
+	}
+	if err := mgr.Add(onboarding); err != nil {
+		return fmt.Errorf("providertest: add onboarding cluster: %w", err)
+	}
+	setups := []interface{ SetupWithManager(ctrl.Manager) error }{
+		clusters.NewClusterReconciler(mgr.GetClient(), clusters.WithClusterControllerName(ControllerNamePrefix+clusters.ClusterControllerName)),
+		clusters.NewRequestReconciler(mgr.GetClient(), clusters.WithRequestControllerName(ControllerNamePrefix+clusters.RequestControllerName)),
+		access.NewReconciler(mgr.GetClient(), access.WithName(ControllerNamePrefix+access.ControllerName)),
+		mcp.NewReconciler(onboarding, mgr,
+			mcp.WithControllerName(ControllerNamePrefix+mcp.ControllerName),
+			mcp.WithServicePollInterval(time.Second)),
+	}
+	for _, s := range setups {
+		if err := s.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("providertest: setup controller: %w", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancel, l.done = cancel, make(chan error, 1)
+	go func() { l.done <- mgr.Start(ctx) }()
+	return nil
+}
+
+// register creates the Clusters and their kubeconfig Secrets and waits until
+// every Cluster is Ready.
+func (l *Landscape) register() error {
+	ctx, cancel := context.WithTimeout(context.Background(), l.opts.timeout)
+	defer cancel()
+	c := l.Platform.Client
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ClustersNamespace}}); err != nil {
+		return fmt.Errorf("providertest: create namespace %s: %w", ClustersNamespace, err)
+	}
+	type registration struct {
+		name    string
+		target  *testenv.Cluster
+		purpose string
+		tenancy clustersv1alpha1.Tenancy
+	}
+	regs := []registration{{OnboardingClusterName, l.Onboarding, clustersv1alpha1.PurposeOnboarding, clustersv1alpha1.TenancyShared}}
+	for i, m := range l.MCPClusters {
+		regs = append(regs, registration{fmt.Sprintf("%s%d", MCPClusterPrefix, i), m, clustersv1alpha1.PurposeMCP, clustersv1alpha1.TenancyExclusive})
+	}
+	if l.Workload != nil {
+		regs = append(regs, registration{WorkloadClusterName, l.Workload, clustersv1alpha1.PurposeWorkload, clustersv1alpha1.TenancyShared})
+	}
+	for _, r := range regs {
+		secret := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: r.name + "-kubeconfig", Namespace: ClustersNamespace},
+			Data:       map[string][]byte{clusters.KubeconfigSecretKey: r.target.Kubeconfig},
+		}
+		if err := c.Create(ctx, secret); err != nil {
+			return fmt.Errorf("providertest: create kubeconfig Secret of Cluster %s: %w", r.name, err)
+		}
+		cl := &clustersv1alpha1.Cluster{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        r.name,
+				Namespace:   ClustersNamespace,
+				Annotations: map[string]string{clusters.KubeconfigSecretAnnotation: secret.Name},
+			},
+			Spec: clustersv1alpha1.ClusterSpec{Profile: Profile, Purposes: []string{r.purpose}, Tenancy: r.tenancy},
+		}
+		if err := c.Create(ctx, cl); err != nil {
+			return fmt.Errorf("providertest: create Cluster %s: %w", r.name, err)
+		}
+		l.byName[r.name] = r.target
+	}
+	for _, r := range regs {
+		cl := &clustersv1alpha1.Cluster{}
+		key := client.ObjectKey{Namespace: ClustersNamespace, Name: r.name}
+		err := poll(ctx, func(ctx context.Context) error {
+			if err := c.Get(ctx, key, cl); err != nil {
+				return err
+			}
+			if !apimeta.IsStatusConditionTrue(cl.Status.Conditions, common.ConditionTypeReady) {
+				return fmt.Errorf("Cluster %s is not Ready%s", key, conditionText(cl.Status.Conditions, common.ConditionTypeReady))
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("providertest: %w", err)
+		}
+	}
+	return nil
+}
+
+// Cluster returns the API server of the registered Cluster name (for
+// example OnboardingClusterName or "mcp-0"), or nil.
+func (l *Landscape) Cluster(name string) *testenv.Cluster { return l.byName[name] }
+
+// Stop stops the controllers and every API server. It is safe to call more
+// than once.
+func (l *Landscape) Stop() error {
+	l.stopOnce.Do(func() {
+		var errs []error
+		if l.cancel != nil {
+			l.cancel()
+			if err := <-l.done; err != nil {
+				errs = append(errs, fmt.Errorf("providertest: controllers: %w", err))
+			}
+		}
+		all := append([]*testenv.Cluster{l.Platform, l.Onboarding, l.Workload}, l.MCPClusters...)
+		for _, c := range all {
+			if c != nil {
+				if err := c.Stop(); err != nil {
+					errs = append(errs, fmt.Errorf("providertest: stop %s: %w", c.Name, err))
+				}
+			}
+		}
+		l.stopErr = errors.Join(errs...)
+	})
+	return l.stopErr
+}
+
+// ProviderNamespace creates the namespace name on the platform cluster, the
+// home of a provider under test (its POD_NAMESPACE), and deletes it when the
+// test ends. A namespace of that name that is still terminating is waited
+// for first.
+func (l *Landscape) ProviderNamespace(t testing.TB, name string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), l.opts.timeout)
+	defer cancel()
+	c := l.Platform.Client
+	err := poll(ctx, func(ctx context.Context) error {
+		err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		if apierrors.IsAlreadyExists(err) {
+			ns := &corev1.Namespace{}
+			if err := c.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+				return err
+			}
+			if ns.DeletionTimestamp.IsZero() {
+				return nil
+			}
+			return fmt.Errorf("namespace %s is still terminating", name)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("providertest: provider namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if err := c.Delete(context.Background(), ns); client.IgnoreNotFound(err) != nil {
+			t.Errorf("providertest: delete provider namespace %s: %v", name, err)
+		}
+	})
+	return name
+}

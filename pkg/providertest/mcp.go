@@ -1,0 +1,172 @@
+package providertest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
+	"github.com/marketplane/marketplane/api/common"
+	corev2alpha1 "github.com/marketplane/marketplane/api/core/v2alpha1"
+	"github.com/marketplane/marketplane/pkg/testenv"
+)
+
+// AdminTokenName is the token (spec.iam.tokens) every MCP of CreateMCP
+// has: a ServiceAccount bound to cluster-admin, the tenant's own access.
+const AdminTokenName = "admin"
+
+// MCP is a Ready ManagedControlPlane and access to its cluster.
+type MCP struct {
+	// Name and Namespace are the ManagedControlPlane's, on the onboarding
+	// cluster; service objects for it carry the same.
+	Name, Namespace string
+	// ClusterName is the name of the Cluster it was granted (e.g. "mcp-0").
+	ClusterName string
+	// Config and Client reach the MCP cluster with the tenant's admin
+	// token, from the kubeconfig the ManagedControlPlane published in
+	// status.access (the path a tenant takes). The client's scheme is
+	// the one of testenv (built-in kinds, apiextensions, Marketplane).
+	Config *rest.Config
+	Client client.Client
+	// Admin is the MCP cluster's API server itself.
+	Admin *testenv.Cluster
+}
+
+// CreateMCP creates the ManagedControlPlane name in namespace on the
+// onboarding cluster (creating the namespace when missing), waits until it
+// is Ready and returns access to its cluster. The MCP is deleted when the
+// test ends and waited for, so that its cluster is free again; service
+// objects named like it are deleted with it, which needs their provider
+// still running: create the MCP after starting the provider, or delete it
+// with DeleteMCP before the provider stops.
+func (l *Landscape) CreateMCP(t testing.TB, name, namespace string) *MCP {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), l.opts.timeout)
+	defer cancel()
+	oc := l.Onboarding.Client
+	if err := oc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("providertest: create namespace %s on the onboarding cluster: %v", namespace, err)
+	}
+	m := &corev2alpha1.ManagedControlPlane{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: corev2alpha1.ManagedControlPlaneSpec{IAM: corev2alpha1.IAMConfig{Tokens: []corev2alpha1.TokenConfig{{
+			Name:        AdminTokenName,
+			TokenConfig: clustersv1alpha1.TokenConfig{RoleRefs: []common.RoleRef{{Name: "cluster-admin", Kind: common.RoleKindClusterRole}}},
+		}}}},
+	}
+	if err := oc.Create(ctx, m); err != nil {
+		t.Fatalf("providertest: create ManagedControlPlane %s/%s: %v", namespace, name, err)
+	}
+	t.Cleanup(func() {
+		if err := l.deleteMCP(name, namespace); err != nil {
+			t.Errorf("providertest: clean up: %v", err)
+		}
+	})
+
+	key := client.ObjectKeyFromObject(m)
+	err := poll(ctx, func(ctx context.Context) error {
+		if err := oc.Get(ctx, key, m); err != nil {
+			return err
+		}
+		if !apimeta.IsStatusConditionTrue(m.Status.Conditions, common.ConditionTypeReady) {
+			return fmt.Errorf("ManagedControlPlane %s is not Ready: %s", key, conditionsText(m.Status.Conditions))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("providertest: %v", err)
+	}
+
+	ref, ok := m.Status.Access[AdminTokenName]
+	if !ok {
+		t.Fatalf("providertest: ManagedControlPlane %s is Ready but publishes no %q access", key, AdminTokenName)
+	}
+	secret := &corev1.Secret{}
+	if err := oc.Get(ctx, ref.NamespacedName(namespace), secret); err != nil {
+		t.Fatalf("providertest: kubeconfig Secret of ManagedControlPlane %s: %v", key, err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[clustersv1alpha1.SecretKeyKubeconfig])
+	if err != nil {
+		t.Fatalf("providertest: kubeconfig of ManagedControlPlane %s cannot be read", key)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: l.Platform.Scheme})
+	if err != nil {
+		t.Fatalf("providertest: client for ManagedControlPlane %s: %v", key, err)
+	}
+
+	cr := &clustersv1alpha1.ClusterRequest{}
+	crKey := client.ObjectKey{Namespace: corev2alpha1.StableMCPNamespace(namespace, name), Name: name}
+	if err := l.Platform.Client.Get(ctx, crKey, cr); err != nil || cr.Status.Cluster == nil {
+		t.Fatalf("providertest: ClusterRequest %s of ManagedControlPlane %s: %v (status.cluster %v)", crKey, key, err, cr.Status.Cluster)
+	}
+	return &MCP{
+		Name:        name,
+		Namespace:   namespace,
+		ClusterName: cr.Status.Cluster.Name,
+		Config:      cfg,
+		Client:      c,
+		Admin:       l.Cluster(cr.Status.Cluster.Name),
+	}
+}
+
+// DeleteMCP deletes the ManagedControlPlane name in namespace and waits
+// until it is gone.
+func (l *Landscape) DeleteMCP(t testing.TB, name, namespace string) {
+	t.Helper()
+	if err := l.deleteMCP(name, namespace); err != nil {
+		t.Fatalf("providertest: %v", err)
+	}
+}
+
+func (l *Landscape) deleteMCP(name, namespace string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), l.opts.timeout)
+	defer cancel()
+	m := &corev2alpha1.ManagedControlPlane{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
+	if err := l.Onboarding.Client.Delete(ctx, m); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("delete ManagedControlPlane %s/%s: %w", namespace, name, err)
+	}
+	return poll(ctx, func(ctx context.Context) error {
+		err := l.Onboarding.Client.Get(ctx, client.ObjectKeyFromObject(m), m)
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return err
+		}
+		return fmt.Errorf("ManagedControlPlane %s/%s is still being deleted: %s", namespace, name, conditionsText(m.Status.Conditions))
+	})
+}
+
+// conditionsText renders conditions for messages: "Type=Status Reason:
+// Message; ...".
+func conditionsText(conditions []metav1.Condition) string {
+	if len(conditions) == 0 {
+		return "no conditions"
+	}
+	parts := make([]string, 0, len(conditions))
+	for _, c := range conditions {
+		parts = append(parts, fmt.Sprintf("%s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// conditionText renders the condition typ, or nothing when it is missing.
+func conditionText(conditions []metav1.Condition, typ string) string {
+	c := apimeta.FindStatusCondition(conditions, typ)
+	if c == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (%s: %s)", c.Reason, c.Message)
+}
