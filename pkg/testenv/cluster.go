@@ -33,10 +33,11 @@ const (
 // DefaultControllers are the kube-controller-manager controllers started by
 // WithControllerManager when it is given none: enough for namespace deletion
 // and owner-reference garbage collection to behave as in a real cluster and
-// for the aggregated admin/edit/view ClusterRoles to have rules,
+// for the aggregated admin/edit/view ClusterRoles to have rules and for
+// service-account token Secrets to be filled in,
 // without controllers (jobs, deployments) that would race tests which play
 // the role of a kubelet.
-var DefaultControllers = []string{"namespace", "garbagecollector", "serviceaccount", "clusterrole-aggregation"}
+var DefaultControllers = []string{"namespace", "garbagecollector", "serviceaccount", "serviceaccount-token", "clusterrole-aggregation"}
 
 // Cluster is one running API server with clients for it.
 type Cluster struct {
@@ -246,12 +247,21 @@ func (c *Cluster) startControllerManager(path string, controllers []string) erro
 	if err != nil {
 		return fmt.Errorf("create controller-manager log: %w", err)
 	}
+	// The token controller signs with the API server's service-account
+	// key and puts the API server's CA into token Secrets.
+	rootCA := filepath.Join(c.Dir, "root-ca.crt")
+	if err := os.WriteFile(rootCA, c.Config.CAData, 0o600); err != nil {
+		return fmt.Errorf("write root CA for kube-controller-manager: %w", err)
+	}
+	saKey := filepath.Join(c.env.ControlPlane.APIServer.CertDir, "sa-signer.key")
 	cmd := exec.Command(path,
 		"--kubeconfig="+kubeconfig,
 		"--controllers="+strings.Join(controllers, ","),
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--use-service-account-credentials=false",
+		"--service-account-private-key-file="+saKey,
+		"--root-ca-file="+rootCA,
 		"--v=1",
 	)
 	cmd.Stdout, cmd.Stderr = logFile, logFile

@@ -77,6 +77,24 @@ func TestControllerManager(t *testing.T) {
 	must(t, c.Client.Create(ctx, dependent))
 	must(t, c.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "inside", Namespace: ns.Name}}))
 
+	// A legacy service-account token Secret is filled in by the token
+	// controller, as bind templates rely on.
+	must(t, c.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "robot", Namespace: "default"}}))
+	tokenSecret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "robot-token", Namespace: "default", Annotations: map[string]string{corev1.ServiceAccountNameKey: "robot"}},
+		Type:       corev1.SecretTypeServiceAccountToken,
+	}
+	must(t, c.Client.Create(ctx, tokenSecret))
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(tokenSecret), tokenSecret); err != nil {
+			return false, err
+		}
+		return len(tokenSecret.Data[corev1.ServiceAccountTokenKey]) > 0 && len(tokenSecret.Data[corev1.ServiceAccountRootCAKey]) > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("token Secret not filled in: %v\ncontroller-manager log (tail):\n%s", err, lastLines(c.ControllerManagerLog(), 20))
+	}
+
 	must(t, c.Client.Delete(ctx, ns))
 	must(t, c.Client.Delete(ctx, owner))
 
