@@ -21,6 +21,7 @@ func NewRootCommand(out io.Writer) *cobra.Command {
 	}
 	root.SetOut(out)
 	root.AddCommand(newCRDsCommand())
+	root.AddCommand(newLandscapeCommand())
 	return root
 }
 

@@ -1,0 +1,164 @@
+package controlplane
+
+import (
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// TestControlPlane starts etcd and two clusters on it, and checks that each
+// answers with its own kubeconfig only, that their data is separate, and
+// that stopping a cluster and deleting its data leaves no process, port or
+// key behind.
+func TestControlPlane(t *testing.T) {
+	dir, err := BinDir("")
+	if err != nil {
+		t.Skip(err)
+	}
+	bins, err := FindBinaries(dir)
+	if err != nil {
+		t.Skip(err)
+	}
+	layout := Layout{Dir: t.TempDir()}
+	ports, err := FreePorts(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := NewStore(layout.Dir, &State{
+		Etcd: Etcd{ClientPort: ports[0], PeerPort: ports[1], DataDir: layout.EtcdDataDir()},
+		Clusters: map[string]*Cluster{
+			"a": {Name: "a", Port: ports[2], EtcdPrefix: EtcdPrefix("a")},
+			"b": {Name: "b", Port: ports[3], EtcdPrefix: EtcdPrefix("b")},
+		},
+	})
+	cp := New(layout, bins, store, WithStartTimeout(time.Minute), WithStopTimeout(5*time.Second))
+	t.Cleanup(func() { _ = cp.Stop(); cp.Close() })
+	ctx := t.Context()
+	must(t, cp.EnsurePKI())
+	start := time.Now()
+	must(t, cp.StartEtcd(ctx))
+	a, err := cp.StartCluster(ctx, "a")
+	must(t, err)
+	b, err := cp.StartCluster(ctx, "b")
+	must(t, err)
+	t.Logf("etcd and two clusters started in %s", time.Since(start).Round(time.Millisecond))
+
+	var rss int64
+	for _, p := range cp.Procs() {
+		n, err := ResidentMemory(p.PID)
+		must(t, err)
+		t.Logf("%s: %d MiB", p.Name, n>>20)
+		rss += n
+	}
+	t.Logf("resident memory: %d MiB", rss>>20)
+
+	// Each kubeconfig file works for its own cluster.
+	for _, rc := range []*RunningCluster{a, b} {
+		cfg, err := clientcmd.BuildConfigFromFlags("", rc.KubeconfigPath)
+		must(t, err)
+		cs := kubernetes.NewForConfigOrDie(cfg)
+		_, err = cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "only-in-" + rc.Name}}, metav1.CreateOptions{})
+		must(t, err)
+	}
+	// The admin certificate of a is not accepted by b.
+	cross := *b.Config
+	cross.TLSClientConfig.CertData, cross.TLSClientConfig.KeyData = a.Config.CertData, a.Config.KeyData
+	if _, err := kubernetes.NewForConfigOrDie(&cross).CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err == nil {
+		t.Error("cluster b accepted the admin certificate of cluster a")
+	}
+	// Data is separate.
+	if _, err := kubernetes.NewForConfigOrDie(b.Config).CoreV1().ConfigMaps("default").Get(ctx, "only-in-a", metav1.GetOptions{}); err == nil {
+		t.Error("cluster b sees a ConfigMap created in cluster a")
+	}
+
+	recA := store.Snapshot().Clusters["a"]
+	must(t, cp.StopCluster("a"))
+	if Alive(recA.APIServer) || Alive(recA.ControllerManager) {
+		t.Error("processes of cluster a still alive after StopCluster")
+	}
+	if err := CheckPortFree(recA.Port, "a"); err != nil {
+		t.Errorf("port of cluster a after StopCluster: %v", err)
+	}
+	before, err := cp.CountKeys(ctx, "a")
+	must(t, err)
+	must(t, cp.DeleteData(ctx, "a"))
+	after, err := cp.CountKeys(ctx, "a")
+	must(t, err)
+	if before == 0 || after != 0 {
+		t.Errorf("etcd keys of cluster a: %d before DeleteData, %d after; want >0 and 0", before, after)
+	}
+	if n, err := cp.CountKeys(ctx, "b"); err != nil || n == 0 {
+		t.Errorf("etcd keys of cluster b after deleting a's: %d, %v", n, err)
+	}
+
+	all := store.Snapshot().RecordedProcesses()
+	must(t, cp.Stop())
+	for _, p := range all {
+		if Alive(p) {
+			t.Errorf("%s (pid %d) alive after Stop", p.Name, p.PID)
+		}
+	}
+	for port, use := range store.Snapshot().Ports() {
+		if err := CheckPortFree(port, use); err != nil {
+			t.Errorf("after Stop: %v", err)
+		}
+	}
+}
+
+func TestCheckPortFree(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	err = CheckPortFree(port, "kube-apiserver of cluster platform")
+	if !errors.Is(err, ErrPortInUse) || !strings.Contains(err.Error(), l.Addr().String()) || !strings.Contains(err.Error(), "platform") {
+		t.Errorf("CheckPortFree on a used port = %v; want ErrPortInUse naming %s and its use", err, l.Addr())
+	}
+}
+
+func TestFindBinariesMissing(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, EtcdBinary), []byte("#!/bin/sh\n"), 0o755))
+	_, err := FindBinaries(dir)
+	if !errors.Is(err, ErrBinaryMissing) || !strings.Contains(err.Error(), "make tools") || !strings.Contains(err.Error(), APIServerBinary) {
+		t.Errorf("FindBinaries without kube-apiserver = %v; want ErrBinaryMissing naming kube-apiserver and make tools", err)
+	}
+}
+
+func TestAlive(t *testing.T) {
+	self, err := Self()
+	must(t, err)
+	if !Alive(self) {
+		t.Fatal("Alive(Self()) = false")
+	}
+	cases := map[string]func(p *Process){
+		"OtherStartTime": func(p *Process) { p.StartTime++ },
+		"OtherBinary":    func(p *Process) { p.Binary = "/usr/bin/true" },
+		"NoPID":          func(p *Process) { p.PID = 0 },
+	}
+	for name, change := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := *self
+			change(&p)
+			if Alive(&p) {
+				t.Errorf("Alive(%+v) = true for a record that is not this process", p)
+			}
+		})
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

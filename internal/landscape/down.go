@@ -1,0 +1,120 @@
+package landscape
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/marketplane/marketplane/internal/landscape/controlplane"
+)
+
+// DownTimeout bounds how long Down waits for a running supervisor to stop
+// the landscape before it kills the supervisor.
+const DownTimeout = 3 * time.Minute
+
+// Down stops the landscape of a state directory and removes the directory.
+// A running supervisor is asked to stop (SIGTERM) and waited for; processes
+// that are still alive afterwards (e.g. of a supervisor that was killed)
+// are stopped by their record. Only a directory with the landscape's
+// marker (or an empty one) is removed.
+func Down(ctx context.Context, stateDir string, out io.Writer) error {
+	if out == nil {
+		out = io.Discard
+	}
+	dir, err := filepath.Abs(stateDir)
+	if err != nil {
+		return fmt.Errorf("state directory %s: %w", stateDir, err)
+	}
+	layout := controlplane.Layout{Dir: dir}
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(out, "No landscape in %s.\n", dir)
+		return nil
+	}
+	ours, err := isStateDir(layout)
+	if err != nil {
+		return err
+	}
+	if !ours {
+		return fmt.Errorf("%s is not a landscape state directory (it has no %s); not removing it", dir, controlplane.MarkerFile)
+	}
+	state, err := controlplane.ReadState(dir)
+	if err != nil && !errors.Is(err, controlplane.ErrNoState) {
+		// An unreadable record: nothing can be stopped by it, but the
+		// directory can still go once no supervisor holds the lock.
+		fmt.Fprintf(out, "warning: %v\n", err)
+	}
+	if state != nil && controlplane.Alive(state.Supervisor) {
+		if state.Supervisor.PID == os.Getpid() {
+			return errors.New("the landscape of this state directory runs in this process: stop it first")
+		}
+		fmt.Fprintf(out, "• stopping the landscape (supervisor pid %d)\n", state.Supervisor.PID)
+		if err := stopSupervisor(ctx, state.Supervisor); err != nil {
+			return err
+		}
+	}
+	// The lock shows that no supervisor runs (or starts) any more.
+	lock, err := waitLock(ctx, layout)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if state, err = controlplane.ReadState(dir); err == nil {
+		for _, p := range state.RecordedProcesses() {
+			if controlplane.Alive(p) {
+				fmt.Fprintf(out, "• stopping %s (pid %d)\n", p.Name, p.PID)
+				if err := controlplane.StopRecorded(p, DefaultStopTimeout); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove %s: %w", dir, err)
+	}
+	fmt.Fprintf(out, "Removed the landscape in %s.\n", dir)
+	return nil
+}
+
+// stopSupervisor sends SIGTERM to a supervisor and waits until it is gone;
+// after DownTimeout it is killed.
+func stopSupervisor(ctx context.Context, p *controlplane.Process) error {
+	if err := syscall.Kill(p.PID, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("signal the supervisor (pid %d): %w", p.PID, err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, DownTimeout, true, func(context.Context) (bool, error) {
+		return !controlplane.Alive(p), nil
+	})
+	if err == nil {
+		return nil
+	}
+	_ = syscall.Kill(p.PID, syscall.SIGKILL)
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return !controlplane.Alive(p), nil
+	})
+}
+
+// waitLock takes the state directory's lock, waiting a little for a
+// supervisor that is just exiting.
+func waitLock(ctx context.Context, layout controlplane.Layout) (*os.File, error) {
+	var f *os.File
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		var err error
+		f, err = lockFile(layout, syscall.LOCK_NB)
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("a landscape still runs in %s (its lock is held): %w", layout.Dir, err)
+	}
+	return f, nil
+}

@@ -1,0 +1,527 @@
+package landscape
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/marketplane/marketplane/api/install"
+	"github.com/marketplane/marketplane/internal/landscape/controlplane"
+	"github.com/marketplane/marketplane/internal/landscape/localcluster"
+	"github.com/marketplane/marketplane/internal/operator/deploy/process"
+)
+
+// Defaults and names of a landscape.
+const (
+	// DefaultStateDir is the state directory of `marketplane landscape`.
+	DefaultStateDir = ".landscape"
+	// Namespace is the operator's namespace on the platform cluster; it
+	// holds the Clusters of the landscape and their kubeconfig Secrets.
+	Namespace = "marketplane-system"
+	// DefaultEnvironment is passed to the operator and to providers as
+	// --environment.
+	DefaultEnvironment = "local"
+	// DefaultStartTimeout bounds the start of each part (etcd, a cluster,
+	// the operator's first checks, a step).
+	DefaultStartTimeout = 3 * time.Minute
+	// DefaultStopTimeout is the wait between SIGTERM and SIGKILL of a
+	// process, and for the operator to stop.
+	DefaultStopTimeout = 10 * time.Second
+)
+
+// The landscape's own clusters.
+const (
+	ClusterPlatform   = "platform"
+	ClusterOnboarding = "onboarding"
+	ClusterWorkload   = "workload"
+)
+
+// Provider images of the landscape: a provider whose ServiceProvider names
+// Image(b) runs bin/<b> (see WriteImageMap).
+const (
+	ImageRegistry = "marketplane.local"
+	ImageTag      = "dev"
+)
+
+// Image returns the image that stands for the binary bin/<binary>, e.g.
+// marketplane.local/marketplane-interoperator:dev.
+func Image(binary string) string { return ImageRegistry + "/" + binary + ":" + ImageTag }
+
+// Config configures a Landscape.
+type Config struct {
+	// StateDir is the state directory (DefaultStateDir when empty).
+	StateDir string
+	// BinDir holds etcd, kube-apiserver, kube-controller-manager and the
+	// provider binaries (default: see controlplane.BinDir).
+	BinDir string
+	// Out receives progress lines and the summary (default: discarded).
+	Out io.Writer
+	// Environment is the operator's --environment (DefaultEnvironment).
+	Environment string
+	// Images are image map entries besides those WriteImageMap writes for
+	// the binaries in BinDir (an image may be mapped only once).
+	Images []process.ImageMapping
+	// StartTimeout and StopTimeout override DefaultStartTimeout and
+	// DefaultStopTimeout.
+	StartTimeout, StopTimeout time.Duration
+	// Detached says that the landscape runs in the background (started by
+	// `landscape up` without --foreground); it only changes the hints of
+	// the summary.
+	Detached bool
+}
+
+// StepFunc is a step of the start, run after the operator is up; it gets
+// the landscape with its clusters. A step that starts something that must
+// be stopped registers that with OnStop, Go or StartProcess.
+type StepFunc func(ctx context.Context, l *Landscape) error
+
+// Cluster is one of the landscape's clusters, with admin access.
+type Cluster struct {
+	// Name is the cluster's name (ClusterPlatform, ...).
+	Name string
+	// KubeconfigPath and Kubeconfig are its admin kubeconfig.
+	KubeconfigPath string
+	Kubeconfig     []byte
+	// Config is an admin REST config.
+	Config *rest.Config
+	// Client is an uncached admin client with every Marketplane type.
+	Client client.Client
+}
+
+// Landscape is a local landscape. Create it with New, add steps, then Start
+// (or Run) it once.
+type Landscape struct {
+	// Layout is the state directory.
+	Layout controlplane.Layout
+	// Binaries are the control plane's executables; Binaries.Dir is where
+	// provider binaries are looked for too.
+	Binaries controlplane.Binaries
+	// Platform, Onboarding and Workload are set once Start has started
+	// them, before the steps run.
+	Platform, Onboarding, Workload *Cluster
+
+	cfg     Config
+	out     io.Writer
+	log     logr.Logger
+	logFile *os.File
+	steps   []namedStep
+	summary []string
+
+	lock        *os.File
+	store       *controlplane.Store
+	cp          *controlplane.ControlPlane
+	provisioner *localcluster.Provisioner
+	operator    *operator
+
+	runCtx    context.Context
+	runCancel context.CancelFunc
+	bg        sync.WaitGroup
+	failed    chan error
+	failOnce  sync.Once
+
+	mu       sync.Mutex
+	stops    []namedStop
+	procs    []*controlplane.Proc
+	started  bool
+	stopped  bool
+	stopErr  error
+	stopOnce sync.Once
+}
+
+type namedStep struct {
+	name string
+	fn   StepFunc
+}
+
+type namedStop struct {
+	name string
+	fn   func(ctx context.Context) error
+}
+
+// New returns a landscape for cfg. It checks the binaries and prepares the
+// state directory (creating it, or refusing a non-empty directory that is
+// not a landscape's) but starts nothing.
+func New(cfg Config) (*Landscape, error) {
+	if cfg.StateDir == "" {
+		cfg.StateDir = DefaultStateDir
+	}
+	if cfg.Environment == "" {
+		cfg.Environment = DefaultEnvironment
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = DefaultStartTimeout
+	}
+	if cfg.StopTimeout <= 0 {
+		cfg.StopTimeout = DefaultStopTimeout
+	}
+	out := cfg.Out
+	if out == nil {
+		out = io.Discard
+	}
+	binDir, err := controlplane.BinDir(cfg.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	bins, err := controlplane.FindBinaries(binDir)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(cfg.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("state directory %s: %w", cfg.StateDir, err)
+	}
+	layout := controlplane.Layout{Dir: dir}
+	if err := prepareStateDir(layout); err != nil {
+		return nil, err
+	}
+	log, logFile, err := fileLogger(layout.Log("operator"))
+	if err != nil {
+		return nil, err
+	}
+	return &Landscape{
+		Layout:   layout,
+		Binaries: bins,
+		cfg:      cfg,
+		out:      out,
+		log:      log,
+		logFile:  logFile,
+		failed:   make(chan error, 1),
+	}, nil
+}
+
+// Logger is the logger of the in-process operator and of the landscape's
+// controllers, writing JSON lines to logs/operator.log. A command may make
+// it the process-wide logger of controller-runtime and klog.
+func (l *Landscape) Logger() logr.Logger { return l.log }
+
+// AddStep adds a step run, in the order added, after the operator is up
+// and before the landscape reports ready. Call it before Start.
+func (l *Landscape) AddStep(name string, fn StepFunc) {
+	l.steps = append(l.steps, namedStep{name: name, fn: fn})
+}
+
+// AddSummary adds lines to the summary printed when the landscape is
+// ready (after the kubeconfigs, before the next commands).
+func (l *Landscape) AddSummary(lines ...string) { l.summary = append(l.summary, lines...) }
+
+// OnStop registers fn to run when the landscape stops, before the operator
+// stops; functions run in the reverse order of registration.
+func (l *Landscape) OnStop(name string, fn func(ctx context.Context) error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stops = append(l.stops, namedStop{name: name, fn: fn})
+}
+
+// Go runs fn in the background until the landscape stops (its context is
+// cancelled then, before the operator stops, and Stop waits for it). An
+// error fn returns before that fails the landscape: Wait returns it. Call
+// it from a step.
+func (l *Landscape) Go(name string, fn func(ctx context.Context) error) {
+	l.bg.Go(func() {
+		if err := fn(l.runCtx); err != nil && l.runCtx.Err() == nil {
+			l.fail(fmt.Errorf("%s: %w", name, err))
+		}
+	})
+}
+
+// StartProcess starts binary with args as a process of the landscape: its
+// output goes to logs/<name>.log, it is recorded in state.json (so that
+// down stops it too), it dies with the landscape, and it is stopped when
+// the landscape stops, before the operator. Its unexpected exit fails the
+// landscape. Call it from a step.
+func (l *Landscape) StartProcess(name, binary string, args []string) (*controlplane.Proc, error) {
+	p, err := l.cp.Runner().Start(name, binary, args, l.Layout.Log(name))
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	l.procs = append(l.procs, p)
+	l.mu.Unlock()
+	if err := l.store.Update(func(s *controlplane.State) error {
+		if s.Processes == nil {
+			s.Processes = map[string]*controlplane.Process{}
+		}
+		s.Processes[name] = &p.Record
+		return nil
+	}); err != nil {
+		p.Stop(l.cfg.StopTimeout)
+		return nil, err
+	}
+	return p, nil
+}
+
+// SetEndpoint records an address the landscape serves (e.g. "broker" →
+// its URL) in state.json, shown by status.
+func (l *Landscape) SetEndpoint(name, url string) error {
+	return l.store.Update(func(s *controlplane.State) error {
+		if s.Endpoints == nil {
+			s.Endpoints = map[string]string{}
+		}
+		s.Endpoints[name] = url
+		return nil
+	})
+}
+
+// ControlPlane returns the control plane once Start has begun.
+func (l *Landscape) ControlPlane() *controlplane.ControlPlane { return l.cp }
+
+// State returns a copy of the landscape's record.
+func (l *Landscape) State() *controlplane.State { return l.store.Snapshot() }
+
+// progress prints a progress line.
+func (l *Landscape) progress(format string, args ...any) {
+	fmt.Fprintf(l.out, "• "+format+"\n", args...)
+}
+
+// fail records the first failure of a running landscape.
+func (l *Landscape) fail(err error) {
+	l.failOnce.Do(func() { l.failed <- err })
+}
+
+// Run starts the landscape, waits until ctx ends or the landscape fails,
+// and stops it. It returns the failure, if any, joined with errors of the
+// stop.
+func (l *Landscape) Run(ctx context.Context) error {
+	if err := l.Start(ctx); err != nil {
+		return err
+	}
+	werr := l.Wait(ctx)
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	defer cancel()
+	fmt.Fprintln(l.out, "Stopping the landscape...")
+	serr := l.Stop(stopCtx)
+	if serr == nil && werr == nil {
+		fmt.Fprintf(l.out, "Stopped. The data is kept in %s: 'marketplane landscape up' resumes it, 'marketplane landscape down' removes it.\n", l.Layout.Dir)
+	}
+	return errors.Join(werr, serr)
+}
+
+// Wait blocks until ctx ends (it then returns nil) or the landscape fails
+// (a process of it exited, the operator or a background function failed).
+func (l *Landscape) Wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-l.failed:
+		return err
+	}
+}
+
+// Start starts the landscape and returns once it is ready; see the package
+// documentation. When it fails, it stops what it started and returns the
+// error.
+func (l *Landscape) Start(ctx context.Context) (err error) {
+	l.mu.Lock()
+	if l.started {
+		l.mu.Unlock()
+		return errors.New("landscape already started")
+	}
+	l.started = true
+	l.mu.Unlock()
+	begin := time.Now()
+	l.runCtx, l.runCancel = context.WithCancel(context.WithoutCancel(ctx))
+
+	if err := l.acquire(); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+			defer cancel()
+			err = errors.Join(err, l.Stop(stopCtx))
+		}
+	}()
+	state, reused, err := l.recover()
+	if err != nil {
+		return err
+	}
+	l.store = controlplane.NewStore(l.Layout.Dir, state)
+	if err := l.store.Update(func(*controlplane.State) error { return nil }); err != nil {
+		return err
+	}
+	l.cp = controlplane.New(l.Layout, l.Binaries, l.store,
+		controlplane.WithStartTimeout(l.cfg.StartTimeout), controlplane.WithStopTimeout(l.cfg.StopTimeout))
+	if err := l.cp.EnsurePKI(); err != nil {
+		return err
+	}
+
+	l.progress("starting etcd")
+	if err := l.cp.StartEtcd(ctx); err != nil {
+		return err
+	}
+	l.progress("starting kube-apiserver and kube-controller-manager for %s, %s, %s", ClusterPlatform, ClusterOnboarding, ClusterWorkload)
+	if err := l.startClusters(ctx); err != nil {
+		return err
+	}
+	l.progress("registering the %s and %s clusters on the %s cluster", ClusterOnboarding, ClusterWorkload, ClusterPlatform)
+	if err := l.registerClusters(ctx); err != nil {
+		return err
+	}
+	l.provisioner = localcluster.New(l.cp, l.Platform.Client, Namespace)
+	if n := len(provisioned(l.store.Snapshot())); n > 0 {
+		l.progress("restarting %d cluster(s) provisioned earlier", n)
+		if err := l.provisioner.Restore(ctx); err != nil {
+			return err
+		}
+	}
+	l.progress("starting the operator (process deployer, local cluster provider)")
+	if err := l.startOperator(ctx); err != nil {
+		return err
+	}
+	if err := l.waitClustersReady(ctx); err != nil {
+		return err
+	}
+	for _, s := range l.steps {
+		l.progress("%s", s.name)
+		sctx, cancel := context.WithTimeout(ctx, l.cfg.StartTimeout)
+		err := s.fn(sctx, l)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	l.watchCrashes()
+	elapsed := time.Since(begin)
+	l.printSummary(elapsed, reused)
+	now := time.Now()
+	return l.store.Update(func(s *controlplane.State) error {
+		s.Phase, s.ReadyAt = controlplane.PhaseReady, &now
+		return nil
+	})
+}
+
+// startClusters starts the three clusters of the landscape in parallel and
+// makes admin clients for them.
+func (l *Landscape) startClusters(ctx context.Context) error {
+	scheme, err := install.NewScheme()
+	if err != nil {
+		return err
+	}
+	names := []string{ClusterPlatform, ClusterOnboarding, ClusterWorkload}
+	out := make([]*Cluster, len(names))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, name := range names {
+		g.Go(func() error {
+			rc, err := l.cp.StartCluster(gctx, name)
+			if err != nil {
+				return fmt.Errorf("start cluster %s: %w", name, err)
+			}
+			c, err := client.New(rc.Config, client.Options{Scheme: scheme})
+			if err != nil {
+				return fmt.Errorf("client for cluster %s: %w", name, err)
+			}
+			out[i] = &Cluster{Name: name, KubeconfigPath: rc.KubeconfigPath, Kubeconfig: rc.Kubeconfig, Config: rc.Config, Client: c}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	l.Platform, l.Onboarding, l.Workload = out[0], out[1], out[2]
+	return l.store.Update(func(s *controlplane.State) error {
+		for _, name := range names {
+			s.Clusters[name].Phase = controlplane.ClusterRunning
+		}
+		return nil
+	})
+}
+
+// watchCrashes fails the landscape when one of its processes exits without
+// being stopped: a landscape with a dead API server or etcd would only
+// half work.
+func (l *Landscape) watchCrashes() {
+	crashes := l.cp.Crashes()
+	l.bg.Go(func() {
+		for {
+			select {
+			case <-l.runCtx.Done():
+				return
+			case p := <-crashes:
+				if p.Stopping() {
+					continue
+				}
+				l.fail(fmt.Errorf("a process of the landscape died: %w", p.ExitError()))
+				return
+			}
+		}
+	})
+}
+
+// Stop stops the landscape in order: background functions and stop
+// functions of the steps, processes the steps started, the operator (and
+// the providers its process deployer runs), clusters being provisioned,
+// then the control plane (provisioned clusters, the landscape's clusters,
+// etcd). The data stays. It is safe to call more than once.
+func (l *Landscape) Stop(ctx context.Context) error {
+	l.stopOnce.Do(func() { l.stopErr = l.stop(ctx) })
+	return l.stopErr
+}
+
+func (l *Landscape) stop(ctx context.Context) error {
+	var errs []error
+	if l.store != nil {
+		errs = append(errs, l.store.Update(func(s *controlplane.State) error { s.Phase = controlplane.PhaseStopping; return nil }))
+	}
+	if l.runCancel != nil {
+		l.runCancel()
+	}
+	l.bg.Wait()
+	l.mu.Lock()
+	stops, procs := slices.Clone(l.stops), slices.Clone(l.procs)
+	l.mu.Unlock()
+	for _, s := range slices.Backward(stops) {
+		if err := s.fn(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop %s: %w", s.name, err))
+		}
+	}
+	for _, p := range slices.Backward(procs) {
+		p.Stop(l.cfg.StopTimeout)
+	}
+	if l.store != nil && len(procs) > 0 {
+		errs = append(errs, l.store.Update(func(s *controlplane.State) error { s.Processes = nil; return nil }))
+	}
+	if l.operator != nil {
+		errs = append(errs, l.operator.stop(l.cfg.StopTimeout))
+	}
+	if l.provisioner != nil {
+		l.provisioner.Close()
+	}
+	if l.cp != nil {
+		errs = append(errs, l.cp.Stop())
+		l.cp.Close()
+	}
+	if l.store != nil {
+		errs = append(errs, l.store.Update(func(s *controlplane.State) error {
+			s.Phase, s.Supervisor = controlplane.PhaseStopped, nil
+			return nil
+		}))
+	}
+	l.release()
+	if l.logFile != nil {
+		_ = l.logFile.Sync()
+	}
+	return errors.Join(errs...)
+}
+
+// provisioned returns the records of clusters the local cluster provider
+// created.
+func provisioned(s *controlplane.State) []*controlplane.Cluster {
+	var out []*controlplane.Cluster
+	for _, c := range s.Clusters {
+		if c.Request != nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}

@@ -1,0 +1,124 @@
+package landscape
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/marketplane/marketplane/internal/landscape/controlplane"
+)
+
+// Status is what `landscape status` reports.
+type Status struct {
+	// Dir is the state directory.
+	Dir string
+	// State is its record.
+	State *controlplane.State
+	// Running reports whether its supervisor is alive.
+	Running bool
+}
+
+// ReadStatus reads the status of the landscape in a state directory. It
+// returns an error wrapping controlplane.ErrNoState when there is none.
+func ReadStatus(stateDir string) (*Status, error) {
+	dir, err := filepath.Abs(stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("state directory %s: %w", stateDir, err)
+	}
+	s, err := controlplane.ReadState(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Status{Dir: dir, State: s, Running: controlplane.Alive(s.Supervisor)}, nil
+}
+
+// Print writes the status as text; with probe, each API server that runs
+// is asked for /readyz.
+func (s *Status) Print(ctx context.Context, w io.Writer, probe bool) {
+	st := s.State
+	switch {
+	case s.Running:
+		fmt.Fprintf(w, "Landscape in %s: %s (supervisor pid %d", s.Dir, st.Phase, st.Supervisor.PID)
+		if st.ReadyAt != nil {
+			fmt.Fprintf(w, ", ready since %s", st.ReadyAt.Local().Format(time.DateTime))
+		}
+		fmt.Fprintln(w, ")")
+	default:
+		fmt.Fprintf(w, "Landscape in %s: not running (last phase %s); 'marketplane landscape up' resumes it, 'marketplane landscape down' removes it\n", s.Dir, st.Phase)
+	}
+	rows := [][]string{{"CLUSTER", "API SERVER", "PHASE", "PROCESSES", "KUBECONFIG"}}
+	names := make([]string, 0, len(st.Clusters))
+	for name := range st.Clusters {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		c := st.Clusters[name]
+		api := "https://127.0.0.1:" + strconv.Itoa(c.Port)
+		if probe && controlplane.Alive(c.APIServer) {
+			api += " (" + readyz(ctx, c.Kubeconfig) + ")"
+		}
+		phase := string(c.Phase)
+		if c.Request != nil {
+			phase += " for ClusterRequest " + c.Request.Namespace + "/" + c.Request.Name
+		}
+		rows = append(rows, []string{name, api, phase, procState(c.APIServer, c.ControllerManager), c.Kubeconfig})
+	}
+	rows = append(rows, []string{"etcd", "https://127.0.0.1:" + strconv.Itoa(st.Etcd.ClientPort), "", procState(st.Etcd.Process), st.Etcd.DataDir})
+	writeTable(w, rows)
+	if len(st.Processes) > 0 {
+		fmt.Fprintln(w, "Processes:")
+		for name, p := range st.Processes {
+			fmt.Fprintf(w, "  %s: %s, log %s\n", name, procState(p), p.Log)
+		}
+	}
+	if len(st.Endpoints) > 0 {
+		fmt.Fprintln(w, "Endpoints:")
+		for name, url := range st.Endpoints {
+			fmt.Fprintf(w, "  %s: %s\n", name, url)
+		}
+	}
+}
+
+// procState says whether recorded processes run.
+func procState(ps ...*controlplane.Process) string {
+	out := ""
+	for _, p := range ps {
+		if out != "" {
+			out += ", "
+		}
+		switch {
+		case p == nil:
+			out += "stopped"
+		case controlplane.Alive(p):
+			out += "pid " + strconv.Itoa(p.PID)
+		default:
+			out += "dead (pid " + strconv.Itoa(p.PID) + ")"
+		}
+	}
+	return out
+}
+
+// readyz asks an API server for /readyz with the admin kubeconfig.
+func readyz(ctx context.Context, kubeconfig string) string {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return "no kubeconfig"
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err.Error()
+	}
+	hc.Timeout = 3 * time.Second
+	if err := controlplane.Readyz(ctx, hc, cfg.Host); err != nil {
+		return "not ready"
+	}
+	return "ready"
+}

@@ -1,0 +1,54 @@
+package landscape
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+)
+
+// printSummary prints what the landscape offers and what to try next.
+func (l *Landscape) printSummary(elapsed time.Duration, reused bool) {
+	w := l.out
+	how := "new"
+	if reused {
+		how = "resumed"
+	}
+	fmt.Fprintf(w, "\nMarketplane landscape is ready (%s, started in %s). State: %s\n\n", how, elapsed.Round(100*time.Millisecond), l.Layout.Dir)
+	fmt.Fprintln(w, "Admin kubeconfigs:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, c := range []*Cluster{l.Platform, l.Onboarding, l.Workload} {
+		fmt.Fprintf(tw, "  %s\t%s\n", c.Name, c.KubeconfigPath)
+	}
+	_ = tw.Flush()
+	for _, line := range l.summary {
+		fmt.Fprintln(w, line)
+	}
+	fmt.Fprintf(w, "\nNext, with kubectl:\n")
+	fmt.Fprintf(w, "  kubectl --kubeconfig %s get clusters -n %s\n", l.Platform.KubeconfigPath, Namespace)
+	fmt.Fprintf(w, "  kubectl --kubeconfig %s get managedcontrolplanes -A\n", l.Onboarding.KubeconfigPath)
+	fmt.Fprintf(w, "  marketplane landscape status --state-dir %s\n", l.Layout.Dir)
+	fmt.Fprintf(w, "Logs: %s\n", filepath.Join(l.Layout.LogDir()))
+	if l.cfg.Detached {
+		fmt.Fprintf(w, "Stop and remove it: marketplane landscape down --state-dir %s\n", l.Layout.Dir)
+	} else {
+		fmt.Fprintln(w, "Ctrl-C stops it (the data is kept for the next 'up'); 'marketplane landscape down' removes it.")
+	}
+	fmt.Fprintln(w)
+}
+
+// writeTable writes rows with aligned columns.
+func writeTable(w io.Writer, rows [][]string) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, r := range rows {
+		for i, c := range r {
+			if i > 0 {
+				fmt.Fprint(tw, "\t")
+			}
+			fmt.Fprint(tw, c)
+		}
+		fmt.Fprintln(tw)
+	}
+	_ = tw.Flush()
+}
