@@ -22,6 +22,7 @@ func NewRootCommand(out io.Writer) *cobra.Command {
 	root.SetOut(out)
 	root.AddCommand(newCRDsCommand())
 	root.AddCommand(newLandscapeCommand())
+	root.AddCommand(newScaffoldCommand())
 	return root
 }
 

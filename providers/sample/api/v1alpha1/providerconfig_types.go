@@ -1,0 +1,63 @@
+package v1alpha1
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/marketplane/marketplane/pkg/spruntime"
+)
+
+// ProviderConfigSpec is what platform operators configure.
+type ProviderConfigSpec struct {
+	// PollInterval is how often every Sample is checked for drift when
+	// nothing changes, e.g. "30s" or "5m". Unset means the runtime's
+	// default of one minute.
+	// +optional
+	PollInterval *metav1.Duration `json:"pollInterval,omitempty"`
+	// Versions are the versions of the domain service tenants may choose
+	// (Sample spec.version); the first is the default.
+	// +kubebuilder:validation:MinItems=1
+	// +listType=set
+	Versions []string `json:"versions"`
+}
+
+// ProviderConfig configures the sample provider. There is one per
+// provider: cluster-scoped, on the platform cluster, named like the
+// provider's ServiceProvider.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster
+// +kubebuilder:metadata:labels="openmcp.cloud/cluster=platform"
+// +kubebuilder:printcolumn:name="Poll Interval",type=string,JSONPath=`.spec.pollInterval`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ProviderConfig struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec ProviderConfigSpec `json:"spec"`
+}
+
+// ProviderConfigList is a list of ProviderConfig.
+//
+// +kubebuilder:object:root=true
+type ProviderConfigList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ProviderConfig `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ProviderConfig{}, &ProviderConfigList{})
+}
+
+var _ spruntime.Config = &ProviderConfig{}
+
+// PollInterval implements spruntime.Config. Unset (or a nil config) is zero,
+// which means the runtime's default.
+func (c *ProviderConfig) PollInterval() time.Duration {
+	if c == nil || c.Spec.PollInterval == nil {
+		return 0
+	}
+	return c.Spec.PollInterval.Duration
+}

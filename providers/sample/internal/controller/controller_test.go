@@ -1,0 +1,381 @@
+package controller_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/marketplane/marketplane/api/crds"
+	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
+	"github.com/marketplane/marketplane/pkg/clusteraccess"
+	"github.com/marketplane/marketplane/pkg/contract"
+	"github.com/marketplane/marketplane/pkg/spruntime"
+
+	apiv1alpha1 "github.com/marketplane/marketplane/providers/sample/api/v1alpha1"
+	"github.com/marketplane/marketplane/providers/sample/internal/controller"
+)
+
+// userObject is an object of the DomainServiceAPI, as a tenant creates it
+// in their MCP cluster.
+func userObject(name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(controller.DomainGroupVersion.WithKind(controller.DomainKind))
+	u.SetNamespace("default")
+	u.SetName(name)
+	u.Object["spec"] = map[string]any{"note": "created by the tenant"}
+	return u
+}
+
+// TestGoesReady: a Sample goes Ready, its DomainServiceAPI is served in the
+// tenant's MCP cluster and usable by the tenant, the provider got there
+// through its own AccessRequest with no more rights than MCPPermissions,
+// and Observe agrees with what CreateOrUpdate made.
+func TestGoesReady(t *testing.T) {
+	p := startProvider(t)
+	p.createConfig(t, 0, "v1", "v2")
+	mcp := p.createMCP(t)
+	p.create(t, "")
+	obj := p.waitReady(t)
+
+	if want := apiv1alpha1.GroupVersion.Group + "/finalizer"; !slices.Contains(obj.Finalizers, want) {
+		t.Errorf("finalizers = %v, want %s", obj.Finalizers, want)
+	}
+	crd := domainCRD(t, mcp)
+	if crd == nil {
+		t.Fatalf("the Sample is Ready but the CRD %s is not in the MCP cluster", controller.DomainCRDName)
+	}
+	if got := crd.Annotations[controller.VersionAnnotation]; got != "v1" {
+		t.Errorf("CRD annotation %s = %q, want the ProviderConfig's default v1", controller.VersionAnnotation, got)
+	}
+	if got := crd.Labels[controller.ManagedByLabel]; got != p.name {
+		t.Errorf("CRD label %s = %q, want %q", controller.ManagedByLabel, got, p.name)
+	}
+	if ars := p.accessRequests(t); len(ars) != 1 {
+		t.Errorf("AccessRequests of the provider for the MCP: %v, want one", ars)
+	}
+
+	ctx := context.Background()
+	// The tenant uses the DomainServiceAPI.
+	mine := userObject("first")
+	if err := mcp.Client.Create(ctx, mine); err != nil {
+		t.Fatalf("the tenant cannot create a %s: %v", controller.DomainKind, err)
+	}
+	if err := mcp.Client.Delete(ctx, mine); err != nil {
+		t.Fatalf("delete the tenant's %s: %v", controller.DomainKind, err)
+	}
+
+	// The provider's own credentials allow what MCPPermissions lists and
+	// nothing else.
+	pc := p.mcpClientOfProvider(t)
+	if err := pc.Get(ctx, client.ObjectKey{Name: controller.DomainCRDName}, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
+		t.Errorf("the provider cannot read its own CRD: %v", err)
+	}
+	if err := pc.Get(ctx, client.ObjectKey{Name: "others.example.com"}, &apiextensionsv1.CustomResourceDefinition{}); !apierrors.IsForbidden(err) {
+		t.Errorf("reading another CRD: want Forbidden, got %v", err)
+	}
+	if err := pc.List(ctx, &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "v1", "kind": "SecretList"}}); !apierrors.IsForbidden(err) {
+		t.Errorf("listing Secrets in the MCP cluster: want Forbidden, got %v", err)
+	}
+
+	// What CreateOrUpdate made is what Observe wants: otherwise every poll
+	// would update it and report drift.
+	cfg := &apiv1alpha1.ProviderConfig{}
+	if err := platformC.Get(ctx, client.ObjectKey{Name: p.name}, cfg); err != nil {
+		t.Fatal(err)
+	}
+	clusters := spruntime.ClusterContext{MCPCluster: spruntime.NewCluster("mcp", mcp.Admin.Config, mcp.Admin.Client)}
+	clusters.WorkloadCluster = spruntime.NewCluster("workload", landscape.Workload.Config, landscape.Workload.Client)
+	obs, err := controller.NewReconciler(p.name).Observe(ctx, obj, cfg, clusters)
+	if err != nil || !obs.Exists || !obs.UpToDate {
+		t.Errorf("Observe after Ready = %+v, %v; want existing and up to date", obs, err)
+	}
+
+	ns := &corev1.Namespace{}
+	if err := landscape.Workload.Client.Get(ctx, client.ObjectKey{Name: controller.WorkloadNamespace(obj)}, ns); err != nil {
+		t.Fatalf("the workload namespace: %v", err)
+	}
+	if got := ns.Annotations[controller.OwnerAnnotation]; got != p.tenant+"/"+mcpName {
+		t.Errorf("workload namespace annotation %s = %q, want %q", controller.OwnerAnnotation, got, p.tenant+"/"+mcpName)
+	}
+}
+
+// TestProviderConfigChange: a change of the ProviderConfig reconciles the
+// Sample at once (not at the next poll, a minute later): the new default
+// version reaches the CRD.
+func TestProviderConfigChange(t *testing.T) {
+	p := startProvider(t)
+	p.createConfig(t, 0, "v1")
+	mcp := p.createMCP(t)
+	p.create(t, "")
+	p.waitReady(t)
+	waitCRD(t, mcp, "has version v1", func(crd *apiextensionsv1.CustomResourceDefinition) bool {
+		return crd != nil && crd.Annotations[controller.VersionAnnotation] == "v1"
+	})
+
+	p.updateConfig(t, func(cfg *apiv1alpha1.ProviderConfig) { cfg.Spec.Versions = []string{"v2", "v1"} })
+	waitCRD(t, mcp, "has the new default version v2", func(crd *apiextensionsv1.CustomResourceDefinition) bool {
+		return crd != nil && crd.Annotations[controller.VersionAnnotation] == "v2"
+	})
+	p.waitReady(t)
+}
+
+// TestDriftIsRepaired: someone deletes the CRD in the MCP cluster; the next
+// poll finds it missing, reports the drift and installs it again.
+func TestDriftIsRepaired(t *testing.T) {
+	p := startProvider(t)
+	p.createConfig(t, time.Second, "v1")
+	mcp := p.createMCP(t)
+	p.create(t, "")
+	p.waitReady(t)
+	before := waitCRD(t, mcp, "exists", func(crd *apiextensionsv1.CustomResourceDefinition) bool { return crd != nil })
+
+	if err := mcp.Admin.Client.Delete(context.Background(), before); err != nil {
+		t.Fatal(err)
+	}
+	waitCRD(t, mcp, "is installed again", func(crd *apiextensionsv1.CustomResourceDefinition) bool {
+		return crd != nil && crd.UID != before.UID && crd.DeletionTimestamp.IsZero()
+	})
+	p.waitEvent(t, "Warning", spruntime.ReasonDriftDetected)
+	p.waitReady(t)
+}
+
+// TestDeletionBlockedByUserObjects: while the tenant has objects of the
+// DomainServiceAPI, deleting the Sample waits with DeletionBlocked
+// (UserResourcesPresent) and leaves the CRD alone; once they are removed the
+// CRD and the Sample go, and the provider's MCP access is released.
+func TestDeletionBlockedByUserObjects(t *testing.T) {
+	p := startProvider(t)
+	p.createConfig(t, 0, "v1")
+	mcp := p.createMCP(t)
+	p.create(t, "")
+	p.waitReady(t)
+	ctx := context.Background()
+	mine := userObject("precious")
+	if err := mcp.Client.Create(ctx, mine); err != nil {
+		t.Fatalf("create the tenant's %s: %v", controller.DomainKind, err)
+	}
+
+	p.delete(t)
+	obj := p.waitObj(t, "has DeletionBlocked", func(obj *apiv1alpha1.Sample) bool {
+		return hasCondition(obj, spruntime.ConditionDeletionBlocked, metav1.ConditionTrue, spruntime.ReasonUserResourcesPresent)
+	})
+	if c := apimeta.FindStatusCondition(obj.Status.Conditions, spruntime.ConditionDeletionBlocked); !strings.Contains(c.Message, "default/precious") {
+		t.Errorf("DeletionBlocked message %q does not name the tenant's object", c.Message)
+	}
+	if obj.Status.Phase != string(spruntime.PhaseTerminating) {
+		t.Errorf("phase = %s, want %s", obj.Status.Phase, spruntime.PhaseTerminating)
+	}
+	if crd := domainCRD(t, mcp); crd == nil || !crd.DeletionTimestamp.IsZero() {
+		t.Fatal("the CRD was deleted although the tenant still has objects of it")
+	}
+	if err := mcp.Client.Get(ctx, client.ObjectKeyFromObject(mine), userObject("precious")); err != nil {
+		t.Fatalf("the tenant's object: %v", err)
+	}
+
+	if err := mcp.Client.Delete(ctx, mine); err != nil {
+		t.Fatal(err)
+	}
+	p.waitGone(t)
+	waitCRD(t, mcp, "is gone", func(crd *apiextensionsv1.CustomResourceDefinition) bool { return crd == nil })
+	if !slices.Contains(p.events(t), "Normal/"+spruntime.ReasonDeletionUnblocked) {
+		t.Errorf("no event of DeletionBlocked turning False; events: %v", p.events(t))
+	}
+	if ars := p.accessRequests(t); len(ars) != 0 {
+		t.Errorf("AccessRequests left after deletion: %v", ars)
+	}
+}
+
+// TestOrphanPolicy: with openmcp.cloud/deletion-policy: Orphan, deleting the
+// Sample leaves the DomainServiceAPI in place and only releases the
+// provider's access.
+func TestOrphanPolicy(t *testing.T) {
+	p := startProvider(t)
+	p.createConfig(t, 0, "v1")
+	mcp := p.createMCP(t)
+	p.create(t, "")
+	p.waitReady(t)
+
+	p.update(t, func(obj *apiv1alpha1.Sample) {
+		metav1.SetMetaDataAnnotation(&obj.ObjectMeta, spruntime.DeletionPolicyAnnotation, string(spruntime.DeletionPolicyOrphan))
+	})
+	p.delete(t)
+	p.waitGone(t)
+	if crd := domainCRD(t, mcp); crd == nil || !crd.DeletionTimestamp.IsZero() {
+		t.Error("the CRD was deleted despite the Orphan policy")
+	}
+	if ars := p.accessRequests(t); len(ars) != 0 {
+		t.Errorf("AccessRequests left after deletion: %v", ars)
+	}
+	if !slices.Contains(p.events(t), "Normal/"+spruntime.ReasonOrphaned) {
+		t.Errorf("no Orphaned event; events: %v", p.events(t))
+	}
+}
+
+// TestIgnoreAnnotation: openmcp.cloud/operation: ignore stops
+// reconciliation, spec changes included; removing it resumes.
+func TestIgnoreAnnotation(t *testing.T) {
+	p := startProvider(t)
+	p.createConfig(t, 0, "v1", "v2")
+	mcp := p.createMCP(t)
+	p.create(t, "v1")
+	ready := p.waitReady(t)
+
+	p.update(t, func(obj *apiv1alpha1.Sample) {
+		metav1.SetMetaDataAnnotation(&obj.ObjectMeta, spruntime.OperationAnnotation, spruntime.OperationIgnore)
+		obj.Spec.Version = "v2"
+	})
+	deadline := time.Now().Add(quietPeriod)
+	for time.Now().Before(deadline) {
+		if crd := domainCRD(t, mcp); crd == nil || crd.Annotations[controller.VersionAnnotation] != "v1" {
+			t.Fatal("an ignored Sample was reconciled: its CRD changed")
+		}
+		if obj := p.get(t); obj.Status.ObservedGeneration != ready.Generation {
+			t.Fatalf("an ignored Sample was reconciled: observedGeneration %d, was %d", obj.Status.ObservedGeneration, ready.Generation)
+		}
+		time.Sleep(pollEvery)
+	}
+
+	p.update(t, func(obj *apiv1alpha1.Sample) { delete(obj.Annotations, spruntime.OperationAnnotation) })
+	waitCRD(t, mcp, "has version v2", func(crd *apiextensionsv1.CustomResourceDefinition) bool {
+		return crd != nil && crd.Annotations[controller.VersionAnnotation] == "v2"
+	})
+	p.waitReady(t)
+}
+
+// TestMissingProviderConfig: without a ProviderConfig the Sample says so in
+// its conditions and waits, without a hot loop, until one is created.
+func TestMissingProviderConfig(t *testing.T) {
+	p := startProvider(t)
+	p.createMCP(t)
+	p.create(t, "")
+	p.waitObj(t, "reports the missing ProviderConfig", func(obj *apiv1alpha1.Sample) bool {
+		return hasCondition(obj, spruntime.ConditionReady, metav1.ConditionFalse, spruntime.ReasonProviderConfigMissing) &&
+			hasCondition(obj, spruntime.ConditionSynced, metav1.ConditionFalse, spruntime.ReasonProviderConfigMissing)
+	})
+	p.noHotLoop(t)
+
+	p.createConfig(t, 0, "v1")
+	p.waitReady(t)
+}
+
+// TestInvalidInput: a version the ProviderConfig does not offer is invalid
+// user input: Ready=False (phase Failed) with reason UnsupportedVersion, no
+// CRD, no hot loop; fixing the spec makes it Ready.
+func TestInvalidInput(t *testing.T) {
+	p := startProvider(t)
+	p.createConfig(t, 0, "v1")
+	mcp := p.createMCP(t)
+	p.create(t, "v9")
+	obj := p.waitObj(t, "reports the unsupported version", func(obj *apiv1alpha1.Sample) bool {
+		return hasCondition(obj, spruntime.ConditionReady, metav1.ConditionFalse, controller.ReasonUnsupportedVersion) &&
+			hasCondition(obj, spruntime.ConditionSynced, metav1.ConditionFalse, controller.ReasonUnsupportedVersion)
+	})
+	if obj.Status.Phase != string(spruntime.PhaseFailed) {
+		t.Errorf("phase = %s, want %s", obj.Status.Phase, spruntime.PhaseFailed)
+	}
+	p.noHotLoop(t)
+	if domainCRD(t, mcp) != nil {
+		t.Error("the CRD was installed for an unsupported version")
+	}
+
+	p.update(t, func(obj *apiv1alpha1.Sample) { obj.Spec.Version = "v1" })
+	p.waitReady(t)
+}
+
+// TestManagedControlPlaneLifecycle: a Sample created before its
+// ManagedControlPlane waits (MCPNotFound, no hot loop) and goes Ready when
+// the ManagedControlPlane is created; when the ManagedControlPlane is
+// deleted first, deleting the Sample still finishes and releases the
+// provider's access.
+func TestManagedControlPlaneLifecycle(t *testing.T) {
+	p := startProvider(t)
+	p.createConfig(t, 0, "v1")
+	p.create(t, "")
+	p.waitObj(t, "reports the missing ManagedControlPlane", func(obj *apiv1alpha1.Sample) bool {
+		return hasCondition(obj, spruntime.ConditionReady, metav1.ConditionFalse, clusteraccess.ReasonMCPNotFound)
+	})
+	p.noHotLoop(t)
+
+	mcp := p.createMCP(t)
+	p.waitReady(t)
+	waitCRD(t, mcp, "exists", func(crd *apiextensionsv1.CustomResourceDefinition) bool { return crd != nil })
+
+	landscape.DeleteMCP(t, mcp.Name, mcp.Namespace)
+	p.delete(t)
+	p.waitGone(t)
+	if ars := p.accessRequests(t); len(ars) != 0 {
+		t.Errorf("AccessRequests left after deletion: %v", ars)
+	}
+}
+
+// TestInit runs init as the operator's init Job does, with the provider's
+// own definition: it installs the CRDs into the platform and onboarding
+// clusters (getting onboarding access through an AccessRequest) and
+// registers the Sample kind in the ServiceProvider's status.resources.
+func TestInit(t *testing.T) {
+	ctx := context.Background()
+	const name = "init-test"
+	namespace := landscape.ProviderNamespace(t, "sp-"+name)
+	t.Setenv(contract.EnvPodNamespace, namespace)
+	kubeconfig, err := landscape.Platform.KubeconfigPath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := &providerv1alpha1.ServiceProvider{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       providerv1alpha1.ServiceProviderSpec{DeploymentSpec: providerv1alpha1.DeploymentSpec{Image: "example.org/sample:dev"}},
+	}
+	if err := platformC.Create(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	// With the kind registered, deleting a ManagedControlPlane would delete
+	// the Sample of its name first; the other tests do not expect that.
+	t.Cleanup(func() {
+		if err := platformC.Delete(context.Background(), sp); client.IgnoreNotFound(err) != nil {
+			t.Errorf("delete ServiceProvider: %v", err)
+		}
+	})
+	app, err := controller.Provider()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"init", "--environment=test", "--provider-name=" + name, "--kubeconfig=" + kubeconfig}
+	if code := app.MainWithArgs(ctx, args, controller.AccessOptions()...); code != 0 {
+		t.Fatalf("init exited %d", code)
+	}
+
+	check := func(c client.Client, crdName, cluster string) {
+		t.Helper()
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := c.Get(ctx, client.ObjectKey{Name: crdName}, crd); err != nil {
+			t.Fatalf("CRD %s on the %s cluster: %v", crdName, cluster, err)
+		}
+		if got := crd.Labels[crds.ClusterLabel]; got != cluster {
+			t.Errorf("CRD %s: label %s = %q, want %q", crdName, crds.ClusterLabel, got, cluster)
+		}
+		// init applies with the provider's name as field manager.
+		if !slices.ContainsFunc(crd.ManagedFields, func(f metav1.ManagedFieldsEntry) bool { return f.Manager == controller.Name }) {
+			t.Errorf("CRD %s on the %s cluster was not applied by init (field manager %s)", crdName, cluster, controller.Name)
+		}
+	}
+	group := apiv1alpha1.GroupVersion.Group
+	check(onboardingC, "samples."+group, crds.ClusterOnboarding)
+	check(platformC, "providerconfigs."+group, crds.ClusterPlatform)
+	if err := platformC.Get(ctx, client.ObjectKeyFromObject(sp), sp); err != nil {
+		t.Fatal(err)
+	}
+	want := metav1.GroupVersionKind{Group: group, Version: apiv1alpha1.GroupVersion.Version, Kind: "Sample"}
+	if !slices.Contains(sp.Status.Resources, want) {
+		t.Errorf("ServiceProvider status.resources = %v, want it to contain %v", sp.Status.Resources, want)
+	}
+}

@@ -1,0 +1,198 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/marketplane/marketplane/pkg/spruntime"
+
+	apiv1alpha1 "github.com/marketplane/marketplane/providers/sample/api/v1alpha1"
+)
+
+// waitInterval is how soon the reconciler looks again while it waits for
+// something in a cluster it does not watch: the CRD to be served or to be
+// gone.
+const waitInterval = time.Second
+
+// Reconciler is the domain logic of the sample provider, driven by the
+// runtime's spruntime.APIReconciler: Observe, CreateOrUpdate,
+// UserResources and Delete for each Sample.
+type Reconciler struct {
+	providerName string
+}
+
+var (
+	_ spruntime.Reconciler[*apiv1alpha1.Sample, *apiv1alpha1.ProviderConfig]          = &Reconciler{}
+	_ spruntime.Observer[*apiv1alpha1.Sample, *apiv1alpha1.ProviderConfig]            = &Reconciler{}
+	_ spruntime.UserResourceChecker[*apiv1alpha1.Sample, *apiv1alpha1.ProviderConfig] = &Reconciler{}
+)
+
+// NewReconciler returns the domain logic of the provider named
+// providerName (its --provider-name).
+func NewReconciler(providerName string) *Reconciler {
+	return &Reconciler{providerName: providerName}
+}
+
+// Observe implements spruntime.Observer: it reports whether the domain
+// service exists in the tenant's clusters as obj and cfg ask for it, and
+// marks obj Ready when it does. The runtime skips CreateOrUpdate when it
+// does, and reports a difference that no change of obj or cfg explains as
+// drift.
+func (r *Reconciler) Observe(ctx context.Context, obj *apiv1alpha1.Sample, cfg *apiv1alpha1.ProviderConfig, clusters spruntime.ClusterContext) (spruntime.Observation, error) {
+	v, err := version(obj, cfg)
+	if err != nil {
+		return spruntime.Observation{}, err
+	}
+	want := desiredCRD(r.providerName, v)
+	got := &apiextensionsv1.CustomResourceDefinition{}
+	if err := clusters.MCPCluster.Client().Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
+		if apierrors.IsNotFound(err) {
+			return spruntime.Observation{Drift: fmt.Sprintf("CRD %s is missing in the MCP cluster", want.Name)}, nil
+		}
+		return spruntime.Observation{}, fmt.Errorf("get CRD %s in the MCP cluster: %w", want.Name, err)
+	}
+	if !got.DeletionTimestamp.IsZero() {
+		return spruntime.Observation{Exists: true, Drift: fmt.Sprintf("CRD %s in the MCP cluster is being deleted", want.Name)}, nil
+	}
+	if diff := crdDiff(want, got); diff != "" {
+		return spruntime.Observation{Exists: true, Drift: fmt.Sprintf("CRD %s in the MCP cluster: %s", want.Name, diff)}, nil
+	}
+	if !established(got) {
+		return spruntime.Observation{Exists: true, Drift: fmt.Sprintf("CRD %s in the MCP cluster is not established", want.Name)}, nil
+	}
+	ns := &corev1.Namespace{}
+	if err := clusters.WorkloadCluster.Client().Get(ctx, client.ObjectKey{Name: WorkloadNamespace(obj)}, ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return spruntime.Observation{Exists: true, Drift: fmt.Sprintf("namespace %s is missing in the workload cluster", WorkloadNamespace(obj))}, nil
+		}
+		return spruntime.Observation{}, fmt.Errorf("get namespace %s in the workload cluster: %w", WorkloadNamespace(obj), err)
+	}
+	if !ns.DeletionTimestamp.IsZero() {
+		return spruntime.Observation{Exists: true, Drift: fmt.Sprintf("namespace %s in the workload cluster is being deleted", ns.Name)}, nil
+	}
+	// Up to date: the runtime skips CreateOrUpdate and keeps Ready as it
+	// was last set, which may be CreateOrUpdate's "waiting for the CRD".
+	// What Observe found is the truth now, so it says so.
+	spruntime.StatusReady(obj)
+	return spruntime.Observation{Exists: true, UpToDate: true}, nil
+}
+
+// CreateOrUpdate implements spruntime.Reconciler: it installs (or repairs)
+// the DomainServiceAPI in the tenant's MCP cluster and the object's namespace in the workload cluster. obj is Ready once the CRD is served.
+func (r *Reconciler) CreateOrUpdate(ctx context.Context, obj *apiv1alpha1.Sample, cfg *apiv1alpha1.ProviderConfig, clusters spruntime.ClusterContext) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+	v, err := version(obj, cfg)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	want := desiredCRD(r.providerName, v)
+	spruntime.StatusProgressing(obj, ReasonInstalling, "Installing the CRD "+want.Name+" in the MCP cluster")
+
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: want.Name}}
+	op, err := controllerutil.CreateOrUpdate(ctx, clusters.MCPCluster.Client(), crd, func() error {
+		if !crd.DeletionTimestamp.IsZero() {
+			// Someone deleted it; it can be created again once it is gone.
+			return fmt.Errorf("CRD %s is being deleted; waiting until it is gone", crd.Name)
+		}
+		applyCRD(crd, want)
+		return nil
+	})
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("apply CRD %s in the MCP cluster: %w", want.Name, err)
+	}
+	log.V(1).Info("Applied the DomainServiceAPI", "crd", want.Name, "version", v, "operation", op)
+
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: WorkloadNamespace(obj)}}
+	op, err = controllerutil.CreateOrUpdate(ctx, clusters.WorkloadCluster.Client(), ns, func() error {
+		if !ns.DeletionTimestamp.IsZero() {
+			return fmt.Errorf("namespace %s is being deleted; waiting until it is gone", ns.Name)
+		}
+		ns.Labels = merge(ns.Labels, map[string]string{ManagedByLabel: r.providerName})
+		ns.Annotations = merge(ns.Annotations, map[string]string{OwnerAnnotation: obj.Namespace + "/" + obj.Name})
+		return nil
+	})
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("apply namespace %s in the workload cluster: %w", ns.Name, err)
+	}
+	log.V(1).Info("Applied the workload namespace", "namespace", ns.Name, "operation", op)
+
+	if !established(crd) {
+		spruntime.StatusProgressing(obj, ReasonWaitingForCRD, "Waiting for the MCP cluster to serve the CRD "+want.Name)
+		return ctrl.Result{RequeueAfter: waitInterval}, nil
+	}
+	spruntime.StatusReady(obj)
+	return ctrl.Result{}, nil
+}
+
+// UserResources implements spruntime.UserResourceChecker: the tenant's
+// SampleObject objects in the MCP cluster. While there are any, the runtime
+// does not call Delete, since deleting the CRD would delete them too.
+func (r *Reconciler) UserResources(ctx context.Context, _ *apiv1alpha1.Sample, _ *apiv1alpha1.ProviderConfig, clusters spruntime.ClusterContext) ([]string, error) {
+	c := clusters.MCPCluster.Client()
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := c.Get(ctx, client.ObjectKey{Name: DomainCRDName}, crd); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("get CRD %s in the MCP cluster: %w", DomainCRDName, err)
+	}
+	if !crd.DeletionTimestamp.IsZero() {
+		// Delete has begun; the API server removes the remaining objects
+		// with the CRD.
+		return nil, nil
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(DomainGroupVersion.WithKind(DomainKind + "List"))
+	if err := c.List(ctx, list); err != nil {
+		if apimeta.IsNoMatchError(err) && !established(crd) {
+			// The CRD was never served: nobody can have objects of it.
+			return nil, nil
+		}
+		// Never guess "none" while the CRD exists: deleting it would
+		// delete the tenant's objects.
+		return nil, fmt.Errorf("list %s in the MCP cluster: %w", DomainPlural, err)
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, item := range list.Items {
+		names = append(names, fmt.Sprintf("%s %s/%s", DomainKind, item.GetNamespace(), item.GetName()))
+	}
+	return names, nil
+}
+
+// Delete implements spruntime.Reconciler: it removes the DomainServiceAPI
+// from the MCP cluster and the object's namespace from the workload cluster, and reports
+// done (a zero Result) once the CRD is gone.
+func (r *Reconciler) Delete(ctx context.Context, obj *apiv1alpha1.Sample, _ *apiv1alpha1.ProviderConfig, clusters spruntime.ClusterContext) (ctrl.Result, error) {
+	spruntime.StatusTerminating(obj)
+	c := clusters.MCPCluster.Client()
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: DomainCRDName}}
+	if err := c.Delete(ctx, crd); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("delete CRD %s in the MCP cluster: %w", DomainCRDName, err)
+	}
+	// The namespace's contents go with it; the cluster finishes that
+	// without the provider, so its deletion is not waited for.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: WorkloadNamespace(obj)}}
+	if err := clusters.WorkloadCluster.Client().Delete(ctx, ns); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("delete namespace %s in the workload cluster: %w", ns.Name, err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(crd), crd); !apierrors.IsNotFound(err) {
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("get CRD %s in the MCP cluster: %w", DomainCRDName, err)
+		}
+		logf.FromContext(ctx).V(1).Info("Waiting for the CRD to be gone", "crd", DomainCRDName)
+		return ctrl.Result{RequeueAfter: waitInterval}, nil
+	}
+	return ctrl.Result{}, nil
+}

@@ -1,0 +1,135 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/marketplane/marketplane/pkg/spruntime"
+
+	apiv1alpha1 "github.com/marketplane/marketplane/providers/sample/api/v1alpha1"
+)
+
+func TestVersion(t *testing.T) {
+	cases := map[string]struct {
+		reason     string
+		spec       string
+		offered    []string
+		want       string
+		wantReason string
+	}{
+		"DefaultIsFirstOffered": {
+			reason: "an empty spec.version means the ProviderConfig's first version",
+			spec:   "", offered: []string{"v2", "v1"}, want: "v2",
+		},
+		"Offered": {
+			reason: "an offered version is used",
+			spec:   "v1", offered: []string{"v2", "v1"}, want: "v1",
+		},
+		"NotOffered": {
+			reason: "a version the ProviderConfig does not offer is invalid user input",
+			spec:   "v9", offered: []string{"v1"}, wantReason: ReasonUnsupportedVersion,
+		},
+		"NothingOffered": {
+			reason: "a ProviderConfig without versions cannot serve anything",
+			spec:   "", offered: nil, wantReason: ReasonUnsupportedVersion,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			obj := &apiv1alpha1.Sample{Spec: apiv1alpha1.SampleSpec{Version: tc.spec}}
+			cfg := &apiv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: apiv1alpha1.ProviderConfigSpec{Versions: tc.offered}}
+			got, err := version(obj, cfg)
+			if tc.wantReason != "" {
+				uerr, ok := spruntime.AsInvalidUserInput(err)
+				if !ok || uerr.Reason != tc.wantReason {
+					t.Fatalf("%s\nversion() error = %v, want invalid user input with reason %s", tc.reason, err, tc.wantReason)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("%s\nversion() = %q, %v; want %q", tc.reason, got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCRDDiff(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		change func(*apiextensionsv1.CustomResourceDefinition)
+		want   string
+	}{
+		"Same": {
+			reason: "what applyCRD wrote is up to date, whatever else the API server or others set",
+			change: func(crd *apiextensionsv1.CustomResourceDefinition) {
+				crd.Labels["other"] = "x"
+				crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
+			},
+		},
+		"Version": {
+			reason: "another version annotation is a difference",
+			change: func(crd *apiextensionsv1.CustomResourceDefinition) { crd.Annotations[VersionAnnotation] = "v0" },
+			want:   "annotation " + VersionAnnotation,
+		},
+		"Schema": {
+			reason: "a changed schema is a difference",
+			change: func(crd *apiextensionsv1.CustomResourceDefinition) {
+				crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Description = "changed"
+			},
+			want: "versions or schema",
+		},
+		"Scope": {
+			reason: "a changed scope is a difference",
+			change: func(crd *apiextensionsv1.CustomResourceDefinition) { crd.Spec.Scope = apiextensionsv1.ClusterScoped },
+			want:   "group, scope or names",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			want := desiredCRD("p", "v1")
+			got := &apiextensionsv1.CustomResourceDefinition{}
+			applyCRD(got, want)
+			got = got.DeepCopy()
+			tc.change(got)
+			diff := crdDiff(want, got)
+			if tc.want == "" && diff != "" || tc.want != "" && !strings.Contains(diff, tc.want) {
+				t.Errorf("%s\ncrdDiff() = %q, want %q", tc.reason, diff, tc.want)
+			}
+		})
+	}
+}
+
+func TestApplyCRDKeepsOthers(t *testing.T) {
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{
+		Labels:      map[string]string{"team": "a"},
+		Annotations: map[string]string{"note": "b"},
+	}}
+	applyCRD(crd, desiredCRD("p", "v1"))
+	want := map[string]string{"team": "a", ManagedByLabel: "p"}
+	if diff := cmp.Diff(want, crd.Labels); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+	wantAnn := map[string]string{"note": "b", VersionAnnotation: "v1"}
+	if diff := cmp.Diff(wantAnn, crd.Annotations); diff != "" {
+		t.Errorf("annotations (-want +got):\n%s", diff)
+	}
+}
+
+func TestWorkloadNamespace(t *testing.T) {
+	a := &apiv1alpha1.Sample{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "cp"}}
+	b := &apiv1alpha1.Sample{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-b", Name: "cp"}}
+	if WorkloadNamespace(a) != WorkloadNamespace(a.DeepCopy()) {
+		t.Error("WorkloadNamespace is not stable")
+	}
+	if WorkloadNamespace(a) == WorkloadNamespace(b) {
+		t.Error("objects of the same name in different namespaces share a workload namespace")
+	}
+	if msgs := validation.IsDNS1123Label(WorkloadNamespace(a)); len(msgs) > 0 {
+		t.Errorf("WorkloadNamespace %q is not a valid namespace name: %v", WorkloadNamespace(a), msgs)
+	}
+}
