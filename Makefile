@@ -12,7 +12,7 @@ GO   ?= go
 CONTROLLER_GEN := $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.21.0
 
 # Binaries the tests and the landscape run, built from source by the tools modules.
-KUBE_BINARIES := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler
+KUBE_BINARIES := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kubectl
 ETCD_BINARY   := $(BIN)/etcd
 TOOLS         := $(ETCD_BINARY) $(KUBE_BINARIES)
 # The Kubernetes version pinned in the tools module, stamped into the binaries so that
@@ -64,8 +64,8 @@ lint: ## go vet and gofmt.
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 .PHONY: build
-build: ## Build the marketplane and marketplane-operator binaries into bin/.
-	$(GO) build -o $(BIN)/ ./cmd/marketplane ./cmd/marketplane-operator
+build: ## Build every binary (cmd/* and the sample provider) into bin/.
+	$(GO) build -o $(BIN)/ $(addprefix ./,$(wildcard cmd/*)) ./providers/sample/cmd/sample
 
 ##@ Test
 
@@ -78,19 +78,19 @@ test-e2e: tools ## End-to-end test of the local landscape (not yet: the landscap
 	@echo "test-e2e: not yet implemented; the local landscape lands with issue #7." >&2; exit 1
 
 .PHONY: bench
-bench: tools ## Benchmarks under bench/ (none yet).
-	@echo "bench: no benchmarks yet; they land with the provisioner (#5) and the broker (#6)." >&2; exit 1
+bench: tools ## Benchmarks under bench/ (each prints its figures).
+	KUBEBUILDER_ASSETS=$(BIN) $(GO) run ./bench/broker
 
 ##@ Run
 
 .PHONY: run
-run: ## Start the local landscape (not yet: issue #7).
-	@echo "run: the local landscape is not built yet (issue #7). Today 'make test' is what works." >&2; exit 1
+run: tools build ## Start the local landscape in the background (stop it with bin/marketplane landscape down).
+	$(BIN)/marketplane landscape up
 
 ##@ Tools
 
 .PHONY: tools
-tools: $(TOOLS) ## Build etcd, kube-apiserver, kube-controller-manager and kube-scheduler into bin/ (skipped when current).
+tools: $(TOOLS) ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl into bin/ (skipped when current).
 
 $(ETCD_BINARY): hack/tools/etcd/go.mod hack/tools/etcd/go.sum
 	@mkdir -p $(BIN)
@@ -100,8 +100,8 @@ $(ETCD_BINARY): hack/tools/etcd/go.mod hack/tools/etcd/go.sum
 
 $(KUBE_BINARIES) &: hack/tools/kube/go.mod hack/tools/kube/go.sum
 	@mkdir -p $(BIN)
-	@echo "building kube-apiserver, kube-controller-manager, kube-scheduler from the Go module proxy (first time about 5 minutes)..."
-	cd hack/tools/kube && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
+	@echo "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl from the Go module proxy (first time about 5 minutes)..."
+	cd hack/tools/kube && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
 	@touch $(KUBE_BINARIES)
 	@$(BIN)/kube-apiserver --version | grep -qx 'Kubernetes $(KUBE_VERSION)' || { echo "bin/kube-apiserver does not report $(KUBE_VERSION)"; exit 1; }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/marketplane/marketplane/internal/landscape"
 	"github.com/marketplane/marketplane/internal/landscape/controlplane"
+	"github.com/marketplane/marketplane/internal/landscape/stack"
 )
 
 // landscapeOptions are the flags of the landscape commands.
@@ -70,7 +71,7 @@ func newLandscapeUpCommand(o *landscapeOptions) *cobra.Command {
 
 // configureLandscape adds the steps beyond the control plane and the
 // operator: providers, catalog, broker.
-func configureLandscape(*landscape.Landscape) error { return nil }
+func configureLandscape(l *landscape.Landscape) error { return stack.Configure(l) }
 
 // runLandscape runs the landscape in this process until SIGINT or SIGTERM.
 func runLandscape(ctx context.Context, out io.Writer, o *landscapeOptions) error {
