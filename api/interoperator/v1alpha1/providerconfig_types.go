@@ -1,0 +1,162 @@
+/*
+Copyright 2026 The Marketplane Authors.
+*/
+
+package v1alpha1
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DefaultCatalogNamespace is the namespace on the platform cluster where the
+// inter-operator looks for SFServices, SFPlans and SFClusters when the
+// ProviderConfig names none.
+const DefaultCatalogNamespace = "interoperator"
+
+// Defaults of Limits.
+const (
+	// DefaultMaxObjects is how many objects one provision or bind render may
+	// produce.
+	DefaultMaxObjects = 100
+	// DefaultMaxTransientErrors is how many consecutive transient errors
+	// (network, server, unreachable template url) an operation survives
+	// before it fails; it matches Service Fabrik's error threshold.
+	DefaultMaxTransientErrors = 10
+)
+
+// Limits bound what one render and one operation may consume. Zero fields
+// take the defaults of the renderer (package internal/render) or of this
+// package.
+type Limits struct {
+	// renderTimeout bounds one template render, fetching excluded
+	// (default 5s).
+	// +optional
+	RenderTimeout *metav1.Duration `json:"renderTimeout,omitempty"`
+	// maxTemplateBytes bounds the text of one gotemplate (default 1 MiB).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxTemplateBytes int64 `json:"maxTemplateBytes,omitempty"`
+	// maxOutputBytes bounds the rendered text of one template (default
+	// 4 MiB).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxOutputBytes int64 `json:"maxOutputBytes,omitempty"`
+	// maxChartBytes bounds a Helm chart archive (default 10 MiB).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxChartBytes int64 `json:"maxChartBytes,omitempty"`
+	// maxObjects bounds how many objects one provision or bind render may
+	// produce (default 100).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxObjects int32 `json:"maxObjects,omitempty"`
+	// maxTransientErrors is how many consecutive transient errors an
+	// operation survives before its state becomes failed (default 10).
+	// Transient errors are retried with exponential backoff.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxTransientErrors int32 `json:"maxTransientErrors,omitempty"`
+}
+
+// ProviderConfigSpec configures the inter-operator.
+type ProviderConfigSpec struct {
+	// pollInterval is how often every SFServiceInstance and SFServiceBinding
+	// is looked at when nothing changes (default one minute). Operations in
+	// progress are looked at more often, with a backoff from one to thirty
+	// seconds.
+	// +optional
+	PollInterval *metav1.Duration `json:"pollInterval,omitempty"`
+	// catalogNamespace is the namespace on the platform cluster that holds
+	// the SFServices, SFPlans and SFClusters (and the SFClusters' kubeconfig
+	// Secrets) the inter-operator serves.
+	// +optional
+	// +kubebuilder:default=interoperator
+	// +kubebuilder:validation:MaxLength=63
+	CatalogNamespace string `json:"catalogNamespace,omitempty"`
+	// defaultCluster is the name of the SFCluster that instances without
+	// spec.clusterId are scheduled on. When empty, the only SFCluster of the
+	// catalog namespace is used; with none, or several, such instances wait.
+	// +optional
+	DefaultCluster string `json:"defaultCluster,omitempty"`
+	// templateFileRoots are the directories, on the inter-operator's file
+	// system, from which templates and charts may be read with file:// urls.
+	// Without any, file urls are refused.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:items:Pattern=`^/`
+	TemplateFileRoots []string `json:"templateFileRoots,omitempty"`
+	// limits bound renders and operations.
+	// +optional
+	Limits *Limits `json:"limits,omitempty"`
+}
+
+// ProviderConfig configures the inter-operator. It is cluster-scoped, lives
+// on the platform cluster and is named like the inter-operator's provider
+// name.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,categories=openmcp
+// +kubebuilder:metadata:labels="openmcp.cloud/cluster=platform"
+// +kubebuilder:printcolumn:name="catalog",type=string,JSONPath=`.spec.catalogNamespace`
+// +kubebuilder:printcolumn:name="default-cluster",type=string,JSONPath=`.spec.defaultCluster`
+// +kubebuilder:printcolumn:name="age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ProviderConfig struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec configures the inter-operator.
+	// +optional
+	Spec ProviderConfigSpec `json:"spec,omitempty"`
+}
+
+// PollInterval returns spec.pollInterval, or zero (the provider runtime's
+// default) when it is unset. It is safe on a nil receiver.
+func (c *ProviderConfig) PollInterval() time.Duration {
+	if c == nil || c.Spec.PollInterval == nil {
+		return 0
+	}
+	return c.Spec.PollInterval.Duration
+}
+
+// CatalogNamespace returns spec.catalogNamespace, or
+// DefaultCatalogNamespace when it is empty. It is safe on a nil receiver.
+func (c *ProviderConfig) CatalogNamespace() string {
+	if c == nil || c.Spec.CatalogNamespace == "" {
+		return DefaultCatalogNamespace
+	}
+	return c.Spec.CatalogNamespace
+}
+
+// MaxObjects returns the effective limits.maxObjects. It is safe on a nil
+// receiver.
+func (c *ProviderConfig) MaxObjects() int {
+	if c == nil || c.Spec.Limits == nil || c.Spec.Limits.MaxObjects <= 0 {
+		return DefaultMaxObjects
+	}
+	return int(c.Spec.Limits.MaxObjects)
+}
+
+// MaxTransientErrors returns the effective limits.maxTransientErrors. It is
+// safe on a nil receiver.
+func (c *ProviderConfig) MaxTransientErrors() int {
+	if c == nil || c.Spec.Limits == nil || c.Spec.Limits.MaxTransientErrors <= 0 {
+		return DefaultMaxTransientErrors
+	}
+	return int(c.Spec.Limits.MaxTransientErrors)
+}
+
+// ProviderConfigList is a list of ProviderConfigs.
+//
+// +kubebuilder:object:root=true
+type ProviderConfigList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the ProviderConfigs.
+	Items []ProviderConfig `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ProviderConfig{}, &ProviderConfigList{})
+}

@@ -1,0 +1,41 @@
+/*
+Copyright 2026 The Marketplane Authors.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/marketplane/marketplane/pkg/spruntime"
+)
+
+// The methods below let Marketplane's provider runtime (pkg/spruntime)
+// drive SFServiceInstances and SFServiceBindings: the inter-operator is a
+// service provider built on it. They read and write status.conditions,
+// status.phase and status.observedGeneration; status.state, the Service
+// Fabrik view, is left to the provisioner.
+
+// GetConditions returns a pointer to status.conditions.
+func (in *SFServiceInstance) GetConditions() *[]metav1.Condition { return &in.Status.Conditions }
+
+// GetPhase returns status.phase.
+func (in *SFServiceInstance) GetPhase() spruntime.Phase { return spruntime.Phase(in.Status.Phase) }
+
+// SetPhase writes status.phase.
+func (in *SFServiceInstance) SetPhase(p spruntime.Phase) { in.Status.Phase = string(p) }
+
+// SetObservedGeneration writes status.observedGeneration.
+func (in *SFServiceInstance) SetObservedGeneration(g int64) { in.Status.ObservedGeneration = g }
+
+// GetConditions returns a pointer to status.conditions.
+func (in *SFServiceBinding) GetConditions() *[]metav1.Condition { return &in.Status.Conditions }
+
+// GetPhase returns status.phase.
+func (in *SFServiceBinding) GetPhase() spruntime.Phase { return spruntime.Phase(in.Status.Phase) }
+
+// SetPhase writes status.phase.
+func (in *SFServiceBinding) SetPhase(p spruntime.Phase) { in.Status.Phase = string(p) }
+
+// SetObservedGeneration writes status.observedGeneration.
+func (in *SFServiceBinding) SetObservedGeneration(g int64) { in.Status.ObservedGeneration = g }

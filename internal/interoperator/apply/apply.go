@@ -1,0 +1,257 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/validation/path"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+)
+
+// DefaultFieldOwner is the server-side apply field manager of everything
+// the inter-operator applies for instances.
+const DefaultFieldOwner = "marketplane-interoperator"
+
+// Applier applies objects to one cluster. It is safe for concurrent use and
+// meant to live as long as the client it wraps: it remembers which
+// namespaces exist, so that defaulting a namespace costs one read per
+// namespace, not one per object.
+type Applier struct {
+	client client.Client
+	mapper meta.RESTMapper
+
+	// namespaces holds the names of namespaces known to exist.
+	namespaces sync.Map
+}
+
+// New returns an Applier for the cluster c talks to. c's RESTMapper tells
+// namespaced kinds from cluster-scoped ones.
+func New(c client.Client) *Applier {
+	return &Applier{client: c, mapper: c.RESTMapper()}
+}
+
+// Client returns the client the Applier uses.
+func (a *Applier) Client() client.Client { return a.client }
+
+// Prepare readies rendered objects for Apply, in place: it checks that each
+// has a kind and a valid name, sets its namespace (defaultNamespace for a
+// namespaced object that names none; none for a cluster-scoped object),
+// adds labels, and moves CustomResourceDefinitions and Namespaces to the
+// front, keeping the order of the rest. It returns the objects' references
+// and whether any object was given defaultNamespace.
+func (a *Applier) Prepare(objs []*unstructured.Unstructured, defaultNamespace string, labels map[string]string) ([]osbv1alpha1.Source, bool, error) {
+	defaulted := false
+	for i, o := range objs {
+		what := fmt.Sprintf("%s %s", o.GetAPIVersion(), o.GetKind())
+		if o.GetName() != "" {
+			what += " " + o.GetName()
+		}
+		gvk := o.GroupVersionKind()
+		if gvk.Kind == "" || gvk.Version == "" {
+			return nil, false, &InvalidObjectError{Index: i + 1, What: what, Problem: "it has no apiVersion or kind"}
+		}
+		if o.GetName() == "" {
+			return nil, false, &InvalidObjectError{Index: i + 1, What: what, Problem: "it has no metadata.name (check the indentation of the template's metadata)"}
+		}
+		namespaced, err := a.namespaced(gvk)
+		if err != nil {
+			return nil, false, &UnknownKindError{Ref: ref(o), Err: err}
+		}
+		switch {
+		case !namespaced:
+			o.SetNamespace("")
+		case o.GetNamespace() == "":
+			if defaultNamespace == "" {
+				return nil, false, &InvalidObjectError{Index: i + 1, What: what, Problem: "it is namespaced but names no namespace"}
+			}
+			o.SetNamespace(defaultNamespace)
+			defaulted = true
+		}
+		// The API server validates names itself, with the messages users
+		// know; only a name that cannot even be a path segment of the
+		// request is refused here.
+		if problems := path.ValidatePathSegmentName(o.GetName(), false); len(problems) > 0 {
+			return nil, false, &InvalidObjectError{Index: i + 1, What: what, Problem: "invalid name: " + problems[0]}
+		}
+		if len(labels) > 0 {
+			l := o.GetLabels()
+			if l == nil {
+				l = make(map[string]string, len(labels))
+			}
+			for k, v := range labels {
+				l[k] = v
+			}
+			o.SetLabels(l)
+		}
+	}
+	slices.SortStableFunc(objs, func(x, y *unstructured.Unstructured) int { return applyRank(x) - applyRank(y) })
+	refs := make([]osbv1alpha1.Source, len(objs))
+	for i, o := range objs {
+		refs[i] = ref(o)
+	}
+	return refs, defaulted, nil
+}
+
+// applyRank puts CRDs first and Namespaces second: the objects after them
+// may need them.
+func applyRank(o *unstructured.Unstructured) int {
+	switch o.GroupVersionKind().GroupKind() {
+	case schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:
+		return 0
+	case schema.GroupKind{Kind: "Namespace"}:
+		return 1
+	}
+	return 2
+}
+
+// Apply applies objs, prepared by Prepare, in order, with server-side apply
+// as fieldOwner, forcing ownership of conflicting fields. It returns the
+// references of the objects it applied before an error stopped it.
+func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured, fieldOwner string) ([]osbv1alpha1.Source, error) {
+	if fieldOwner == "" {
+		fieldOwner = DefaultFieldOwner
+	}
+	applied := make([]osbv1alpha1.Source, 0, len(objs))
+	for _, o := range objs {
+		r := ref(o)
+		obj := o.DeepCopy()
+		obj.SetResourceVersion("")
+		obj.SetManagedFields(nil)
+		err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(fieldOwner), client.ForceOwnership)
+		if err != nil {
+			if r.Namespace != "" && apierrors.IsNotFound(err) {
+				// The namespace went away since it was looked up.
+				a.namespaces.Delete(r.Namespace)
+			}
+			return applied, wrap(r, "apply", err)
+		}
+		applied = append(applied, r)
+	}
+	return applied, nil
+}
+
+// EnsureNamespace creates the namespace name unless it exists. It reads
+// before it writes, and remembers namespaces it found, so that it writes
+// only for a namespace that is missing.
+func (a *Applier) EnsureNamespace(ctx context.Context, name string) error {
+	if _, ok := a.namespaces.Load(name); ok {
+		return nil
+	}
+	ns := &corev1.Namespace{}
+	err := a.client.Get(ctx, client.ObjectKey{Name: name}, ns)
+	switch {
+	case err == nil:
+		if ns.DeletionTimestamp != nil {
+			return fmt.Errorf("namespace %s is being deleted", name)
+		}
+	case apierrors.IsNotFound(err):
+		ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if err := a.client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create namespace %s: %w", name, err)
+		}
+	default:
+		return fmt.Errorf("get namespace %s: %w", name, err)
+	}
+	a.namespaces.Store(name, struct{}{})
+	return nil
+}
+
+// Get reads the object ref names. It returns nil, and no error, when the
+// object does not exist or its kind is not served.
+func (a *Applier) Get(ctx context.Context, ref osbv1alpha1.Source) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(ref.APIVersion)
+	u.SetKind(ref.Kind)
+	err := a.client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, u)
+	switch {
+	case err == nil:
+		return u, nil
+	case apierrors.IsNotFound(err), isNoMatch(err):
+		return nil, nil
+	}
+	return nil, fmt.Errorf("get %s: %w", describe(ref), err)
+}
+
+// Delete deletes the objects refs name and returns those that still exist
+// (being deleted, or whose deletion failed), so that the caller can wait.
+// Objects already being deleted are not deleted again; objects of a kind
+// the cluster no longer serves count as gone.
+func (a *Applier) Delete(ctx context.Context, refs []osbv1alpha1.Source) ([]osbv1alpha1.Source, error) {
+	var remaining []osbv1alpha1.Source
+	var errs []error
+	for _, r := range refs {
+		obj, err := a.Get(ctx, r)
+		if err != nil {
+			remaining = append(remaining, r)
+			errs = append(errs, err)
+			continue
+		}
+		if obj == nil {
+			continue
+		}
+		remaining = append(remaining, r)
+		if obj.GetDeletionTimestamp() != nil {
+			continue
+		}
+		if err := a.client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, wrap(r, "delete", err))
+		}
+		if r.Kind == "Namespace" && r.APIVersion == "v1" {
+			a.namespaces.Delete(r.Name)
+		}
+	}
+	return remaining, errors.Join(errs...)
+}
+
+// Namespaced reports whether the kind of ref is namespaced on the cluster.
+// A kind the cluster does not serve is an *UnknownKindError.
+func (a *Applier) Namespaced(ref osbv1alpha1.Source) (bool, error) {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return false, fmt.Errorf("apiVersion %q: %w", ref.APIVersion, err)
+	}
+	ok, err := a.namespaced(gv.WithKind(ref.Kind))
+	if err != nil {
+		return false, &UnknownKindError{Ref: ref, Err: err}
+	}
+	return ok, nil
+}
+
+// namespaced reports whether gvk is a namespaced kind.
+func (a *Applier) namespaced(gvk schema.GroupVersionKind) (bool, error) {
+	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return false, err
+	}
+	return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
+}
+
+// wrap classifies an error of a request about ref.
+func wrap(r osbv1alpha1.Source, verb string, err error) error {
+	switch {
+	case rejected(err):
+		return &RejectedError{Ref: r, Err: err}
+	case isNoMatch(err):
+		return &UnknownKindError{Ref: r, Err: err}
+	}
+	return fmt.Errorf("%s %s: %w", verb, describe(r), err)
+}
+
+// ref returns the reference of o.
+func ref(o *unstructured.Unstructured) osbv1alpha1.Source {
+	return osbv1alpha1.Source{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Name: o.GetName(), Namespace: o.GetNamespace()}
+}
+
+// Ref returns the reference of o, as status.resources records it.
+func Ref(o *unstructured.Unstructured) osbv1alpha1.Source { return ref(o) }

@@ -1,0 +1,142 @@
+package apply
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+)
+
+func obj(apiVersion, kind, namespace, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	return u
+}
+
+func testApplier() *Applier {
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, meta.RESTScopeNamespace)
+	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, meta.RESTScopeRoot)
+	mapper.Add(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}, meta.RESTScopeRoot)
+	return New(fake.NewClientBuilder().WithRESTMapper(mapper).Build())
+}
+
+func TestPrepare(t *testing.T) {
+	labels := map[string]string{"interoperator.servicefabrik.io/instance-id": "i"}
+	type want struct {
+		Refs      []osbv1alpha1.Source
+		Defaulted bool
+		Labelled  bool
+	}
+	tests := map[string]struct {
+		reason  string
+		objs    []*unstructured.Unstructured
+		want    want
+		wantErr func(error) bool
+	}{
+		"DefaultsNamespace": {
+			reason: "A namespaced object without a namespace gets the default one.",
+			objs:   []*unstructured.Unstructured{obj("v1", "ConfigMap", "", "a"), obj("v1", "ConfigMap", "other", "b")},
+			want: want{Refs: []osbv1alpha1.Source{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "tenant", Name: "a"}, {APIVersion: "v1", Kind: "ConfigMap", Namespace: "other", Name: "b"}},
+				Defaulted: true, Labelled: true},
+		},
+		"ClusterScopedLosesNamespace": {
+			reason: "A cluster-scoped object has no namespace, even when the template gives one.",
+			objs:   []*unstructured.Unstructured{obj("v1", "Namespace", "x", "ns")},
+			want:   want{Refs: []osbv1alpha1.Source{{APIVersion: "v1", Kind: "Namespace", Name: "ns"}}, Labelled: true},
+		},
+		"OrdersCRDsAndNamespacesFirst": {
+			reason: "CRDs and Namespaces are applied before what may need them; the rest keep their order.",
+			objs: []*unstructured.Unstructured{obj("v1", "ConfigMap", "ns", "a"), obj("v1", "Namespace", "", "ns"),
+				obj("v1", "ConfigMap", "ns", "b"), obj("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "crd")},
+			want: want{Refs: []osbv1alpha1.Source{
+				{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition", Name: "crd"},
+				{APIVersion: "v1", Kind: "Namespace", Name: "ns"},
+				{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "a"},
+				{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "b"},
+			}, Labelled: true},
+		},
+		"NoName": {
+			reason:  "An object without a name cannot be applied (seed 05's mis-indented metadata).",
+			objs:    []*unstructured.Unstructured{obj("v1", "ConfigMap", "", "")},
+			wantErr: isInvalidObject,
+		},
+		"NameNotAPathSegment": {
+			reason:  "A name that cannot be part of a request path is refused before any request.",
+			objs:    []*unstructured.Unstructured{obj("v1", "ConfigMap", "", "a/b")},
+			wantErr: isInvalidObject,
+		},
+		"UnknownKind": {
+			reason:  "A kind the cluster does not serve is reported as such.",
+			objs:    []*unstructured.Unstructured{obj("kubedb.com/v1alpha1", "Postgres", "", "pg")},
+			wantErr: isUnknownKind,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			refs, defaulted, err := testApplier().Prepare(tc.objs, "tenant", labels)
+			if tc.wantErr != nil {
+				if err == nil || !tc.wantErr(err) {
+					t.Fatalf("%s\nPrepare() error = %v (%T), want another kind of error", tc.reason, err, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%s\nPrepare(): %v", tc.reason, err)
+			}
+			labelled := true
+			for _, o := range tc.objs {
+				labelled = labelled && o.GetLabels()["interoperator.servicefabrik.io/instance-id"] == "i"
+			}
+			got := want{Refs: refs, Defaulted: defaulted, Labelled: labelled}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\n-want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func isInvalidObject(err error) bool {
+	var e *InvalidObjectError
+	return errors.As(err, &e)
+}
+
+func isUnknownKind(err error) bool {
+	var e *UnknownKindError
+	return errors.As(err, &e)
+}
+
+func TestIsPermanent(t *testing.T) {
+	ref := osbv1alpha1.Source{APIVersion: "v1", Kind: "ConfigMap", Name: "x"}
+	gr := schema.GroupResource{Resource: "configmaps"}
+	tests := map[string]struct {
+		reason string
+		err    error
+		want   bool
+	}{
+		"Invalid":     {"The API server found the object invalid.", wrap(ref, "apply", apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "x", nil)), true},
+		"BadRequest":  {"A malformed object.", wrap(ref, "apply", apierrors.NewBadRequest("bad")), true},
+		"Forbidden":   {"The credentials may not write it.", wrap(ref, "apply", apierrors.NewForbidden(gr, "x", errors.New("no"))), true},
+		"Terminating": {"A namespace being deleted passes.", wrap(ref, "apply", apierrors.NewForbidden(gr, "x", errors.New("unable to create new content in namespace n because it is being terminated"))), false},
+		"Unavailable": {"A server error passes.", wrap(ref, "apply", apierrors.NewServiceUnavailable("later")), false},
+		"Conflict":    {"A conflict passes.", wrap(ref, "apply", apierrors.NewConflict(gr, "x", errors.New("changed"))), false},
+		"Invalid obj": {"An object that cannot be applied at all.", &InvalidObjectError{Index: 1, What: "v1 ConfigMap", Problem: "no name"}, true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := IsPermanent(tc.err); got != tc.want {
+				t.Errorf("%s\nIsPermanent(%v) = %v, want %v", tc.reason, tc.err, got, tc.want)
+			}
+		})
+	}
+}

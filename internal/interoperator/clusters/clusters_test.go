@@ -1,0 +1,148 @@
+package clusters
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
+)
+
+func testScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := resourcev1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := corev1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func sfcluster(name string, cordoned bool) *resourcev1alpha1.SFCluster {
+	return &resourcev1alpha1.SFCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "cat", Name: name},
+		Spec: resourcev1alpha1.SFClusterSpec{SecretRef: name + "-kubeconfig", Unschedulable: cordoned}}
+}
+
+func TestSchedule(t *testing.T) {
+	tests := map[string]struct {
+		reason   string
+		clusters []client.Object
+		def      string
+		want     string
+		wantErr  string
+	}{
+		"OnlyCluster":     {"The only cluster takes every instance.", []client.Object{sfcluster("a", false)}, "", "a", ""},
+		"Default":         {"The default cluster wins over the others.", []client.Object{sfcluster("a", false), sfcluster("b", false)}, "b", "b", ""},
+		"NoCluster":       {"Without clusters there is nowhere to go.", nil, "", "", ReasonNoClusterAvailable},
+		"Several":         {"Several clusters and no default: the scheduler does not guess.", []client.Object{sfcluster("a", false), sfcluster("b", false)}, "", "", ReasonNoClusterAvailable},
+		"CordonedSkipped": {"A cordoned cluster takes no new instances.", []client.Object{sfcluster("a", true), sfcluster("b", false)}, "", "b", ""},
+		"CordonedDefault": {"A cordoned default takes none either.", []client.Object{sfcluster("a", true), sfcluster("b", false)}, "a", "", ReasonNoClusterAvailable},
+		"MissingDefault":  {"A default that does not exist is reported.", []client.Object{sfcluster("a", false)}, "z", "", ReasonNoClusterAvailable},
+		"OtherNamespace":  {"Clusters of other namespaces do not count.", []client.Object{&resourcev1alpha1.SFCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "elsewhere", Name: "x"}}}, "", "", ReasonNoClusterAvailable},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(tc.clusters...).Build()
+			got, err := Schedule(context.Background(), c, "cat", tc.def)
+			if tc.wantErr != "" {
+				ce, ok := AsError(err)
+				if !ok || ce.Reason != tc.wantErr {
+					t.Fatalf("%s\nSchedule() error = %v, want reason %s", tc.reason, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("%s\nSchedule() = %q, %v; want %q", tc.reason, got, err, tc.want)
+			}
+		})
+	}
+}
+
+const kubeconfig = `apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster:
+    server: https://api.example.com
+    insecure-skip-tls-verify: true
+users:
+- name: u
+  user:
+    token: not-a-real-token
+contexts:
+- name: x
+  context: {cluster: c, user: u}
+current-context: x
+`
+
+func TestRegistry(t *testing.T) {
+	ctx := context.Background()
+	secret := func(name, data string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "cat", Name: name + "-kubeconfig"},
+			Data: map[string][]byte{resourcev1alpha1.KubeconfigSecretKey: []byte(data)}}
+	}
+	execConfig := strings.Replace(kubeconfig, "    token: not-a-real-token\n", "    exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/steal}\n", 1)
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(
+		sfcluster("good", false), secret("good", kubeconfig),
+		sfcluster("exec", false), secret("exec", execConfig),
+		sfcluster("garbage", false), secret("garbage", "not: [a kubeconfig"),
+		sfcluster("nosecret", false),
+	).Build()
+	now := time.Now()
+	r := NewRegistry(c, c, testScheme(t), WithRefreshInterval(time.Minute))
+	r.now = func() time.Time { return now }
+
+	tgt, err := r.Target(ctx, "cat", "good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"name": "good", "server": "https://api.example.com", "caData": ""}
+	got := tgt.Variable()
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf(".cluster.%s = %v, want %v", k, got[k], v)
+		}
+	}
+	if strings.Contains(strings.Join([]string{got["name"].(string), got["server"].(string), got["caData"].(string)}, ""), "not-a-real-token") {
+		t.Error(".cluster holds the credentials")
+	}
+	if again, _ := r.Target(ctx, "cat", "good"); again != tgt {
+		t.Error("a second Target within the refresh interval built a new client")
+	}
+	now = now.Add(2 * time.Minute)
+	if again, _ := r.Target(ctx, "cat", "good"); again != tgt {
+		t.Error("after the refresh interval, an unchanged Secret built a new client")
+	}
+	s := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "cat", Name: "good-kubeconfig"}, s); err != nil {
+		t.Fatal(err)
+	}
+	s.Data[resourcev1alpha1.KubeconfigSecretKey] = []byte(strings.Replace(kubeconfig, "api.example.com", "api2.example.com", 1))
+	if err := c.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Minute)
+	if rotated, _ := r.Target(ctx, "cat", "good"); rotated == tgt || rotated.Server != "https://api2.example.com" {
+		t.Error("a rotated kubeconfig was not picked up after the refresh interval")
+	}
+
+	for name, reason := range map[string]string{"exec": ReasonInvalidKubeconfig, "garbage": ReasonInvalidKubeconfig, "nosecret": ReasonInvalidKubeconfig, "missing": ReasonClusterNotFound} {
+		_, err := r.Target(ctx, "cat", name)
+		ce, ok := AsError(err)
+		if !ok || ce.Reason != reason {
+			t.Errorf("Target(%s) error = %v, want reason %s", name, err, reason)
+		}
+		if err != nil && strings.Contains(err.Error(), "steal") {
+			t.Errorf("Target(%s) error quotes the kubeconfig: %v", name, err)
+		}
+	}
+}

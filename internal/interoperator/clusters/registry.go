@@ -1,0 +1,221 @@
+package clusters
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
+	"github.com/marketplane/marketplane/internal/interoperator/apply"
+	"github.com/marketplane/marketplane/pkg/spruntime"
+)
+
+// Defaults of a Registry.
+const (
+	// DefaultRefreshInterval is how long a Target is used before its
+	// kubeconfig Secret is read again.
+	DefaultRefreshInterval = 30 * time.Second
+	// DefaultQPS and DefaultBurst are the client-side rate limits of the
+	// clients of target clusters: set deliberately, since the library
+	// defaults (5 and 10) would throttle provisioning.
+	DefaultQPS   = 200
+	DefaultBurst = 400
+)
+
+// Target is access to the cluster of one SFCluster.
+type Target struct {
+	// Cluster is the cluster's client and REST config.
+	*spruntime.Cluster
+	// Applier applies objects to the cluster.
+	Applier *apply.Applier
+	// Server is the API server URL of the kubeconfig.
+	Server string
+	// CAData is the CA bundle of the API server, PEM; empty when the
+	// kubeconfig trusts the system's roots.
+	CAData []byte
+}
+
+// Variable returns what templates see as .cluster: the SFCluster's name,
+// the API server URL and the CA bundle in base64. It holds no credentials.
+func (t *Target) Variable() map[string]any {
+	return map[string]any{
+		"name":   t.Name(),
+		"server": t.Server,
+		"caData": base64.StdEncoding.EncodeToString(t.CAData),
+	}
+}
+
+// Registry hands out Targets for SFClusters.
+type Registry struct {
+	clusters client.Reader
+	secrets  client.Reader
+	scheme   *runtime.Scheme
+	refresh  time.Duration
+	qps      float32
+	burst    int
+	now      func() time.Time
+
+	mu      sync.Mutex
+	entries map[types.NamespacedName]*entry
+}
+
+type entry struct {
+	secret          types.NamespacedName
+	resourceVersion string
+	checked         time.Time
+	target          *Target
+}
+
+// Option configures a Registry.
+type Option func(*Registry)
+
+// WithRefreshInterval sets how long a Target is used before the kubeconfig
+// Secret is read again (DefaultRefreshInterval).
+func WithRefreshInterval(d time.Duration) Option {
+	return func(r *Registry) {
+		if d > 0 {
+			r.refresh = d
+		}
+	}
+}
+
+// WithRateLimits sets the client-side rate limits of target clients
+// (DefaultQPS, DefaultBurst).
+func WithRateLimits(qps float32, burst int) Option {
+	return func(r *Registry) {
+		if qps > 0 && burst > 0 {
+			r.qps, r.burst = qps, burst
+		}
+	}
+}
+
+// NewRegistry returns a Registry that reads SFClusters with clusters
+// (usually the platform cluster's cached client) and their kubeconfig
+// Secrets with secrets (usually the platform cluster's API reader, so that
+// the inter-operator needs no watch on Secrets). Target clients use scheme.
+func NewRegistry(clusters, secrets client.Reader, scheme *runtime.Scheme, opts ...Option) *Registry {
+	r := &Registry{
+		clusters: clusters,
+		secrets:  secrets,
+		scheme:   scheme,
+		refresh:  DefaultRefreshInterval,
+		qps:      DefaultQPS,
+		burst:    DefaultBurst,
+		now:      time.Now,
+		entries:  map[types.NamespacedName]*entry{},
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// Target returns access to the SFCluster name in namespace. A missing
+// SFCluster or kubeconfig is an *Error.
+func (r *Registry) Target(ctx context.Context, namespace, name string) (*Target, error) {
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	sfc := &resourcev1alpha1.SFCluster{}
+	if err := r.clusters.Get(ctx, key, sfc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &Error{Reason: ReasonClusterNotFound, Message: fmt.Sprintf("SFCluster %s does not exist in namespace %s", name, namespace)}
+		}
+		return nil, fmt.Errorf("get SFCluster %s: %w", key, err)
+	}
+	secretKey := types.NamespacedName{Namespace: namespace, Name: sfc.Spec.SecretRef}
+
+	r.mu.Lock()
+	e := r.entries[key]
+	if e != nil && e.secret == secretKey && r.now().Sub(e.checked) < r.refresh {
+		t := e.target
+		r.mu.Unlock()
+		return t, nil
+	}
+	r.mu.Unlock()
+
+	secret := &corev1.Secret{}
+	if err := r.secrets.Get(ctx, secretKey, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &Error{Reason: ReasonInvalidKubeconfig, Message: fmt.Sprintf("the kubeconfig Secret %s of SFCluster %s does not exist", secretKey.Name, name)}
+		}
+		return nil, fmt.Errorf("get kubeconfig Secret of SFCluster %s: %w", key, err)
+	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.entries[key]; e != nil && e.secret == secretKey && e.resourceVersion == secret.ResourceVersion {
+		e.checked = r.now()
+		return e.target, nil
+	}
+	t, err := r.newTarget(name, secret.Data[resourcev1alpha1.KubeconfigSecretKey])
+	if err != nil {
+		return nil, &Error{Reason: ReasonInvalidKubeconfig, Message: fmt.Sprintf("the kubeconfig Secret %s of SFCluster %s: %v", secretKey.Name, name, err)}
+	}
+	r.entries[key] = &entry{secret: secretKey, resourceVersion: secret.ResourceVersion, checked: r.now(), target: t}
+	return t, nil
+}
+
+// Forget drops the cached Target of an SFCluster, for example after its
+// credentials were refused; the next Target call reads the Secret again.
+func (r *Registry) Forget(namespace, name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.entries, types.NamespacedName{Namespace: namespace, Name: name})
+}
+
+// errUnparsable replaces the error of parsing a kubeconfig, whose text
+// could quote parts of the secret input.
+var errUnparsable = errors.New("not a kubeconfig")
+
+func (r *Registry) newTarget(name string, kubeconfig []byte) (*Target, error) {
+	if len(kubeconfig) == 0 {
+		return nil, fmt.Errorf("key %q is empty or missing", resourcev1alpha1.KubeconfigSecretKey)
+	}
+	raw, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		return nil, errUnparsable
+	}
+	cfg, err := clientcmd.NewDefaultClientConfig(*raw, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		// Validation messages name contexts, clusters and files, never
+		// credentials.
+		return nil, err
+	}
+	switch {
+	case cfg.Host == "":
+		return nil, errors.New("the kubeconfig names no server")
+	case cfg.ExecProvider != nil:
+		return nil, errors.New("exec credential plugins are not supported")
+	case cfg.AuthProvider != nil:
+		return nil, errors.New("auth-provider plugins are not supported")
+	}
+	ca := cfg.CAData
+	if len(ca) == 0 && cfg.CAFile != "" {
+		if ca, err = os.ReadFile(cfg.CAFile); err != nil {
+			return nil, fmt.Errorf("read the CA file the kubeconfig names: %w", err)
+		}
+	}
+	cfg.QPS, cfg.Burst = r.qps, r.burst
+	cfg.UserAgent = "marketplane-interoperator"
+	c, err := client.New(cfg, client.Options{Scheme: r.scheme})
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	return &Target{
+		Cluster: spruntime.NewCluster(name, rest.CopyConfig(cfg), c),
+		Applier: apply.New(c),
+		Server:  cfg.Host,
+		CAData:  ca,
+	}, nil
+}

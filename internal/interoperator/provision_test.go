@@ -1,0 +1,571 @@
+package interoperator_test
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	interoperatorv1alpha1 "github.com/marketplane/marketplane/api/interoperator/v1alpha1"
+	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/internal/interoperator/catalog"
+	"github.com/marketplane/marketplane/internal/interoperator/clusters"
+	"github.com/marketplane/marketplane/internal/interoperator/provisioner"
+	"github.com/marketplane/marketplane/pkg/testenv"
+)
+
+// configMaps is a gotemplate of one ConfigMap per name, as YAML documents,
+// each holding the instance's name.
+func configMaps(names ...string) string {
+	var docs []string
+	for _, n := range names {
+		docs = append(docs, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\ndata:\n  instance: {{ .instance.metadata.name }}\n", n))
+	}
+	return strings.Join(docs, "---\n")
+}
+
+func gotemplate(action osbv1alpha1.TemplateAction, content string) osbv1alpha1.TemplateSpec {
+	return osbv1alpha1.TemplateSpec{Action: action, Type: osbv1alpha1.TypeGoTemplate, Content: content}
+}
+
+// targetConfigMaps returns the names of the ConfigMaps in namespace on the
+// target cluster that carry the instance's label.
+func targetConfigMaps(t *testing.T, namespace, instance string) []string {
+	t.Helper()
+	list := &corev1.ConfigMapList{}
+	must(t, target.Client.List(context.Background(), list, client.InNamespace(namespace),
+		client.MatchingLabels{provisioner.LabelInstanceID: instance}))
+	var names []string
+	for _, cm := range list.Items {
+		if cm.DeletionTimestamp == nil {
+			names = append(names, cm.Name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// TestTemplateSources provisions one instance per way of supplying
+// template text: inline with several documents, contentEncoded, http url,
+// file url and configmap url. Each renders ConfigMaps into the instance's
+// namespace, which the provisioner creates on the target cluster.
+func TestTemplateSources(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "provision.yaml"), []byte(configMaps("from-file")), 0o600))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/templates/provision.yaml" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(configMaps("from-http")))
+	}))
+	t.Cleanup(srv.Close)
+	e := newEnv(t, envOptions{configSpec: func(s *interoperatorv1alpha1.ProviderConfigSpec) {
+		s.TemplateFileRoots = []string{dir}
+	}})
+	ctx := context.Background()
+	must(t, platform.Client.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.catalog, Name: "templates"},
+		Data:       map[string]string{"provision.yaml": configMaps("from-configmap")},
+	}))
+	e.createService(t, "svc")
+
+	tests := map[string]struct {
+		reason   string
+		template osbv1alpha1.TemplateSpec
+		want     []string
+	}{
+		"MultiDocument": {
+			reason:   "An inline gotemplate may render several objects as YAML documents.",
+			template: gotemplate(osbv1alpha1.ActionProvision, configMaps("a", "b", "c")),
+			want:     []string{"a", "b", "c"},
+		},
+		"ContentEncoded": {
+			reason: "contentEncoded holds the template in base64.",
+			template: osbv1alpha1.TemplateSpec{Action: osbv1alpha1.ActionProvision, Type: osbv1alpha1.TypeGoTemplate,
+				ContentEncoded: base64.StdEncoding.EncodeToString([]byte(configMaps("encoded")))},
+			want: []string{"encoded"},
+		},
+		"HTTPURL": {
+			reason:   "A url names a template served over http.",
+			template: osbv1alpha1.TemplateSpec{Action: osbv1alpha1.ActionProvision, Type: osbv1alpha1.TypeGoTemplate, URL: srv.URL + "/templates/provision.yaml"},
+			want:     []string{"from-http"},
+		},
+		"FileURL": {
+			reason:   "A file url names a template below one of the ProviderConfig's templateFileRoots.",
+			template: osbv1alpha1.TemplateSpec{Action: osbv1alpha1.ActionProvision, Type: osbv1alpha1.TypeGoTemplate, URL: "file://" + filepath.Join(dir, "provision.yaml")},
+			want:     []string{"from-file"},
+		},
+		"ConfigMapURL": {
+			reason:   "A configmap url names a key of a ConfigMap on the platform cluster.",
+			template: osbv1alpha1.TemplateSpec{Action: osbv1alpha1.ActionProvision, Type: osbv1alpha1.TypeGoTemplate, URL: fmt.Sprintf("configmap://%s/templates/provision.yaml", e.catalog)},
+			want:     []string{"from-configmap"},
+		},
+	}
+	for name, tc := range tests {
+		plan := strings.ToLower(name)
+		e.createPlan(t, plan, "svc", []osbv1alpha1.TemplateSpec{tc.template})
+		e.createInstance(t, "inst-"+plan, "svc", plan, nil)
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			id := "inst-" + strings.ToLower(name)
+			inst := e.waitInstance(t, id, osbv1alpha1.StateSucceeded)
+			if diff := cmp.Diff(tc.want, targetConfigMaps(t, e.ns, id)); diff != "" {
+				t.Errorf("%s\nConfigMaps on the target, -want +got:\n%s", tc.reason, diff)
+			}
+			if len(inst.Status.Resources) != len(tc.want) {
+				t.Errorf("%s\nstatus.resources = %+v, want %d ConfigMaps", tc.reason, inst.Status.Resources, len(tc.want))
+			}
+		})
+	}
+}
+
+// TestUpdateRemovesDroppedResources changes an instance's parameters and
+// then its plan (autoUpdateInstances): each time, what the new render no
+// longer has is deleted.
+func TestUpdateRemovesDroppedResources(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	ctx := context.Background()
+	e.createService(t, "svc")
+	tmpl := configMaps("a", "b") + "{{- if .instance.spec.parameters.extra }}\n---\n" + configMaps("c") + "{{- end }}\n"
+	plan := e.createPlan(t, "plan", "svc", []osbv1alpha1.TemplateSpec{gotemplate(osbv1alpha1.ActionProvision, tmpl)},
+		func(p *osbv1alpha1.SFPlan) { p.Spec.AutoUpdateInstances = true })
+	e.createInstance(t, "inst", "svc", "plan", map[string]any{"extra": true})
+	inst := e.waitInstance(t, "inst", osbv1alpha1.StateSucceeded)
+	if diff := cmp.Diff([]string{"a", "b", "c"}, targetConfigMaps(t, e.ns, "inst")); diff != "" {
+		t.Fatalf("after provision, -want +got:\n%s", diff)
+	}
+	firstHash := inst.Annotations[osbv1alpha1.AnnotationPlanHash]
+	if firstHash == "" {
+		t.Errorf("no %s annotation on an instance of an auto-updating plan", osbv1alpha1.AnnotationPlanHash)
+	}
+
+	// An update request (new parameters) drops c.
+	inst.Spec.Parameters = rawJSON(t, map[string]any{"extra": false})
+	must(t, onboarding.Client.Update(ctx, inst))
+	waitFor(t, "c to be deleted", func() bool {
+		i := e.instance(t, "inst")
+		return i.Status.State == osbv1alpha1.StateSucceeded && i.Status.ObservedGeneration == i.Generation &&
+			cmp.Equal([]string{"a", "b"}, targetConfigMaps(t, e.ns, "inst"))
+	})
+	inst = e.instance(t, "inst")
+	if len(inst.Status.Resources) != 2 {
+		t.Errorf("status.resources = %+v, want a and b", inst.Status.Resources)
+	}
+
+	// A new plan template drops b: the plan updates its instances.
+	must(t, platform.Client.Get(ctx, client.ObjectKeyFromObject(plan), plan))
+	plan.Spec.Templates[0].Content = configMaps("a")
+	must(t, platform.Client.Update(ctx, plan))
+	waitFor(t, "b to be deleted after the plan changed", func() bool {
+		return cmp.Equal([]string{"a"}, targetConfigMaps(t, e.ns, "inst"))
+	})
+	inst = e.waitInstance(t, "inst", osbv1alpha1.StateSucceeded)
+	if h := inst.Annotations[osbv1alpha1.AnnotationPlanHash]; h == firstHash || h != catalog.SpecHash(plan) {
+		t.Errorf("planhash annotation = %q, want the new plan's hash %q", h, catalog.SpecHash(plan))
+	}
+	if len(inst.Status.Resources) != 1 {
+		t.Errorf("status.resources = %+v, want only a", inst.Status.Resources)
+	}
+}
+
+// TestSeedPostgresPlan applies the SFPlan of seed 05 against a Postgres
+// CRD: verbatim, its mis-indented metadata leaves the object without a
+// name and the instance fails with a readable error; with the indentation
+// fixed the Postgres is created.
+func TestSeedPostgresPlan(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	ctx := context.Background()
+	crdData, err := os.ReadFile("testdata/postgres-crd.yaml")
+	must(t, err)
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	must(t, yaml.Unmarshal(crdData, crd))
+	if err := target.Client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	waitFor(t, "the Postgres CRD to be established", func() bool {
+		c := &apiextensionsv1.CustomResourceDefinition{}
+		must(t, target.Client.Get(ctx, client.ObjectKeyFromObject(crd), c))
+		for _, cond := range c.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	})
+
+	data, err := os.ReadFile("testdata/seed05-postgres-plan.yaml")
+	must(t, err)
+	objs, err := testenv.DecodeObjects(data)
+	must(t, err)
+	verbatim := objs[0]
+	verbatim.SetNamespace(e.catalog)
+	must(t, platform.Client.Create(ctx, verbatim))
+	const serviceID = "24731fb8-7b84-5f57-914f-c3d55d793dd4"
+	e.createService(t, serviceID)
+
+	fixed := verbatim.DeepCopy()
+	fixed.SetResourceVersion("")
+	fixed.SetName("fixed-plan")
+	templates, _, _ := unstructured.NestedSlice(fixed.Object, "spec", "templates")
+	tmpl := templates[0].(map[string]any)
+	tmpl["content"] = strings.Replace(tmpl["content"].(string), "metadata:\nname:", "metadata:\n  name:", 1)
+	must(t, unstructured.SetNestedSlice(fixed.Object, templates, "spec", "templates"))
+	must(t, unstructured.SetNestedField(fixed.Object, "fixed-plan", "spec", "id"))
+	must(t, unstructured.SetNestedField(fixed.Object, "v9.4-dev-large-fixed", "spec", "name"))
+	must(t, platform.Client.Create(ctx, fixed))
+
+	params := map[string]any{"foo": "bar"}
+	e.createInstance(t, "pg-verbatim", serviceID, "29d7d4c8-6fe2-4c2a-a5ca-a826937d5a88", params)
+	e.createInstance(t, "pg-fixed", serviceID, "fixed-plan", params)
+
+	failed := e.waitInstance(t, "pg-verbatim", osbv1alpha1.StateFailed)
+	for _, want := range []string{"kubedb.com/v1alpha1 Postgres", "no metadata.name"} {
+		if !strings.Contains(failed.Status.Error, want) {
+			t.Errorf("error = %q, want it to mention %q", failed.Status.Error, want)
+		}
+	}
+	if c := readyCondition(failed.Status.Conditions); c == nil || c.Status != metav1.ConditionFalse || c.Reason != string(provisioner.ReasonInvalidResource) {
+		t.Errorf("Ready = %+v, want False/%s", c, provisioner.ReasonInvalidResource)
+	}
+
+	e.waitInstance(t, "pg-fixed", osbv1alpha1.StateSucceeded)
+	pg := &unstructured.Unstructured{}
+	pg.SetAPIVersion("kubedb.com/v1alpha1")
+	pg.SetKind("Postgres")
+	must(t, target.Client.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "kdb-pg-fixed-pg"}, pg))
+	if v, _, _ := unstructured.NestedString(pg.Object, "spec", "version"); v != "10.2-v1" {
+		t.Errorf("Postgres spec.version = %q, want 10.2-v1", v)
+	}
+}
+
+// TestFailures creates instances whose templates do not parse or execute,
+// whose objects the API server rejects, and whose template url is
+// unreachable, together with a good one: the bad ones fail with a readable
+// error, the good one succeeds, and nothing loops.
+func TestFailures(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	e.createService(t, "svc")
+	// A port nobody listens on.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	unreachable := fmt.Sprintf("http://%s/provision.yaml", l.Addr())
+	must(t, l.Close())
+
+	tests := map[string]struct {
+		template osbv1alpha1.TemplateSpec
+		reasons  []provisioner.Reason
+		message  string
+	}{
+		"parse-error": {
+			template: gotemplate(osbv1alpha1.ActionProvision, "{{ .instance.metadata.name "),
+			// The catalog may find the plan invalid before the instance
+			// is rendered; either way the instance fails.
+			reasons: []provisioner.Reason{provisioner.ReasonTemplateFailed, provisioner.ReasonPlanInvalid},
+			message: "unclosed action",
+		},
+		"fail-function": {
+			template: gotemplate(osbv1alpha1.ActionProvision, `{{ fail "boom" }}`),
+			reasons:  []provisioner.Reason{provisioner.ReasonTemplateFailed},
+			message:  "boom",
+		},
+		"rejected-name": {
+			template: gotemplate(osbv1alpha1.ActionProvision, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Bad_Name\n"),
+			reasons:  []provisioner.Reason{provisioner.ReasonResourceRejected},
+			message:  "Bad_Name",
+		},
+		"unreachable-url": {
+			template: osbv1alpha1.TemplateSpec{Action: osbv1alpha1.ActionProvision, Type: osbv1alpha1.TypeGoTemplate, URL: unreachable},
+			reasons:  []provisioner.Reason{provisioner.ReasonRetriesExhausted},
+			message:  "connection refused",
+		},
+	}
+	for name, tc := range tests {
+		e.createPlan(t, name, "svc", []osbv1alpha1.TemplateSpec{tc.template})
+		e.createInstance(t, name, "svc", name, nil)
+	}
+	e.createPlan(t, "good", "svc", []osbv1alpha1.TemplateSpec{gotemplate(osbv1alpha1.ActionProvision, configMaps("good"))})
+	e.createInstance(t, "good", "svc", "good", nil)
+
+	e.waitInstance(t, "good", osbv1alpha1.StateSucceeded)
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			inst := e.waitInstance(t, name, osbv1alpha1.StateFailed)
+			if !strings.Contains(inst.Status.Error, tc.message) || inst.Status.Description != inst.Status.Error {
+				t.Errorf("error = %q, description = %q; want both to say %q", inst.Status.Error, inst.Status.Description, tc.message)
+			}
+			c := readyCondition(inst.Status.Conditions)
+			if c == nil || c.Status != metav1.ConditionFalse || !containsReason(tc.reasons, c.Reason) {
+				t.Errorf("Ready = %+v, want False with one of %v", c, tc.reasons)
+			}
+		})
+	}
+
+	// Failed operations are not retried: the reconciles stop.
+	before := e.reconciles(t)
+	time.Sleep(quietPeriod)
+	if after := e.reconciles(t); after-before > 1 {
+		t.Errorf("%v reconciles in %s after every instance settled, want at most 1", after-before, quietPeriod)
+	}
+	if total := e.reconciles(t); total > 40 {
+		t.Errorf("%v reconciles for 5 instances, want few (each failure is final)", total)
+	}
+}
+
+func containsReason(reasons []provisioner.Reason, r string) bool {
+	for _, x := range reasons {
+		if string(x) == r {
+			return true
+		}
+	}
+	return false
+}
+
+// TestStatusTemplate keeps an instance "in progress" until a source object
+// says it is ready, then takes state, description and dashboardUrl from the
+// status template.
+func TestStatusTemplate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	ctx := context.Background()
+	e.createService(t, "svc")
+	sources := "gate:\n  apiVersion: v1\n  kind: ConfigMap\n  name: gate-{{ .instance.metadata.name }}\n"
+	status := `provision:
+{{- if and .gate (eq (.gate.data.ready | default "") "true") }}
+  state: succeeded
+  response: ready at {{ .gate.data.url }}
+  dashboardUrl: {{ .gate.data.url }}
+{{- else }}
+  state: in progress
+  response: waiting for the gate
+{{- end }}
+`
+	e.createPlan(t, "plan", "svc", []osbv1alpha1.TemplateSpec{
+		gotemplate(osbv1alpha1.ActionProvision, configMaps("payload")),
+		gotemplate(osbv1alpha1.ActionSources, sources),
+		gotemplate(osbv1alpha1.ActionStatus, status),
+	})
+	e.createInstance(t, "inst", "svc", "plan", nil)
+	inst := e.waitInstance(t, "inst", osbv1alpha1.StateInProgress)
+	if inst.Status.Description != "waiting for the gate" {
+		t.Errorf("description = %q, want the status template's response", inst.Status.Description)
+	}
+	if c := readyCondition(inst.Status.Conditions); c == nil || c.Reason != string(provisioner.ReasonInProgress) {
+		t.Errorf("Ready = %+v, want reason %s", c, provisioner.ReasonInProgress)
+	}
+	must(t, target.Client.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "gate-inst"},
+		Data:       map[string]string{"ready": "true", "url": "https://dashboard.example.com/inst"},
+	}))
+	inst = e.waitInstance(t, "inst", osbv1alpha1.StateSucceeded)
+	if inst.Status.DashboardURL != "https://dashboard.example.com/inst" || inst.Status.Description != "ready at https://dashboard.example.com/inst" {
+		t.Errorf("dashboardUrl = %q, description = %q; want them from the gate", inst.Status.DashboardURL, inst.Status.Description)
+	}
+}
+
+// TestNoClusterAvailable shows that an instance without an SFCluster to run
+// on waits, with a reason and without retries, and proceeds once one is
+// registered.
+func TestNoClusterAvailable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{noCluster: true})
+	e.createService(t, "svc")
+	e.createPlan(t, "plan", "svc", []osbv1alpha1.TemplateSpec{gotemplate(osbv1alpha1.ActionProvision, configMaps("x"))})
+	e.createInstance(t, "inst", "svc", "plan", nil)
+	waitFor(t, "Ready=False/NoClusterAvailable", func() bool {
+		c := readyCondition(e.instance(t, "inst").Status.Conditions)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == clusters.ReasonNoClusterAvailable
+	})
+	before := e.reconciles(t)
+	time.Sleep(quietPeriod)
+	if after := e.reconciles(t); after-before > 1 {
+		t.Errorf("%v reconciles while waiting for a cluster, want at most 1", after-before)
+	}
+	if s := e.instance(t, "inst").Status.State; s.IsTerminal() {
+		t.Errorf("state = %q while waiting for a cluster, want it unchanged", s)
+	}
+	e.createCluster(t, "late")
+	inst := e.waitInstance(t, "inst", osbv1alpha1.StateSucceeded)
+	if inst.Spec.ClusterID != "late" {
+		t.Errorf("spec.clusterId = %q, want late", inst.Spec.ClusterID)
+	}
+}
+
+// TestCatalogValidation shows the catalog's verdicts on SFServices and
+// SFPlans.
+func TestCatalogValidation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{noCluster: true})
+	ctx := context.Background()
+	e.createService(t, "svc")
+	provision := []osbv1alpha1.TemplateSpec{gotemplate(osbv1alpha1.ActionProvision, configMaps("x"))}
+	schema := func(raw string) func(*osbv1alpha1.SFPlan) {
+		return func(p *osbv1alpha1.SFPlan) {
+			p.Spec.Schemas = &osbv1alpha1.ServiceSchemas{Instance: &osbv1alpha1.ServiceInstanceSchema{
+				Create: &osbv1alpha1.Schema{Parameters: rawString(raw)}}}
+		}
+	}
+	e.createPlan(t, "valid", "svc", provision, schema(`{"$schema":"http://json-schema.org/draft-06/schema#","type":"object","properties":{"size":{"type":"integer"}}}`))
+	e.createPlan(t, "unknown-service", "no-such-service", provision)
+	e.createPlan(t, "dup-1", "svc", provision, func(p *osbv1alpha1.SFPlan) { p.Spec.ID = "dup" })
+	e.createPlan(t, "dup-2", "svc", provision, func(p *osbv1alpha1.SFPlan) { p.Spec.ID = "dup" })
+	e.createPlan(t, "bad-schema", "svc", provision, schema(`{"$schema":"http://json-schema.org/draft-06/schema#","type":12}`))
+	e.createPlan(t, "no-schema-version", "svc", provision, schema(`{"type":"object"}`))
+	e.createPlan(t, "no-provision", "svc", []osbv1alpha1.TemplateSpec{gotemplate(osbv1alpha1.ActionBind, configMaps("x"))})
+
+	tests := map[string]struct {
+		reason string
+		want   catalog.Reason
+	}{
+		"valid":             {"A plan of an existing service with a valid schema is served.", catalog.ReasonValid},
+		"unknown-service":   {"A plan must name an existing service.", catalog.ReasonServiceNotFound},
+		"dup-1":             {"Plan ids are unique.", catalog.ReasonDuplicateID},
+		"dup-2":             {"Plan ids are unique, for both plans.", catalog.ReasonDuplicateID},
+		"bad-schema":        {"Schemas must be valid JSON Schema.", catalog.ReasonInvalidSchema},
+		"no-schema-version": {"OSB requires $schema.", catalog.ReasonInvalidSchema},
+		"no-provision":      {"A plan needs a provision template.", catalog.ReasonInvalidTemplate},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var plan osbv1alpha1.SFPlan
+			// Verdicts change as the catalog grows (dup-1 is valid until
+			// dup-2 exists): wait for the expected one.
+			err := wait.PollUntilContextTimeout(ctx, pollEvery, pollTimeout, true, func(ctx context.Context) (bool, error) {
+				if err := platform.Client.Get(ctx, client.ObjectKey{Namespace: e.catalog, Name: name}, &plan); err != nil {
+					return false, err
+				}
+				c := readyCondition(plan.Status.Conditions)
+				return c != nil && c.ObservedGeneration == plan.Generation && c.Reason == string(tc.want), nil
+			})
+			if err != nil {
+				t.Fatalf("%s\nReady = %+v, want reason %s", tc.reason, readyCondition(plan.Status.Conditions), tc.want)
+			}
+			c := readyCondition(plan.Status.Conditions)
+			wantStatus := metav1.ConditionFalse
+			if tc.want == catalog.ReasonValid {
+				wantStatus = metav1.ConditionTrue
+			}
+			if c.Status != wantStatus || c.Reason != string(tc.want) || c.Message == "" {
+				t.Errorf("%s\nReady = %s/%s (%q), want %s/%s with a message", tc.reason, c.Status, c.Reason, c.Message, wantStatus, tc.want)
+			}
+			if wantHash := tc.want == catalog.ReasonValid; (plan.Status.SpecHash != "") != wantHash {
+				t.Errorf("%s\nspecHash = %q, want one only for a valid plan", tc.reason, plan.Status.SpecHash)
+			}
+		})
+	}
+
+	// A second service with the same id makes both invalid; removing it
+	// makes the first valid again.
+	dup := &osbv1alpha1.SFService{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.catalog, Name: "svc-copy"},
+		Spec:       osbv1alpha1.SFServiceSpec{ID: "svc", Name: "svc-copy", Description: "a copy"},
+	}
+	must(t, platform.Client.Create(ctx, dup))
+	waitFor(t, "duplicate service ids reported", func() bool {
+		svc := &osbv1alpha1.SFService{}
+		must(t, platform.Client.Get(ctx, client.ObjectKey{Namespace: e.catalog, Name: "svc"}, svc))
+		c := readyCondition(svc.Status.Conditions)
+		return c != nil && c.Reason == string(catalog.ReasonDuplicateID)
+	})
+	must(t, platform.Client.Delete(ctx, dup))
+	waitFor(t, "the service valid again", func() bool {
+		svc := &osbv1alpha1.SFService{}
+		must(t, platform.Client.Get(ctx, client.ObjectKey{Namespace: e.catalog, Name: "svc"}, svc))
+		c := readyCondition(svc.Status.Conditions)
+		return c != nil && c.Status == metav1.ConditionTrue
+	})
+}
+
+// TestWritesPerInstance counts the API writes of one instance of a
+// one-object plan: finalizer, clusterId, status on the onboarding cluster
+// and one apply on the target cluster, nothing more (events aside).
+func TestWritesPerInstance(t *testing.T) {
+	// Not parallel: the API servers' request counters are shared.
+	e := newEnv(t, envOptions{})
+	e.createService(t, "svc")
+	e.createPlan(t, "plan", "svc", []osbv1alpha1.TemplateSpec{gotemplate(osbv1alpha1.ActionProvision, configMaps("one"))})
+	// The namespace exists on the target, as for every instance after
+	// the first of a namespace.
+	must(t, target.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}))
+	waitFor(t, "the plan to be validated", func() bool {
+		p := &osbv1alpha1.SFPlan{}
+		must(t, platform.Client.Get(context.Background(), client.ObjectKey{Namespace: e.catalog, Name: "plan"}, p))
+		return p.Status.SpecHash != ""
+	})
+	onboardingBefore := writes(t, onboarding, "sfserviceinstances")
+	targetBefore := writes(t, target, "configmaps")
+	e.createInstance(t, "inst", "svc", "plan", nil)
+	e.waitInstance(t, "inst", osbv1alpha1.StateSucceeded)
+	time.Sleep(quietPeriod)
+	got := map[string]float64{
+		"sfserviceinstances": writes(t, onboarding, "sfserviceinstances") - onboardingBefore,
+		"configmaps":         writes(t, target, "configmaps") - targetBefore,
+	}
+	// create (the test), finalizer, clusterId, status; one apply.
+	want := map[string]float64{"sfserviceinstances": 4, "configmaps": 1}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("API writes, -want +got:\n%s", diff)
+	}
+}
+
+// writes sums the write requests (POST, PUT, PATCH, APPLY, DELETE) for
+// resource that the API server of c counted.
+func writes(t *testing.T, c *testenv.Cluster, resource string) float64 {
+	t.Helper()
+	cs, err := kubernetesClient(c)
+	must(t, err)
+	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	must(t, err)
+	var total float64
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="`+resource+`"`) {
+			continue
+		}
+		write := false
+		for _, verb := range []string{"POST", "PUT", "PATCH", "APPLY", "DELETE"} {
+			if strings.Contains(line, `verb="`+verb+`"`) {
+				write = true
+			}
+		}
+		if !write {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscanf(line[strings.LastIndex(line, " ")+1:], "%g", &v); err == nil {
+			total += v
+		}
+	}
+	return total
+}
+
+func rawString(s string) *runtime.RawExtension { return &runtime.RawExtension{Raw: []byte(s)} }
+
+// kubernetesClient returns a clientset for c.
+func kubernetesClient(c *testenv.Cluster) (*kubernetes.Clientset, error) {
+	return kubernetes.NewForConfig(c.Config)
+}

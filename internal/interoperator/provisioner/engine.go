@@ -1,0 +1,388 @@
+package provisioner
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	interoperatorv1alpha1 "github.com/marketplane/marketplane/api/interoperator/v1alpha1"
+	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/internal/interoperator/apply"
+	"github.com/marketplane/marketplane/internal/interoperator/catalog"
+	"github.com/marketplane/marketplane/internal/interoperator/clusters"
+	"github.com/marketplane/marketplane/internal/render"
+	"github.com/marketplane/marketplane/internal/render/source"
+	"github.com/marketplane/marketplane/pkg/spruntime"
+)
+
+// Defaults of an Engine.
+const (
+	// DefaultMinProgressWait and DefaultMaxProgressWait bound the backoff
+	// with which an operation in progress is looked at again.
+	DefaultMinProgressWait = time.Second
+	DefaultMaxProgressWait = 30 * time.Second
+)
+
+// VarCluster is the name of Marketplane's extra template variable: the
+// target cluster's name, API server URL and CA (see clusters.Target). A
+// source of the same name takes its place in status templates.
+const VarCluster = "cluster"
+
+// Engine is what the instance and binding reconcilers share: the platform
+// cluster (catalog, SFClusters, ProviderConfig), the target clusters, the
+// renderers and the retry bookkeeping. It is safe for concurrent use.
+type Engine struct {
+	platform   cluster.Cluster
+	registry   *clusters.Registry
+	fieldOwner string
+	minWait    time.Duration
+	maxWait    time.Duration
+	httpClient *http.Client
+	tracker    *tracker
+
+	mu        sync.Mutex
+	renderers map[string]*render.Renderer
+}
+
+// EngineOption configures an Engine.
+type EngineOption func(*Engine)
+
+// WithProgressWait sets the backoff with which operations in progress, and
+// deletions waiting for resources to go, are looked at again
+// (DefaultMinProgressWait to DefaultMaxProgressWait).
+func WithProgressWait(min, max time.Duration) EngineOption {
+	return func(e *Engine) {
+		if min > 0 && max >= min {
+			e.minWait, e.maxWait = min, max
+		}
+	}
+}
+
+// WithFieldOwner sets the server-side apply field manager of instance
+// resources (apply.DefaultFieldOwner).
+func WithFieldOwner(owner string) EngineOption {
+	return func(e *Engine) {
+		if owner != "" {
+			e.fieldOwner = owner
+		}
+	}
+}
+
+// WithHTTPClient sets the client that fetches http(s) template urls.
+func WithHTTPClient(c *http.Client) EngineOption {
+	return func(e *Engine) { e.httpClient = c }
+}
+
+// NewEngine returns an Engine reading the catalog and SFClusters from
+// platform and reaching target clusters through registry.
+func NewEngine(platform cluster.Cluster, registry *clusters.Registry, opts ...EngineOption) *Engine {
+	e := &Engine{
+		platform:   platform,
+		registry:   registry,
+		fieldOwner: apply.DefaultFieldOwner,
+		minWait:    DefaultMinProgressWait,
+		maxWait:    DefaultMaxProgressWait,
+		tracker:    newTracker(),
+		renderers:  map[string]*render.Renderer{},
+	}
+	for _, o := range opts {
+		o(e)
+	}
+	return e
+}
+
+// renderer returns the renderer for cfg's limits and file roots, shared by
+// every object under the same configuration so that its caches pay off.
+func (e *Engine) renderer(cfg *interoperatorv1alpha1.ProviderConfig) *render.Renderer {
+	var l render.Limits
+	if lim := cfg.Spec.Limits; lim != nil {
+		if lim.RenderTimeout != nil {
+			l.Timeout = lim.RenderTimeout.Duration
+		}
+		l.MaxTemplateBytes, l.MaxOutputBytes, l.MaxChartBytes = lim.MaxTemplateBytes, lim.MaxOutputBytes, lim.MaxChartBytes
+	}
+	key := fmt.Sprintf("%v|%s", l, strings.Join(cfg.Spec.TemplateFileRoots, "\x00"))
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if r, ok := e.renderers[key]; ok {
+		return r
+	}
+	opts := []source.Option{
+		source.WithConfigMapGetter(source.ReaderConfigMapGetter(e.platform.GetAPIReader())),
+	}
+	if len(cfg.Spec.TemplateFileRoots) > 0 {
+		opts = append(opts, source.WithFileRoots(cfg.Spec.TemplateFileRoots...))
+	}
+	if e.httpClient != nil {
+		opts = append(opts, source.WithHTTPClient(e.httpClient))
+	}
+	r := render.New(render.WithFetcher(source.New(opts...)), render.WithLimits(l))
+	// Configurations rarely change; an old renderer is dropped with its
+	// caches rather than kept forever.
+	if len(e.renderers) > 8 {
+		clear(e.renderers)
+	}
+	e.renderers[key] = r
+	return r
+}
+
+// target returns the target cluster the runtime handed out.
+func (e *Engine) target(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, cc spruntime.ClusterContext) (*clusters.Target, error) {
+	if cc.WorkloadCluster == nil {
+		return nil, errors.New("no target cluster")
+	}
+	return e.registry.Target(ctx, cfg.CatalogNamespace(), cc.WorkloadCluster.Name())
+}
+
+// catalogEntries returns the service and plan of an instance or binding.
+// A missing or invalid entry is invalid user input: the object waits for
+// the catalog to change.
+func (e *Engine) catalogEntries(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, serviceID, planID string) (*osbv1alpha1.SFService, *osbv1alpha1.SFPlan, error) {
+	ns := cfg.CatalogNamespace()
+	reader := e.platform.GetClient()
+	plan, err := catalog.Plan(ctx, reader, ns, planID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if plan == nil {
+		return nil, nil, spruntime.InvalidUserInput(string(ReasonPlanNotFound), "no SFPlan with id %q in the catalog namespace %s", planID, ns)
+	}
+	if plan.Spec.ServiceID != serviceID {
+		return nil, nil, spruntime.InvalidUserInput(string(ReasonServiceNotFound), "the SFPlan %s with id %q belongs to service %q, not to %q", plan.Name, planID, plan.Spec.ServiceID, serviceID)
+	}
+	if c := apimeta.FindStatusCondition(plan.Status.Conditions, catalog.ConditionReady); c != nil &&
+		c.Status == metav1.ConditionFalse && c.ObservedGeneration == plan.Generation {
+		return nil, nil, spruntime.InvalidUserInput(string(ReasonPlanInvalid), "the SFPlan %s is invalid (%s): %s", plan.Name, c.Reason, c.Message)
+	}
+	svc, err := catalog.Service(ctx, reader, ns, serviceID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if svc == nil {
+		return nil, nil, spruntime.InvalidUserInput(string(ReasonServiceNotFound), "no SFService with id %q in the catalog namespace %s", serviceID, ns)
+	}
+	return svc, plan, nil
+}
+
+// values returns the variables of a template: .service, .plan, .instance,
+// .binding (when binding is not nil) and .cluster.
+func values(svc *osbv1alpha1.SFService, plan *osbv1alpha1.SFPlan, inst *osbv1alpha1.SFServiceInstance, binding *osbv1alpha1.SFServiceBinding, t *clusters.Target) (map[string]any, error) {
+	var b client.Object
+	if binding != nil {
+		b = binding
+	}
+	vals, err := render.Values(svc, plan, inst, b)
+	if err != nil {
+		return nil, err
+	}
+	vals[VarCluster] = t.Variable()
+	return vals, nil
+}
+
+// outcome is how an operation step ended.
+type outcome struct {
+	// permanent is set when the step failed for good: the operation fails
+	// with reason and message.
+	permanent *failure
+	// err is a transient error, retried with backoff.
+	err error
+}
+
+type failure struct {
+	reason  Reason
+	message string
+}
+
+func failed(reason Reason, format string, args ...any) outcome {
+	return outcome{permanent: &failure{reason: reason, message: fmt.Sprintf(format, args...)}}
+}
+
+func transient(err error) outcome { return outcome{err: err} }
+
+func (o outcome) ok() bool { return o.permanent == nil && o.err == nil }
+
+// renderObjects renders a provision, bind or unbind template.
+func (e *Engine) renderObjects(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, t osbv1alpha1.TemplateSpec, vals map[string]any, namespace string) ([]*unstructured.Unstructured, outcome) {
+	objs, err := e.renderer(cfg).RenderObjects(ctx, render.Input{Template: t, Values: vals, Namespace: namespace})
+	if err != nil {
+		if render.IsTransient(err) {
+			return nil, transient(err)
+		}
+		return nil, failed(ReasonTemplateFailed, "%v", err)
+	}
+	if max := cfg.MaxObjects(); len(objs) > max {
+		return nil, failed(ReasonInvalidResource, "the %s template renders %d objects, more than the limit of %d", t.Action, len(objs), max)
+	}
+	return objs, outcome{}
+}
+
+// applyObjects prepares and applies rendered objects to the target. It
+// returns the references of every object it rendered and of those it
+// applied (all of them unless it failed).
+func (e *Engine) applyObjects(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, t *clusters.Target, objs []*unstructured.Unstructured, namespace string, labels map[string]string, fieldOwner string) (refs, applied []osbv1alpha1.Source, o outcome) {
+	refs, defaulted, err := t.Applier.Prepare(objs, namespace, labels)
+	if err != nil {
+		if apply.IsPermanent(err) {
+			return nil, nil, failed(ReasonInvalidResource, "%v", err)
+		}
+		return nil, nil, transient(err)
+	}
+	if defaulted {
+		if err := t.Applier.EnsureNamespace(ctx, namespace); err != nil {
+			return refs, nil, e.requestFailed(ctx, cfg, t, err)
+		}
+	}
+	applied, err = t.Applier.Apply(ctx, objs, fieldOwner)
+	if err != nil {
+		return refs, applied, e.requestFailed(ctx, cfg, t, err)
+	}
+	return refs, applied, outcome{}
+}
+
+// requestFailed classifies an error of a request to the target cluster.
+func (e *Engine) requestFailed(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, t *clusters.Target, err error) outcome {
+	if apply.IsPermanent(err) {
+		return failed(ReasonResourceRejected, "%v", err)
+	}
+	if apierrors.IsUnauthorized(err) {
+		// The kubeconfig may have been rotated: read it again next time.
+		logf.FromContext(ctx).V(1).Info("Target cluster refused the credentials; reloading its kubeconfig", "cluster", t.Name())
+		e.registry.Forget(cfg.CatalogNamespace(), t.Name())
+	}
+	return transient(err)
+}
+
+// evaluate renders the sources and status templates for op and returns the
+// status section. A plan without a status template reports succeeded.
+func (e *Engine) evaluate(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, plan *osbv1alpha1.SFPlan, vals map[string]any, t *clusters.Target, namespace string, op render.Operation) (render.Status, outcome) {
+	statusTemplate, ok := plan.Template(osbv1alpha1.ActionStatus)
+	if !ok {
+		return render.Status{State: osbv1alpha1.StateSucceeded}, outcome{}
+	}
+	r := e.renderer(cfg)
+	sources := map[string]*unstructured.Unstructured{}
+	if sourcesTemplate, ok := plan.Template(osbv1alpha1.ActionSources); ok {
+		rendered, err := r.RenderMap(ctx, render.Input{Template: sourcesTemplate, Values: vals, Namespace: namespace})
+		if err != nil {
+			if render.IsTransient(err) {
+				return render.Status{}, transient(err)
+			}
+			return render.Status{}, failed(ReasonTemplateFailed, "%v", err)
+		}
+		refs, err := render.ParseSources(rendered)
+		if err != nil {
+			return render.Status{}, failed(ReasonTemplateFailed, "sources template: %v", err)
+		}
+		for name, ref := range refs {
+			if ref.Namespace == "" {
+				namespaced, err := t.Applier.Namespaced(ref)
+				if err != nil {
+					// A kind the cluster does not serve: the source
+					// stays unset, as a missing object does.
+					continue
+				}
+				if namespaced {
+					ref.Namespace = namespace
+				}
+			}
+			obj, err := t.Applier.Get(ctx, ref)
+			if err != nil {
+				return render.Status{}, e.requestFailed(ctx, cfg, t, err)
+			}
+			sources[name] = obj
+		}
+	}
+	rendered, err := r.RenderMap(ctx, render.Input{Template: statusTemplate, Values: render.WithSources(vals, sources), Namespace: namespace})
+	if err != nil {
+		if render.IsTransient(err) {
+			return render.Status{}, transient(err)
+		}
+		return render.Status{}, failed(ReasonTemplateFailed, "%v", err)
+	}
+	st, err := render.ParseStatus(rendered, op)
+	if err != nil {
+		return render.Status{}, failed(ReasonTemplateFailed, "status template: %v", err)
+	}
+	return st, outcome{}
+}
+
+// settle turns a failed step into the reconcile's error: a permanent
+// failure (or too many transient ones) calls fail and becomes invalid user
+// input, which the runtime does not retry; a transient error is returned
+// for a retry with backoff.
+func (e *Engine) settle(uid types.UID, cfg *interoperatorv1alpha1.ProviderConfig, o outcome, fail func(reason Reason, message string)) error {
+	if o.permanent == nil {
+		n := e.tracker.transientError(uid)
+		if n < cfg.MaxTransientErrors() {
+			return o.err
+		}
+		o.permanent = &failure{reason: ReasonRetriesExhausted, message: fmt.Sprintf("giving up after %d attempts: %v", n, o.err)}
+	}
+	e.tracker.done(uid)
+	fail(o.permanent.reason, o.permanent.message)
+	return spruntime.InvalidUserInput(string(o.permanent.reason), "%s", o.permanent.message)
+}
+
+// labelValue returns name, or a hash of it when name is not a valid label
+// value.
+func labelValue(name string) string {
+	if len(validation.IsValidLabelValue(name)) == 0 {
+		return name
+	}
+	sum := sha256.Sum224([]byte(name))
+	return hex.EncodeToString(sum[:])
+}
+
+// union returns a followed by the references of b that a lacks.
+func union(a, b []osbv1alpha1.Source) []osbv1alpha1.Source {
+	out := append([]osbv1alpha1.Source(nil), a...)
+	for _, r := range b {
+		if !contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// minus returns the references of a that b lacks.
+func minus(a, b []osbv1alpha1.Source) []osbv1alpha1.Source {
+	var out []osbv1alpha1.Source
+	for _, r := range a {
+		if !contains(b, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func contains(list []osbv1alpha1.Source, r osbv1alpha1.Source) bool {
+	for _, x := range list {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
+// opStarting reports whether state starts an operation: the broker's
+// in_queue or update, or nothing at all (an object created without the
+// broker).
+func opStarting(s osbv1alpha1.State) bool {
+	return s == "" || s == osbv1alpha1.StateInQueue || s == osbv1alpha1.StateUpdate
+}

@@ -1,0 +1,62 @@
+package provisioner
+
+// Reason is a reason of an instance's or binding's Ready condition.
+type Reason string
+
+// Reasons of the Ready condition, besides the provider runtime's.
+const (
+	// ReasonPlanNotFound: no SFPlan of the catalog namespace has the
+	// object's planId. The object waits for the plan.
+	ReasonPlanNotFound Reason = "PlanNotFound"
+	// ReasonServiceNotFound: no SFService has the object's serviceId, or
+	// the plan belongs to another service. The object waits.
+	ReasonServiceNotFound Reason = "ServiceNotFound"
+	// ReasonPlanInvalid: the catalog found the plan invalid. The object
+	// waits for the plan to be fixed.
+	ReasonPlanInvalid Reason = "PlanInvalid"
+	// ReasonInstanceNotFound: the binding's instance does not exist.
+	ReasonInstanceNotFound Reason = "InstanceNotFound"
+	// ReasonInstanceNotReady: the binding waits for its instance to be
+	// provisioned.
+	ReasonInstanceNotReady Reason = "InstanceNotReady"
+	// ReasonInstanceFailed: the binding's instance failed; it cannot be
+	// bound.
+	ReasonInstanceFailed Reason = "InstanceFailed"
+	// ReasonTemplateFailed: a template did not render.
+	ReasonTemplateFailed Reason = "TemplateFailed"
+	// ReasonInvalidResource: the render produced objects that cannot be
+	// applied.
+	ReasonInvalidResource Reason = "InvalidResource"
+	// ReasonResourceRejected: the target cluster's API server rejected an
+	// object.
+	ReasonResourceRejected Reason = "ResourceRejected"
+	// ReasonRetriesExhausted: transient errors persisted for
+	// limits.maxTransientErrors attempts.
+	ReasonRetriesExhausted Reason = "RetriesExhausted"
+	// ReasonOperationFailed: the status template reported failed.
+	ReasonOperationFailed Reason = "OperationFailed"
+	// ReasonInProgress: the resources are applied and the status template
+	// reports the operation in progress.
+	ReasonInProgress Reason = "InProgress"
+	// ReasonDeleting: deprovision or unbind waits for resources to be gone.
+	ReasonDeleting Reason = "DeletingResources"
+	// ReasonNotScheduled: an instance being deleted was never scheduled;
+	// there is nothing to delete.
+	ReasonNotScheduled Reason = "NotScheduled"
+)
+
+// Labels the provisioner puts on every object it applies, so that the
+// objects of an instance or binding can be found on the target cluster.
+const (
+	// LabelInstanceID holds the name of the SFServiceInstance (its OSB
+	// instance id, or a hash of it when the id is not a valid label
+	// value).
+	LabelInstanceID = "interoperator.servicefabrik.io/instance-id"
+	// LabelBindingID holds the name of the SFServiceBinding of bind
+	// resources.
+	LabelBindingID = "interoperator.servicefabrik.io/binding-id"
+)
+
+// BindingSecretPrefix starts the name of the Secret with a binding's bind
+// response: sf-<binding name>, as Service Fabrik names it.
+const BindingSecretPrefix = "sf-"

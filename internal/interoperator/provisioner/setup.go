@@ -1,0 +1,211 @@
+package provisioner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	interoperatorv1alpha1 "github.com/marketplane/marketplane/api/interoperator/v1alpha1"
+	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
+	"github.com/marketplane/marketplane/pkg/spruntime"
+)
+
+// Field indexes on the onboarding cluster's cache, registered by
+// IndexFields.
+const (
+	// IndexPlanID indexes SFServiceInstances by spec.planId.
+	IndexPlanID = "spec.planId"
+	// IndexClusterID indexes SFServiceInstances by spec.clusterId.
+	IndexClusterID = "spec.clusterId"
+	// IndexInstanceID indexes SFServiceBindings by spec.instanceId.
+	IndexInstanceID = "spec.instanceId"
+)
+
+// IndexFields registers the indexes the controllers' watches use with the
+// onboarding cluster's indexer. It must be called before the cache starts.
+func IndexFields(ctx context.Context, indexer client.FieldIndexer) error {
+	return errors.Join(
+		indexer.IndexField(ctx, &osbv1alpha1.SFServiceInstance{}, IndexPlanID, func(o client.Object) []string {
+			return []string{o.(*osbv1alpha1.SFServiceInstance).Spec.PlanID}
+		}),
+		indexer.IndexField(ctx, &osbv1alpha1.SFServiceInstance{}, IndexClusterID, func(o client.Object) []string {
+			return []string{o.(*osbv1alpha1.SFServiceInstance).Spec.ClusterID}
+		}),
+		indexer.IndexField(ctx, &osbv1alpha1.SFServiceBinding{}, IndexInstanceID, func(o client.Object) []string {
+			return []string{o.(*osbv1alpha1.SFServiceBinding).Spec.InstanceID}
+		}),
+	)
+}
+
+// Controllers are what SetupWithManager registered.
+type Controllers struct {
+	// Instances reconciles SFServiceInstances.
+	Instances *spruntime.APIReconciler[*osbv1alpha1.SFServiceInstance, *interoperatorv1alpha1.ProviderConfig]
+	// Bindings reconciles SFServiceBindings.
+	Bindings *spruntime.APIReconciler[*osbv1alpha1.SFServiceBinding, *interoperatorv1alpha1.ProviderConfig]
+}
+
+// SetupWithManager builds the instance and binding controllers of the
+// inter-operator named providerName on the provider runtime and registers
+// them with mgr, the onboarding cluster's manager, to which platform must
+// have been added. The field indexes (IndexFields) must be registered.
+// instanceOpts and bindingOpts are passed to the runtime; give each
+// controller a name (spruntime.WithControllerName) when several
+// inter-operators share a process.
+//
+// Besides the runtime's watches, instances are reconciled when an SFPlan
+// appears or its spec changes (instances of that plan: autoUpdateInstances,
+// or instances that waited for the plan) and when an SFCluster appears or
+// changes (instances on it, and unscheduled ones); bindings when the state
+// or cluster of their instance changes.
+func SetupWithManager(mgr ctrl.Manager, providerName string, platform cluster.Cluster, engine *Engine, instanceOpts, bindingOpts []spruntime.Option) (*Controllers, error) {
+	if mgr == nil || platform == nil || engine == nil {
+		return nil, errors.New("setup provisioner: manager, platform cluster and engine are required")
+	}
+	fresh := newFreshClient(mgr.GetClient(), mgr.GetAPIReader(), &osbv1alpha1.SFServiceInstance{}, &osbv1alpha1.SFServiceBinding{})
+	newConfig := func() *interoperatorv1alpha1.ProviderConfig { return &interoperatorv1alpha1.ProviderConfig{} }
+
+	instances, err := spruntime.NewAPIReconciler(providerName,
+		func() *osbv1alpha1.SFServiceInstance { return &osbv1alpha1.SFServiceInstance{} }, newConfig,
+		NewInstanceReconciler(engine, fresh), NewInstanceAccess(providerName, platform, engine.registry), platform,
+		instanceOpts...)
+	if err != nil {
+		return nil, err
+	}
+	hooked := &hookedManager{Manager: mgr, client: fresh}
+	if err := instances.SetupWithManager(hooked); err != nil {
+		return nil, err
+	}
+	if len(hooked.controllers) != 1 {
+		return nil, fmt.Errorf("setup provisioner: the runtime added %d instance controllers, want 1", len(hooked.controllers))
+	}
+	instanceController := hooked.controllers[0]
+	onboarding := mgr.GetClient()
+	if err := errors.Join(
+		instanceController.Watch(source.Kind(platform.GetCache(), &osbv1alpha1.SFPlan{},
+			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, p *osbv1alpha1.SFPlan) []reconcile.Request {
+				if !inCatalog(ctx, platform, providerName, p) {
+					return nil
+				}
+				return instancesMatching(ctx, onboarding, client.MatchingFields{IndexPlanID: p.Spec.ID})
+			}),
+			specChanged[*osbv1alpha1.SFPlan]())),
+		instanceController.Watch(source.Kind(platform.GetCache(), &resourcev1alpha1.SFCluster{},
+			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, c *resourcev1alpha1.SFCluster) []reconcile.Request {
+				if !inCatalog(ctx, platform, providerName, c) {
+					return nil
+				}
+				return append(instancesMatching(ctx, onboarding, client.MatchingFields{IndexClusterID: c.Name}),
+					instancesMatching(ctx, onboarding, client.MatchingFields{IndexClusterID: ""})...)
+			}),
+			specChanged[*resourcev1alpha1.SFCluster]())),
+	); err != nil {
+		return nil, fmt.Errorf("setup provisioner: watch the catalog: %w", err)
+	}
+
+	bindings, err := spruntime.NewAPIReconciler(providerName,
+		func() *osbv1alpha1.SFServiceBinding { return &osbv1alpha1.SFServiceBinding{} }, newConfig,
+		NewBindingReconciler(engine, fresh), NewBindingAccess(providerName, platform, engine.registry, fresh), platform,
+		bindingOpts...)
+	if err != nil {
+		return nil, err
+	}
+	hooked = &hookedManager{Manager: mgr, client: fresh}
+	if err := bindings.SetupWithManager(hooked); err != nil {
+		return nil, err
+	}
+	if len(hooked.controllers) != 1 {
+		return nil, fmt.Errorf("setup provisioner: the runtime added %d binding controllers, want 1", len(hooked.controllers))
+	}
+	if err := hooked.controllers[0].Watch(source.Kind(mgr.GetCache(), &osbv1alpha1.SFServiceInstance{},
+		handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, inst *osbv1alpha1.SFServiceInstance) []reconcile.Request {
+			return bindingsOf(ctx, onboarding, inst)
+		}),
+		instanceProgressed())); err != nil {
+		return nil, fmt.Errorf("setup provisioner: watch instances for bindings: %w", err)
+	}
+	return &Controllers{Instances: instances, Bindings: bindings}, nil
+}
+
+// inCatalog reports whether obj lives in the catalog namespace of the
+// inter-operator's ProviderConfig: plans and clusters elsewhere are not
+// its own.
+func inCatalog(ctx context.Context, platform cluster.Cluster, providerName string, obj client.Object) bool {
+	cfg, err := providerConfig(ctx, platform, providerName)
+	return err == nil && obj.GetNamespace() == cfg.CatalogNamespace()
+}
+
+// instancesMatching returns requests for the instances that match fields.
+func instancesMatching(ctx context.Context, c client.Reader, fields client.MatchingFields) []reconcile.Request {
+	list := &osbv1alpha1.SFServiceInstanceList{}
+	if err := c.List(ctx, list, fields); err != nil {
+		logf.FromContext(ctx).Error(err, "Cannot list the instances to reconcile", "fields", fields)
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
+}
+
+// bindingsOf returns requests for the bindings of inst.
+func bindingsOf(ctx context.Context, c client.Reader, inst *osbv1alpha1.SFServiceInstance) []reconcile.Request {
+	seen := map[types.NamespacedName]bool{}
+	var reqs []reconcile.Request
+	for _, id := range []string{inst.Name, inst.Spec.InstanceID} {
+		if id == "" {
+			continue
+		}
+		list := &osbv1alpha1.SFServiceBindingList{}
+		if err := c.List(ctx, list, client.InNamespace(inst.Namespace), client.MatchingFields{IndexInstanceID: id}); err != nil {
+			logf.FromContext(ctx).Error(err, "Cannot list the bindings of an instance", "instance", inst.Name)
+			return nil
+		}
+		for i := range list.Items {
+			key := client.ObjectKeyFromObject(&list.Items[i])
+			if !seen[key] {
+				seen[key] = true
+				reqs = append(reqs, reconcile.Request{NamespacedName: key})
+			}
+		}
+	}
+	return reqs
+}
+
+// specChanged passes creations and spec changes (new generations).
+func specChanged[O client.Object]() predicate.TypedPredicate[O] {
+	return predicate.TypedFuncs[O]{
+		CreateFunc:  func(event.TypedCreateEvent[O]) bool { return true },
+		DeleteFunc:  func(event.TypedDeleteEvent[O]) bool { return false },
+		GenericFunc: func(event.TypedGenericEvent[O]) bool { return false },
+		UpdateFunc: func(e event.TypedUpdateEvent[O]) bool {
+			return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration()
+		},
+	}
+}
+
+// instanceProgressed passes changes of an instance's state or cluster:
+// what a binding may be waiting for.
+func instanceProgressed() predicate.TypedPredicate[*osbv1alpha1.SFServiceInstance] {
+	return predicate.TypedFuncs[*osbv1alpha1.SFServiceInstance]{
+		CreateFunc:  func(event.TypedCreateEvent[*osbv1alpha1.SFServiceInstance]) bool { return false },
+		DeleteFunc:  func(event.TypedDeleteEvent[*osbv1alpha1.SFServiceInstance]) bool { return true },
+		GenericFunc: func(event.TypedGenericEvent[*osbv1alpha1.SFServiceInstance]) bool { return false },
+		UpdateFunc: func(e event.TypedUpdateEvent[*osbv1alpha1.SFServiceInstance]) bool {
+			return e.ObjectOld.Status.State != e.ObjectNew.Status.State || e.ObjectOld.Spec.ClusterID != e.ObjectNew.Spec.ClusterID
+		},
+	}
+}

@@ -1,0 +1,69 @@
+package provisioner
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// tracker counts, per object, the consecutive transient errors of its
+// current operation and how often its progress was polled. Both only tune
+// retries: after a restart they start from zero, which delays a failure or
+// shortens a wait, and never changes an outcome.
+type tracker struct {
+	mu    sync.Mutex
+	byUID map[types.UID]*progress
+}
+
+type progress struct {
+	errors int
+	polls  int
+}
+
+func newTracker() *tracker { return &tracker{byUID: map[types.UID]*progress{}} }
+
+func (t *tracker) get(uid types.UID) *progress {
+	p := t.byUID[uid]
+	if p == nil {
+		p = &progress{}
+		t.byUID[uid] = p
+	}
+	return p
+}
+
+// transientError counts a transient error and returns how many there were
+// in a row.
+func (t *tracker) transientError(uid types.UID) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.get(uid)
+	p.errors++
+	return p.errors
+}
+
+// poll returns how long to wait before the next look at an operation in
+// progress: min, doubling with every poll, at most max. It also clears the
+// error count: the operation got as far as applying.
+func (t *tracker) poll(uid types.UID, min, max time.Duration) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.get(uid)
+	p.errors = 0
+	d := min
+	for i := 0; i < p.polls && d < max; i++ {
+		d *= 2
+	}
+	p.polls++
+	if d > max {
+		d = max
+	}
+	return d
+}
+
+// done forgets an object whose operation ended.
+func (t *tracker) done(uid types.UID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.byUID, uid)
+}

@@ -1,0 +1,266 @@
+package interoperator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	"github.com/marketplane/marketplane/api/crds"
+	"github.com/marketplane/marketplane/api/install"
+	interoperatorv1alpha1 "github.com/marketplane/marketplane/api/interoperator/v1alpha1"
+	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
+	"github.com/marketplane/marketplane/internal/interoperator/catalog"
+	"github.com/marketplane/marketplane/internal/interoperator/clusters"
+	"github.com/marketplane/marketplane/internal/interoperator/provisioner"
+	"github.com/marketplane/marketplane/pkg/clusteraccess"
+	"github.com/marketplane/marketplane/pkg/providerapp"
+	"github.com/marketplane/marketplane/pkg/spruntime"
+)
+
+// Name is the name of the inter-operator binary, and its default provider
+// name (and so the name of its ProviderConfig).
+const Name = "marketplane-interoperator"
+
+// DefaultProviderName is the provider name the landscape gives the
+// inter-operator; its ProviderConfig has this name.
+const DefaultProviderName = "interoperator"
+
+// Defaults of the options.
+const (
+	// DefaultMaxConcurrentReconciles is how many instances, and how many
+	// bindings, are reconciled at once.
+	DefaultMaxConcurrentReconciles = 8
+	// DefaultBackoffBase and DefaultBackoffMax bound the exponential
+	// backoff of retries after transient errors.
+	DefaultBackoffBase = time.Second
+	DefaultBackoffMax  = 2 * time.Minute
+)
+
+// Option configures Setup.
+type Option func(*options)
+
+type options struct {
+	environment      string
+	concurrency      int
+	qps              float32
+	burst            int
+	minWait, maxWait time.Duration
+	backoffBase      time.Duration
+	backoffMax       time.Duration
+	refresh          time.Duration
+	namePrefix       string
+	skipNameCheck    bool
+	httpClient       *http.Client
+	runtime          []spruntime.Option
+}
+
+// WithEnvironment sets the environment (--environment): objects labelled
+// for another environment are left alone.
+func WithEnvironment(env string) Option { return func(o *options) { o.environment = env } }
+
+// WithMaxConcurrentReconciles sets how many instances, and how many
+// bindings, are reconciled at once (DefaultMaxConcurrentReconciles).
+func WithMaxConcurrentReconciles(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.concurrency = n
+		}
+	}
+}
+
+// WithTargetRateLimits sets the client-side rate limits of the clients of
+// target clusters (clusters.DefaultQPS, clusters.DefaultBurst).
+func WithTargetRateLimits(qps float32, burst int) Option {
+	return func(o *options) { o.qps, o.burst = qps, burst }
+}
+
+// WithProgressWait sets the backoff with which operations in progress are
+// looked at again (one to thirty seconds).
+func WithProgressWait(min, max time.Duration) Option {
+	return func(o *options) { o.minWait, o.maxWait = min, max }
+}
+
+// WithBackoff sets the backoff of retries after transient errors
+// (DefaultBackoffBase to DefaultBackoffMax).
+func WithBackoff(base, max time.Duration) Option {
+	return func(o *options) { o.backoffBase, o.backoffMax = base, max }
+}
+
+// WithKubeconfigRefresh sets how long an SFCluster's client is used before
+// its kubeconfig Secret is read again (clusters.DefaultRefreshInterval).
+func WithKubeconfigRefresh(d time.Duration) Option { return func(o *options) { o.refresh = d } }
+
+// WithControllerNamePrefix prefixes the names of the controllers (in logs
+// and metrics: <prefix>sfserviceinstance, <prefix>sfservicebinding,
+// <prefix>sfcatalog) and skips controller-runtime's check that names are
+// unique in the process, so that tests and benchmarks can run several
+// inter-operators side by side.
+func WithControllerNamePrefix(prefix string) Option {
+	return func(o *options) { o.namePrefix, o.skipNameCheck = prefix, true }
+}
+
+// WithHTTPClient sets the client that fetches http(s) template urls.
+func WithHTTPClient(c *http.Client) Option { return func(o *options) { o.httpClient = c } }
+
+// WithRuntimeOptions passes further options to the provider runtime of the
+// instance and binding controllers (for example spruntime.WithEventRecorder
+// or spruntime.WithDefaultPollInterval); they come after Setup's own.
+func WithRuntimeOptions(opts ...spruntime.Option) Option {
+	return func(o *options) { o.runtime = append(o.runtime, opts...) }
+}
+
+// Controller names without a prefix.
+const (
+	InstanceControllerName = "sfserviceinstance"
+	BindingControllerName  = "sfservicebinding"
+	CatalogControllerName  = "sfcatalog"
+)
+
+// Interoperator is what Setup registered.
+type Interoperator struct {
+	// Instances and Bindings are the provisioner's reconcilers.
+	*provisioner.Controllers
+	// Catalog validates SFServices and SFPlans.
+	Catalog *catalog.Reconciler
+	// Engine renders and applies for both.
+	Engine *provisioner.Engine
+	// Registry hands out the target clusters.
+	Registry *clusters.Registry
+}
+
+// Setup registers the inter-operator named providerName with mgr, a
+// manager on the onboarding cluster to which platform has been added (see
+// pkg/spruntime): the catalog controller, and the instance and binding
+// controllers. It registers the field indexes it needs on both clusters, so
+// it must be called before the manager starts.
+func Setup(ctx context.Context, mgr ctrl.Manager, platform cluster.Cluster, providerName string, opts ...Option) (*Interoperator, error) {
+	if mgr == nil || platform == nil {
+		return nil, errors.New("setup inter-operator: a manager and the platform cluster are required")
+	}
+	o := options{
+		concurrency: DefaultMaxConcurrentReconciles,
+		backoffBase: DefaultBackoffBase,
+		backoffMax:  DefaultBackoffMax,
+	}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if err := catalog.IndexFields(ctx, platform.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
+	if err := provisioner.IndexFields(ctx, mgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
+
+	var regOpts []clusters.Option
+	if o.qps > 0 {
+		regOpts = append(regOpts, clusters.WithRateLimits(o.qps, o.burst))
+	}
+	if o.refresh > 0 {
+		regOpts = append(regOpts, clusters.WithRefreshInterval(o.refresh))
+	}
+	registry := clusters.NewRegistry(platform.GetClient(), platform.GetAPIReader(), mgr.GetScheme(), regOpts...)
+	var engOpts []provisioner.EngineOption
+	if o.minWait > 0 {
+		engOpts = append(engOpts, provisioner.WithProgressWait(o.minWait, o.maxWait))
+	}
+	if o.httpClient != nil {
+		engOpts = append(engOpts, provisioner.WithHTTPClient(o.httpClient))
+	}
+	engine := provisioner.NewEngine(platform, registry, engOpts...)
+
+	copts := controller.Options{MaxConcurrentReconciles: o.concurrency}
+	if o.skipNameCheck {
+		copts.SkipNameValidation = ptr.To(true)
+	}
+	runtimeOpts := func(name string) []spruntime.Option {
+		return append([]spruntime.Option{
+			spruntime.WithEnvironment(o.environment),
+			spruntime.WithControllerName(o.namePrefix + name),
+			spruntime.WithControllerOptions(copts),
+			spruntime.WithBackoff(o.backoffBase, o.backoffMax),
+		}, o.runtime...)
+	}
+	controllers, err := provisioner.SetupWithManager(mgr, providerName, platform, engine,
+		runtimeOpts(InstanceControllerName), runtimeOpts(BindingControllerName))
+	if err != nil {
+		return nil, err
+	}
+	cat := catalog.NewReconciler(providerName, platform,
+		catalog.WithControllerName(o.namePrefix+CatalogControllerName),
+		catalog.WithControllerOptions(controller.Options{SkipNameValidation: copts.SkipNameValidation}))
+	if err := cat.SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	return &Interoperator{Controllers: controllers, Catalog: cat, Engine: engine, Registry: registry}, nil
+}
+
+// CRDs returns the CRDs the inter-operator installs: the Service Fabrik
+// kinds (SFServiceInstance and SFServiceBinding on the onboarding cluster;
+// SFService, SFPlan and SFCluster on the platform cluster) and its
+// ProviderConfig (platform).
+func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	all, err := crds.All()
+	if err != nil {
+		return nil, err
+	}
+	groups := []string{osbv1alpha1.GroupVersion.Group, resourcev1alpha1.GroupVersion.Group, interoperatorv1alpha1.GroupVersion.Group}
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, crd := range all {
+		if slices.Contains(groups, crd.Spec.Group) {
+			out = append(out, crd)
+		}
+	}
+	return out, nil
+}
+
+// RunPermissions is what run may do on the onboarding cluster: manage the
+// Service Fabrik objects, write bind response Secrets, record events.
+func RunPermissions() clusteraccess.Permissions {
+	return clusteraccess.Permissions{Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{osbv1alpha1.GroupVersion.Group}, Resources: []string{"sfserviceinstances", "sfservicebindings"}, Verbs: []string{"get", "list", "watch", "patch", "update"}},
+		{APIGroups: []string{osbv1alpha1.GroupVersion.Group}, Resources: []string{"sfserviceinstances/status", "sfservicebindings/status"}, Verbs: []string{"get", "patch", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "patch", "delete"}},
+		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+	}}
+}
+
+// Provider describes the marketplane-interoperator binary. It registers no
+// service kinds: instances are not named after ManagedControlPlanes.
+func Provider(opts ...Option) (providerapp.Provider, error) {
+	scheme, err := install.NewScheme()
+	if err != nil {
+		return providerapp.Provider{}, err
+	}
+	list, err := CRDs()
+	if err != nil {
+		return providerapp.Provider{}, err
+	}
+	perms := RunPermissions()
+	return providerapp.Provider{
+		Name:           Name,
+		Scheme:         scheme,
+		CRDs:           list,
+		RunPermissions: &perms,
+		Setup: func(ctx context.Context, mgr ctrl.Manager, env providerapp.Env) error {
+			_, err := Setup(ctx, mgr, env.Platform, env.Flags.ProviderName, append([]Option{WithEnvironment(env.Flags.Environment)}, opts...)...)
+			if err != nil {
+				return fmt.Errorf("set up the inter-operator: %w", err)
+			}
+			return nil
+		},
+	}, nil
+}

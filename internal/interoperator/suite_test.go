@@ -1,0 +1,457 @@
+package interoperator_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	interoperatorv1alpha1 "github.com/marketplane/marketplane/api/interoperator/v1alpha1"
+	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
+	"github.com/marketplane/marketplane/internal/interoperator"
+	"github.com/marketplane/marketplane/pkg/spruntime"
+	"github.com/marketplane/marketplane/pkg/testenv"
+)
+
+// Timeouts of the polls: generous, because the machine is shared, but far
+// below the test timeout.
+const (
+	pollEvery   = 100 * time.Millisecond
+	pollTimeout = 90 * time.Second
+	// quietPeriod is how long a test watches that something does NOT
+	// happen (no hot loop, no further writes).
+	quietPeriod = 3 * time.Second
+)
+
+// The three API servers every test shares: platform (catalog, SFClusters,
+// ProviderConfigs), onboarding (instances, bindings, bind Secrets) and the
+// target cluster the SFClusters point to, with a kube-controller-manager
+// for namespace deletion and service-account tokens.
+var (
+	platform, onboarding, target *testenv.Cluster
+	scheme                       *runtime.Scheme
+	logs                         syncBuffer
+	envCounter                   atomic.Int32
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	ctrl.SetLogger(funcr.New(func(prefix, args string) {
+		logs.WriteString(prefix + " " + args + "\n")
+	}, funcr.Options{Verbosity: 2}))
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for name, dst := range map[string]**testenv.Cluster{"platform": &platform, "onboarding": &onboarding, "target": &target} {
+		opts := []testenv.Option{testenv.WithName(name)}
+		if name == "target" {
+			opts = append(opts, testenv.WithCRDs(), testenv.WithControllerManager())
+		}
+		wg.Go(func() {
+			c, err := testenv.New(opts...)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			*dst = c
+		})
+	}
+	wg.Wait()
+	defer func() {
+		for _, c := range []*testenv.Cluster{platform, onboarding, target} {
+			if c != nil {
+				_ = c.Stop()
+			}
+		}
+	}()
+	if err := errors.Join(errs...); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	scheme = platform.Scheme
+	return m.Run()
+}
+
+// env is one running inter-operator with a catalog namespace of its own on
+// the platform cluster, an SFCluster "target" for the target cluster, and
+// a namespace of its own on the onboarding cluster.
+type env struct {
+	// name is the provider name, also the ProviderConfig's name and the
+	// prefix of the controllers' names.
+	name string
+	// catalog is the catalog namespace on the platform cluster.
+	catalog string
+	// ns is the namespace of instances and bindings on the onboarding
+	// cluster.
+	ns string
+	io *interoperator.Interoperator
+}
+
+// envOptions configure newEnv.
+type envOptions struct {
+	catalog    string
+	noCluster  bool
+	configSpec func(*interoperatorv1alpha1.ProviderConfigSpec)
+}
+
+// newEnv starts an inter-operator for a test and stops it when the test
+// ends.
+func newEnv(t *testing.T, opts envOptions) *env {
+	t.Helper()
+	n := envCounter.Add(1)
+	e := &env{name: fmt.Sprintf("io-%d", n), catalog: opts.catalog, ns: fmt.Sprintf("tenant-%d", n)}
+	if e.catalog == "" {
+		e.catalog = fmt.Sprintf("catalog-%d", n)
+	}
+	ctx := context.Background()
+	must(t, onboarding.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}))
+	if err := platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.catalog}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	spec := interoperatorv1alpha1.ProviderConfigSpec{
+		CatalogNamespace: e.catalog,
+		Limits:           &interoperatorv1alpha1.Limits{MaxTransientErrors: 3},
+	}
+	if opts.configSpec != nil {
+		opts.configSpec(&spec)
+	}
+	must(t, platform.Client.Create(ctx, &interoperatorv1alpha1.ProviderConfig{ObjectMeta: metav1.ObjectMeta{Name: e.name}, Spec: spec}))
+	if !opts.noCluster {
+		e.createCluster(t, "target")
+	}
+
+	platformCluster, err := cluster.New(platform.Config, func(o *cluster.Options) { o.Scheme = scheme })
+	must(t, err)
+	mgr, err := ctrl.NewManager(onboarding.Config, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{e.ns: {}}},
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	must(t, err)
+	must(t, mgr.Add(platformCluster))
+	e.io, err = interoperator.Setup(ctx, mgr, platformCluster, e.name,
+		interoperator.WithControllerNamePrefix(e.name+"-"),
+		interoperator.WithProgressWait(100*time.Millisecond, time.Second),
+		interoperator.WithBackoff(50*time.Millisecond, time.Second),
+		interoperator.WithKubeconfigRefresh(time.Second),
+		interoperator.WithRuntimeOptions(spruntime.WithWaitInterval(200*time.Millisecond)))
+	must(t, err)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("controller log of %s:\n%s", e.name, logs.linesWith(e.name+"-"))
+		}
+	})
+	return e
+}
+
+// createCluster registers the target cluster as the SFCluster name, with
+// its kubeconfig in a Secret.
+func (e *env) createCluster(t *testing.T, name string) {
+	t.Helper()
+	ctx := context.Background()
+	must(t, platform.Client.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.catalog, Name: name + "-kubeconfig"},
+		Data:       map[string][]byte{resourcev1alpha1.KubeconfigSecretKey: target.Kubeconfig},
+	}))
+	must(t, platform.Client.Create(ctx, &resourcev1alpha1.SFCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.catalog, Name: name},
+		Spec:       resourcev1alpha1.SFClusterSpec{SecretRef: name + "-kubeconfig"},
+	}))
+}
+
+// createService registers an SFService with id in the catalog.
+func (e *env) createService(t *testing.T, id string) *osbv1alpha1.SFService {
+	t.Helper()
+	svc := &osbv1alpha1.SFService{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.catalog, Name: id},
+		Spec:       osbv1alpha1.SFServiceSpec{ID: id, Name: id, Description: "test service", Bindable: true},
+	}
+	must(t, platform.Client.Create(context.Background(), svc))
+	return svc
+}
+
+// createPlan registers an SFPlan with id for the service serviceID and
+// the given templates.
+func (e *env) createPlan(t *testing.T, id, serviceID string, templates []osbv1alpha1.TemplateSpec, mutate ...func(*osbv1alpha1.SFPlan)) *osbv1alpha1.SFPlan {
+	t.Helper()
+	plan := &osbv1alpha1.SFPlan{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.catalog, Name: id},
+		Spec: osbv1alpha1.SFPlanSpec{ID: id, Name: id, ServiceID: serviceID, Description: "test plan",
+			Free: true, Bindable: true, Templates: templates},
+	}
+	for _, m := range mutate {
+		m(plan)
+	}
+	must(t, platform.Client.Create(context.Background(), plan))
+	return plan
+}
+
+// createInstance records a provision request as the broker does: an
+// SFServiceInstance named like the instance id, with the parameters.
+func (e *env) createInstance(t *testing.T, id, serviceID, planID string, params map[string]any, mutate ...func(*osbv1alpha1.SFServiceInstance)) *osbv1alpha1.SFServiceInstance {
+	t.Helper()
+	inst := &osbv1alpha1.SFServiceInstance{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: id},
+		Spec: osbv1alpha1.SFServiceInstanceSpec{InstanceID: id, ServiceID: serviceID, PlanID: planID,
+			OrganizationGUID: "org", SpaceGUID: "space", Parameters: rawJSON(t, params)},
+	}
+	for _, m := range mutate {
+		m(inst)
+	}
+	must(t, onboarding.Client.Create(context.Background(), inst))
+	return inst
+}
+
+// createBinding records a bind request.
+func (e *env) createBinding(t *testing.T, id string, inst *osbv1alpha1.SFServiceInstance) *osbv1alpha1.SFServiceBinding {
+	t.Helper()
+	b := &osbv1alpha1.SFServiceBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: id},
+		Spec: osbv1alpha1.SFServiceBindingSpec{ID: id, InstanceID: inst.Spec.InstanceID,
+			PlanID: inst.Spec.PlanID, ServiceID: inst.Spec.ServiceID},
+	}
+	must(t, onboarding.Client.Create(context.Background(), b))
+	return b
+}
+
+// instance returns the instance, or nil when it is gone.
+func (e *env) instance(t *testing.T, name string) *osbv1alpha1.SFServiceInstance {
+	t.Helper()
+	inst := &osbv1alpha1.SFServiceInstance{}
+	if err := onboarding.Client.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: name}, inst); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		t.Fatalf("get instance %s: %v", name, err)
+	}
+	return inst
+}
+
+// binding returns the binding, or nil when it is gone.
+func (e *env) binding(t *testing.T, name string) *osbv1alpha1.SFServiceBinding {
+	t.Helper()
+	b := &osbv1alpha1.SFServiceBinding{}
+	if err := onboarding.Client.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: name}, b); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		t.Fatalf("get binding %s: %v", name, err)
+	}
+	return b
+}
+
+// waitInstance waits until the instance is in state for its current
+// generation and returns it.
+func (e *env) waitInstance(t *testing.T, name string, state osbv1alpha1.State) *osbv1alpha1.SFServiceInstance {
+	t.Helper()
+	var inst *osbv1alpha1.SFServiceInstance
+	err := wait.PollUntilContextTimeout(context.Background(), pollEvery, pollTimeout, true, func(context.Context) (bool, error) {
+		inst = e.instance(t, name)
+		return inst != nil && inst.Status.State == state && inst.Status.ObservedGeneration == inst.Generation, nil
+	})
+	if err != nil {
+		t.Fatalf("instance %s did not reach state %q: %s", name, state, describeInstance(inst))
+	}
+	return inst
+}
+
+// waitBinding waits until the binding is in state and returns it.
+func (e *env) waitBinding(t *testing.T, name string, state osbv1alpha1.State) *osbv1alpha1.SFServiceBinding {
+	t.Helper()
+	var b *osbv1alpha1.SFServiceBinding
+	err := wait.PollUntilContextTimeout(context.Background(), pollEvery, pollTimeout, true, func(context.Context) (bool, error) {
+		b = e.binding(t, name)
+		return b != nil && b.Status.State == state, nil
+	})
+	if err != nil {
+		t.Fatalf("binding %s did not reach state %q: %+v", name, state, b)
+	}
+	return b
+}
+
+// reconciles returns how often the env's instance controller reconciled.
+func (e *env) reconciles(t *testing.T) float64 {
+	t.Helper()
+	return metricValue(t, "controller_runtime_reconcile_total", map[string]string{"controller": e.name + "-" + interoperator.InstanceControllerName})
+}
+
+// events returns the notes of the events regarding the named object in the
+// env's namespace on the onboarding cluster.
+func (e *env) events(t *testing.T, name string) []string {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	must(t, onboarding.Client.List(context.Background(), list, client.InNamespace(e.ns)))
+	var out []string
+	for _, ev := range list.Items {
+		if ev.Regarding.Name == name {
+			out = append(out, ev.Type+"/"+ev.Reason+": "+ev.Note)
+		}
+	}
+	return out
+}
+
+// deleteAndWait deletes obj on c and waits until it is gone.
+func deleteAndWait(t *testing.T, c client.Client, obj client.Object) {
+	t.Helper()
+	if err := c.Delete(context.Background(), obj); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("delete %s: %v", obj.GetName(), err)
+	}
+	waitGone(t, c, obj)
+}
+
+// waitGone waits until obj no longer exists on c.
+func waitGone(t *testing.T, c client.Client, obj client.Object) {
+	t.Helper()
+	key := client.ObjectKeyFromObject(obj)
+	err := wait.PollUntilContextTimeout(context.Background(), pollEvery, pollTimeout, true, func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, key, obj)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+	if err != nil {
+		t.Fatalf("%T %s is not gone: %v", obj, key, err)
+	}
+}
+
+// waitFor polls cond until it is true.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), pollEvery, pollTimeout, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	if err != nil {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// readyCondition returns the Ready condition of conditions, or nil.
+func readyCondition(conditions []metav1.Condition) *metav1.Condition {
+	return apimeta.FindStatusCondition(conditions, spruntime.ConditionReady)
+}
+
+func describeInstance(inst *osbv1alpha1.SFServiceInstance) string {
+	if inst == nil {
+		return "<gone>"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "gen=%d observed=%d state=%q error=%q description=%q cluster=%q", inst.Generation, inst.Status.ObservedGeneration,
+		inst.Status.State, inst.Status.Error, inst.Status.Description, inst.Spec.ClusterID)
+	for _, c := range inst.Status.Conditions {
+		fmt.Fprintf(&b, " %s=%s/%s(%q)", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return b.String()
+}
+
+func rawJSON(t *testing.T, v map[string]any) *runtime.RawExtension {
+	t.Helper()
+	if v == nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	must(t, err)
+	return &runtime.RawExtension{Raw: b}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// metricValue sums the counter of the family name over the series whose
+// labels include labels.
+func metricValue(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	must(t, err)
+	var total float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if got[k] != v {
+					continue series
+				}
+			}
+			total += m.GetCounter().GetValue()
+		}
+	}
+	return total
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) WriteString(s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.WriteString(s)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// linesWith returns the lines that contain s.
+func (b *syncBuffer) linesWith(s string) string {
+	var out strings.Builder
+	for _, line := range strings.Split(b.String(), "\n") {
+		if strings.Contains(line, s) {
+			out.WriteString(line + "\n")
+		}
+	}
+	return out.String()
+}
