@@ -81,6 +81,8 @@ type flags struct {
 	metricsAddr          string
 	probeAddr            string
 	timeout              time.Duration
+	qps                  float32
+	burst                int
 }
 
 // Command returns the provider's root command with init and run. access
@@ -92,6 +94,8 @@ func (p Provider) Command(access ...clusteraccess.Option) *cobra.Command {
 	root.PersistentFlags().StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the platform cluster (default: in-cluster or $KUBECONFIG)")
 	root.PersistentFlags().StringVar(&f.onboardingKubeconfig, "onboarding-kubeconfig", "", "kubeconfig of the onboarding cluster, for development (default: request access through the platform)")
 	root.PersistentFlags().DurationVar(&f.timeout, "access-timeout", 5*time.Minute, "how long to wait for onboarding access")
+	root.PersistentFlags().Float32Var(&f.qps, "kube-api-qps", 50, "client-side limit of requests per second to each API server")
+	root.PersistentFlags().IntVar(&f.burst, "kube-api-burst", 100, "client-side burst of requests to each API server")
 	initCmd := &cobra.Command{
 		Use:   "init",
 		Short: "Install the provider's CRDs and register its service kinds",
@@ -146,7 +150,7 @@ func (p Provider) init(ctx context.Context, f *flags) error {
 	if err != nil {
 		return err
 	}
-	platformCfg, err := loadConfig(f.kubeconfig)
+	platformCfg, err := f.loadConfig(f.kubeconfig)
 	if err != nil {
 		return fmt.Errorf("platform cluster: %w", err)
 	}
@@ -185,7 +189,7 @@ func (p Provider) run(ctx context.Context, f *flags, accessOpts []clusteraccess.
 	if err != nil {
 		return err
 	}
-	platformCfg, err := loadConfig(f.kubeconfig)
+	platformCfg, err := f.loadConfig(f.kubeconfig)
 	if err != nil {
 		return fmt.Errorf("platform cluster: %w", err)
 	}
@@ -194,7 +198,7 @@ func (p Provider) run(ctx context.Context, f *flags, accessOpts []clusteraccess.
 		return fmt.Errorf("platform cluster: %w", err)
 	}
 	access, err := clusteraccess.New(platform.GetClient(), f.ProviderName, pod.Namespace,
-		append([]clusteraccess.Option{clusteraccess.WithAPIReader(platform.GetAPIReader())}, accessOpts...)...)
+		append([]clusteraccess.Option{clusteraccess.WithAPIReader(platform.GetAPIReader()), f.rateLimits()}, accessOpts...)...)
 	if err != nil {
 		return err
 	}
@@ -237,7 +241,7 @@ func (p Provider) run(ctx context.Context, f *flags, accessOpts []clusteraccess.
 // ("init" or "run") in the provider's namespace.
 func (p Provider) onboarding(ctx context.Context, f *flags, platform client.Client, pod contract.Pod, purpose string, perms clusteraccess.Permissions, m *clusteraccess.Manager) (*spruntime.Cluster, error) {
 	if f.onboardingKubeconfig != "" {
-		cfg, err := loadConfig(f.onboardingKubeconfig)
+		cfg, err := f.loadConfig(f.onboardingKubeconfig)
 		if err != nil {
 			return nil, fmt.Errorf("onboarding cluster: %w", err)
 		}
@@ -249,7 +253,7 @@ func (p Provider) onboarding(ctx context.Context, f *flags, platform client.Clie
 	}
 	if m == nil {
 		var err error
-		if m, err = clusteraccess.New(platform, f.ProviderName, pod.Namespace, clusteraccess.WithScheme(p.Scheme)); err != nil {
+		if m, err = clusteraccess.New(platform, f.ProviderName, pod.Namespace, clusteraccess.WithScheme(p.Scheme), f.rateLimits()); err != nil {
 			return nil, err
 		}
 	}
@@ -325,9 +329,15 @@ func RegisterServiceKinds(ctx context.Context, platform client.Client, provider 
 	return nil
 }
 
+// rateLimits applies the flags' client-side rate limits to the clusters
+// obtained through AccessRequests (onboarding, MCP, workload).
+func (f *flags) rateLimits() clusteraccess.Option {
+	return clusteraccess.WithRESTConfig(func(c *rest.Config) { c.QPS, c.Burst = f.qps, f.burst })
+}
+
 // loadConfig loads a kubeconfig file, or in-cluster / $KUBECONFIG when path
-// is empty, with deliberate client-side rate limits.
-func loadConfig(path string) (*rest.Config, error) {
+// is empty, with the client-side rate limits of the flags.
+func (f *flags) loadConfig(path string) (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if path != "" {
 		rules.ExplicitPath = path
@@ -336,6 +346,6 @@ func loadConfig(path string) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
-	cfg.QPS, cfg.Burst = 50, 100
+	cfg.QPS, cfg.Burst = f.qps, f.burst
 	return cfg, nil
 }
