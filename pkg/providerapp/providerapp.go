@@ -120,7 +120,7 @@ func (p Provider) Command(access ...clusteraccess.Option) *cobra.Command {
 	}
 	runCmd.Flags().BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader (the operator sets it with more than one replica)")
 	runCmd.Flags().StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint; 0 disables it")
-	runCmd.Flags().StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 disables them")
+	runCmd.Flags().StringVar(&f.probeAddr, "health-probe-bind-address", "0", "address of /healthz and /readyz, e.g. :8081; off by default, since several providers share a host in the local landscape and the operator adds no probes")
 	root.AddCommand(initCmd, runCmd)
 	return root
 }

@@ -19,6 +19,9 @@ func Configure(l *landscape.Landscape) error {
 	l.AddStep("sample provider", func(ctx context.Context, l *landscape.Landscape) error {
 		return sampleProvider().start(ctx, l, DefaultTimeout)
 	})
+	l.AddStep("inter-operator and the sample catalog", func(ctx context.Context, l *landscape.Landscape) error {
+		return startInteroperator(ctx, l, DefaultTimeout)
+	})
 	return nil
 }
 
