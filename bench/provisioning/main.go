@@ -1,0 +1,877 @@
+// Command provisioning benchmarks the inter-operator's provisioner against
+// real API servers (pkg/testenv): how fast it turns SFServiceInstances of
+// a one-object plan into their ConfigMap and a succeeded state, how long
+// one instance takes, and how many API writes an instance costs.
+//
+// It starts one API server (etcd + kube-apiserver) that plays the
+// platform, onboarding and target cluster (-servers 3 starts one per role;
+// on a 2-core machine three etcd/kube-apiserver pairs mostly compete for
+// the same cores), registers an SFCluster, an SFService and an SFPlan whose
+// provision template renders one ConfigMap (no status template), and runs
+// the inter-operator in-process (interoperator.Setup) with
+// -concurrency instance reconciles at once. Every client — the
+// inter-operator's platform, onboarding and target clients and the
+// benchmark's own — has the client-side rate limits -qps and -burst, set
+// deliberately rather than left at client-go's defaults (5/10).
+//
+// Instances are created as the broker records a provision request: the
+// object with the broker's finalizer and last-operation label, then its
+// status set to in_queue. A watch (not polling) sees each one reach
+// succeeded. The phases, in order:
+//
+//  1. idle: -single instances one after another on an otherwise idle
+//     system (after one warm-up instance), p50/p99 create→succeeded;
+//  2. raw: -n ConfigMaps created by -workers goroutines with the same
+//     client settings on the same API server: the baseline creates/s;
+//  3. load: -n instances created by -workers goroutines: instances/s from
+//     the first create to the last succeeded, p50/p99 create→succeeded,
+//     and the API writes of the run from the API servers'
+//     apiserver_request_total (POST, PUT, PATCH, APPLY, DELETE; every
+//     response code), by resource, the benchmark's own (counted by its
+//     client's transport) told apart from the provisioner's.
+//
+// Latencies run from the moment the create request returned to the moment
+// the watch delivered the succeeded state (creationTimestamp has a
+// resolution of one second, too coarse for them).
+//
+// Targets (issue #5): ≥ 100 instances/s, ≤ 4 API writes per instance,
+// single instance p50 ≤ 40 ms and p99 ≤ 100 ms. With -strict a missed
+// target makes the exit status 1.
+//
+//	KUBEBUILDER_ASSETS=$PWD/bin go run ./bench/provisioning
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	goruntime "runtime"
+	"runtime/pprof"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	interoperatorv1alpha1 "github.com/marketplane/marketplane/api/interoperator/v1alpha1"
+	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
+	"github.com/marketplane/marketplane/internal/interoperator"
+	"github.com/marketplane/marketplane/pkg/testenv"
+)
+
+// Targets of issue #5.
+const (
+	targetRate    = 100.0
+	targetWrites  = 4.0
+	targetIdleP50 = 40 * time.Millisecond
+	targetIdleP99 = 100 * time.Millisecond
+)
+
+// Names in the clusters.
+const (
+	providerName     = "interoperator"
+	catalogNamespace = "interoperator"
+	instanceNS       = "sf-instances"
+	rawNS            = "raw-creates"
+	clusterName      = "target"
+	serviceID        = "0f4c9c1e-8a52-4f0e-b7a1-6d3e2c1b0a91"
+	planID           = "7e2d4b6a-1c3f-4a5e-9b8d-2f0e1d3c5b7a"
+)
+
+// provisionTemplate renders one ConfigMap per instance.
+const provisionTemplate = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ printf "sf-%s" .instance.metadata.name }}
+data:
+  instanceId: {{ .instance.spec.instanceId | quote }}
+  plan: {{ .plan.spec.name | quote }}
+`
+
+// config is what the flags set.
+type config struct {
+	n, single, workers, concurrency int
+	qps                             float64
+	burst                           int
+	servers                         int
+	timeout, settle                 time.Duration
+	cpuprofile, apiserverProfile    string
+	strict, verbose                 bool
+}
+
+func main() {
+	var c config
+	flag.IntVar(&c.n, "n", 1000, "instances of the load phase, and ConfigMaps of the raw-create baseline")
+	flag.IntVar(&c.single, "single", 50, "instances of the idle phase, created one after another")
+	flag.IntVar(&c.workers, "workers", 8, "goroutines that create instances (and the baseline's ConfigMaps)")
+	flag.IntVar(&c.concurrency, "concurrency", interoperator.DefaultMaxConcurrentReconciles, "instance reconciles the inter-operator runs at once")
+	flag.Float64Var(&c.qps, "qps", 500, "client-side QPS of every client (inter-operator's platform, onboarding and target clients; the benchmark's)")
+	flag.IntVar(&c.burst, "burst", 1000, "client-side burst of every client")
+	flag.IntVar(&c.servers, "servers", 1, "API servers: 1 (one plays platform, onboarding and target) or 3 (one per role)")
+	flag.DurationVar(&c.timeout, "timeout", 5*time.Minute, "how long the load phase may take")
+	flag.DurationVar(&c.settle, "settle", 3*time.Second, "quiet time before the write counts are read again, so that late writes (events) count")
+	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the load phase (this process: provisioner and clients) to this file")
+	flag.StringVar(&c.apiserverProfile, "apiserver-cpuprofile", "", "write a CPU profile of the onboarding kube-apiserver's first 5 s of the load phase to this file")
+	flag.BoolVar(&c.strict, "strict", false, "exit 1 when a target is missed")
+	flag.BoolVar(&c.verbose, "v", false, "log the inter-operator to stderr")
+	flag.Parse()
+	r, err := run(context.Background(), c, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench/provisioning:", err)
+		os.Exit(2)
+	}
+	if c.strict && !r.ok() {
+		os.Exit(1)
+	}
+}
+
+// report holds the figures of a run.
+type report struct {
+	rawPerSecond          float64
+	idleP50, idleP99      time.Duration
+	loadPerSecond         float64
+	loadP50, loadP99      time.Duration
+	provisionerWrites     float64 // per instance, events aside
+	eventWrites           float64 // per instance
+	benchmarkWrites       float64 // per instance
+	reconcilesPerInstance float64
+	instancesSucceeded    int
+}
+
+// ok reports whether every target is met. Writes are counted events aside,
+// as the inter-operator's TestWritesPerInstance counts them; the report
+// prints them with events too.
+func (r report) ok() bool {
+	return r.loadPerSecond >= targetRate && r.provisionerWrites <= targetWrites &&
+		r.idleP50 <= targetIdleP50 && r.idleP99 <= targetIdleP99
+}
+
+// roles are the API servers of the three roles; they may be one.
+type roles struct {
+	platform, onboarding, target *testenv.Cluster
+	// names of the distinct servers, for the write counts.
+	names map[*testenv.Cluster]string
+}
+
+func (r roles) distinct() []*testenv.Cluster {
+	var out []*testenv.Cluster
+	for _, c := range []*testenv.Cluster{r.platform, r.onboarding, r.target} {
+		if len(out) == 0 || out[len(out)-1] != c {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func run(ctx context.Context, c config, out io.Writer) (report, error) {
+	var rep report
+	if c.n < 1 || c.single < 1 || c.workers < 1 || c.concurrency < 1 || c.qps <= 0 || c.burst < 1 {
+		return rep, errors.New("-n, -single, -workers, -concurrency, -qps and -burst must be positive")
+	}
+	klog.SetLogger(logr.Discard())
+	if c.verbose {
+		ctrl.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{}))
+	} else {
+		ctrl.SetLogger(logr.Discard())
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	start := time.Now()
+	rs, stop, err := startServers(c.servers)
+	if err != nil {
+		return rep, err
+	}
+	defer func() {
+		// Close the watch first: the API server waits for it to end.
+		cancel()
+		stop()
+	}()
+	setupClient := rs.platform.Client
+	scheme := rs.platform.Scheme
+
+	limited := func(cl *testenv.Cluster, agent string) *rest.Config {
+		cfg := rest.CopyConfig(cl.Config)
+		cfg.QPS, cfg.Burst, cfg.UserAgent = float32(c.qps), c.burst, agent
+		return cfg
+	}
+	benchCfg := limited(rs.onboarding, "provisioning-bench")
+	own := wrapCounting(rs.names[rs.onboarding], benchCfg)
+	bc, err := client.NewWithWatch(benchCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return rep, err
+	}
+
+	if err := setupCatalog(ctx, rs); err != nil {
+		return rep, err
+	}
+	for _, ns := range []string{instanceNS, rawNS} {
+		if err := rs.onboarding.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return rep, err
+		}
+	}
+
+	// The inter-operator, as its binary runs it, with deliberate rate
+	// limits on each of its clients.
+	platformCluster, err := cluster.New(limited(rs.platform, "marketplane-interoperator"), func(o *cluster.Options) { o.Scheme = scheme })
+	if err != nil {
+		return rep, err
+	}
+	mgr, err := ctrl.NewManager(limited(rs.onboarding, "marketplane-interoperator"), ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return rep, err
+	}
+	if err := mgr.Add(platformCluster); err != nil {
+		return rep, err
+	}
+	if _, err := interoperator.Setup(ctx, mgr, platformCluster, providerName,
+		interoperator.WithMaxConcurrentReconciles(c.concurrency),
+		interoperator.WithTargetRateLimits(float32(c.qps), c.burst)); err != nil {
+		return rep, err
+	}
+	mctx, mcancel := context.WithCancel(ctx)
+	mdone := make(chan error, 1)
+	go func() { mdone <- mgr.Start(mctx) }()
+	defer func() {
+		mcancel()
+		<-mdone
+	}()
+	if err := waitPlanValid(ctx, setupClient); err != nil {
+		return rep, err
+	}
+
+	tr := newTracker()
+	if err := tr.watch(ctx, bc, instanceNS); err != nil {
+		return rep, err
+	}
+	b := &bench{client: bc, tracker: tr}
+
+	procs := goruntime.GOMAXPROCS(0)
+	fmt.Fprintf(out, "bench/provisioning: %s (started in %s)\n", describeServers(c.servers), time.Since(start).Round(100*time.Millisecond))
+	fmt.Fprintf(out, "GOMAXPROCS=%d NumCPU=%d; one-object plan (one ConfigMap per instance, no status template)\n", procs, goruntime.NumCPU())
+	fmt.Fprintf(out, "client-side rate limits of every rest.Config (inter-operator: platform, onboarding, target; benchmark): qps=%g burst=%d\n", c.qps, c.burst)
+	fmt.Fprintf(out, "inter-operator: %d concurrent instance reconciles; benchmark: %d creating goroutines\n", c.concurrency, c.workers)
+	fmt.Fprintf(out, "instances are created as the broker does: create (finalizer, last-operation label), then status in_queue\n\n")
+
+	// 1. One instance at a time on an idle system.
+	if _, err := b.sequential(ctx, []string{"warmup"}); err != nil {
+		return rep, err
+	}
+	idleBefore, err := scrapeAll(ctx, rs)
+	if err != nil {
+		return rep, err
+	}
+	_, ownConflictsBefore := own.snapshot()
+	idle, err := b.sequential(ctx, names("idle", c.single))
+	if err != nil {
+		return rep, err
+	}
+	idleAfter, err := scrapeAll(ctx, rs)
+	if err != nil {
+		return rep, err
+	}
+	rep.idleP50, rep.idleP99 = percentile(idle, 0.50), percentile(idle, 0.99)
+	fmt.Fprintf(out, "idle: %d instances one after another, create→succeeded: p50 %s  p99 %s  (target p50 ≤ %s, p99 ≤ %s: %s)\n",
+		c.single, ms(rep.idleP50), ms(rep.idleP99), ms(targetIdleP50), ms(targetIdleP99),
+		verdict(rep.idleP50 <= targetIdleP50 && rep.idleP99 <= targetIdleP99))
+	_, ownConflicts := own.snapshot()
+	fmt.Fprintf(out, "      max %s; writes that got 409 meanwhile: %s (the benchmark's, as the broker's: %s)\n",
+		ms(percentile(idle, 1)), idleAfter.minus(idleBefore).conflicts, ownConflicts.minus(ownConflictsBefore))
+	time.Sleep(c.settle)
+
+	// 2. The raw create rate of the onboarding API server, where the
+	// instances are created.
+	rawElapsed, err := parallel(ctx, c.workers, c.n, func(ctx context.Context, i int) error {
+		return bc.Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: rawNS, Name: fmt.Sprintf("raw-%05d", i)},
+			Data:       map[string]string{"instanceId": fmt.Sprintf("raw-%05d", i), "plan": "one-configmap"},
+		})
+	})
+	if err != nil {
+		return rep, fmt.Errorf("raw creates: %w", err)
+	}
+	rep.rawPerSecond = float64(c.n) / rawElapsed.Seconds()
+	fmt.Fprintf(out, "raw:  %d ConfigMaps created by %d goroutines on the %s API server: %.0f creates/s (%s)\n",
+		c.n, c.workers, rs.names[rs.onboarding], rep.rawPerSecond, rawElapsed.Round(time.Millisecond))
+	time.Sleep(c.settle)
+
+	// 3. Load.
+	before, err := scrapeAll(ctx, rs)
+	if err != nil {
+		return rep, err
+	}
+	ownBefore, _ := own.snapshot()
+	reconcilesBefore := reconciles()
+	cpuBefore := cpuSeconds()
+	if c.cpuprofile != "" {
+		f, err := os.Create(c.cpuprofile)
+		if err != nil {
+			return rep, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return rep, err
+		}
+	}
+	apiserverProfiled := make(chan error, 1)
+	if c.apiserverProfile != "" {
+		go func() { apiserverProfiled <- profileAPIServer(ctx, rs.onboarding, c.apiserverProfile, 5) }()
+	} else {
+		apiserverProfiled <- nil
+	}
+	loadNames := names("load", c.n)
+	entries := make([]*entry, len(loadNames))
+	for i, n := range loadNames {
+		entries[i] = tr.expect(n)
+	}
+	loadStart := time.Now()
+	createElapsed, err := parallel(ctx, c.workers, c.n, func(ctx context.Context, i int) error {
+		return b.provision(ctx, entries[i])
+	})
+	if err != nil {
+		pprof.StopCPUProfile()
+		return rep, fmt.Errorf("create instances: %w", err)
+	}
+	loadEnd, err := tr.waitAll(ctx, entries, c.timeout)
+	pprof.StopCPUProfile()
+	cpuAfter := cpuSeconds()
+	if err != nil {
+		return rep, err
+	}
+	loadElapsed := loadEnd.Sub(loadStart)
+	rep.instancesSucceeded = len(entries)
+	rep.loadPerSecond = float64(c.n) / loadElapsed.Seconds()
+	lat := make([]time.Duration, len(entries))
+	for i, e := range entries {
+		lat[i] = e.done.Sub(e.created)
+	}
+	rep.loadP50, rep.loadP99 = percentile(lat, 0.50), percentile(lat, 0.99)
+	if err := <-apiserverProfiled; err != nil {
+		return rep, err
+	}
+	time.Sleep(c.settle)
+	after, err := scrapeAll(ctx, rs)
+	if err != nil {
+		return rep, err
+	}
+	ownAfter, _ := own.snapshot()
+	ownWrites := ownAfter.minus(ownBefore)
+	rep.reconcilesPerInstance = (reconciles() - reconcilesBefore) / float64(c.n)
+
+	fmt.Fprintf(out, "load: %d instances created by %d goroutines, first create → all succeeded in %s\n",
+		c.n, c.workers, loadElapsed.Round(time.Millisecond))
+	fmt.Fprintf(out, "  instances/s:               %8.1f   (target ≥ %.0f: %s)\n", rep.loadPerSecond, targetRate, verdict(rep.loadPerSecond >= targetRate))
+	fmt.Fprintf(out, "  create→succeeded:          p50 %s  p99 %s  (the creates took %s: instances queue up)\n",
+		ms(rep.loadP50), ms(rep.loadP99), createElapsed.Round(time.Millisecond))
+	fmt.Fprintf(out, "  instances/s ÷ raw creates/s: %6.3f   (%.1f / %.0f)\n", rep.loadPerSecond/rep.rawPerSecond, rep.loadPerSecond, rep.rawPerSecond)
+	fmt.Fprintf(out, "  instance reconciles per instance: %.2f\n", rep.reconcilesPerInstance)
+	printCPU(out, cpuBefore, cpuAfter, loadElapsed)
+
+	rep.writeTable(out, after.minus(before), ownWrites, c.n)
+	for _, p := range []string{c.cpuprofile, c.apiserverProfile} {
+		if p != "" {
+			fmt.Fprintf(out, "\nCPU profile: %s (go tool pprof -top %s)", p, p)
+		}
+	}
+	fmt.Fprintf(out, "\nall targets met: %s (total run %s)\n", verdict(rep.ok()), time.Since(start).Round(100*time.Millisecond))
+	return rep, nil
+}
+
+// writeTable prints the requests of the load phase and fills in the per
+// instance figures.
+func (r *report) writeTable(out io.Writer, s scrapes, own writeCounts, n int) {
+	per := func(v float64) float64 { return v / float64(n) }
+	fmt.Fprintf(out, "\nAPI writes during the load phase (apiserver_request_total, verbs POST/PUT/PATCH/APPLY/DELETE, every code):\n")
+	fmt.Fprintf(out, "  %-10s %-26s %8s %8s %10s %12s %9s\n", "server", "resource", "total", "409s", "benchmark", "provisioner", "provisioner")
+	fmt.Fprintf(out, "  %-10s %-26s %8s %8s %10s %12s %9s\n", "", "", "", "", "", "", "/instance")
+	for _, k := range s.writes.keys() {
+		total, mine := s.writes[k], own[k]
+		theirs := total - mine
+		note := ""
+		switch {
+		case k.resource == "leases":
+			// The API server renews its own identity lease; the manager
+			// runs without leader election.
+			note = "  API server's own lease renewals, not counted"
+		case strings.HasPrefix(k.resource, "events"):
+			r.eventWrites += per(theirs)
+			note = "  events (Ready and Synced transitions)"
+		default:
+			r.provisionerWrites += per(theirs)
+		}
+		fmt.Fprintf(out, "  %-10s %-26s %8.0f %8.0f %10.0f %12.0f %9.2f%s\n", k.server, k.resource, total, s.conflicts[k], mine, theirs, per(theirs), note)
+	}
+	for k, v := range own {
+		r.benchmarkWrites += per(v)
+		if _, ok := s.writes[k]; !ok {
+			fmt.Fprintf(out, "  (the benchmark counted %.0f writes of %s that the API server did not)\n", v, k.resource)
+		}
+	}
+	fmt.Fprintf(out, "  provisioner writes per instance, events aside: %.2f   (target ≤ %.0f: %s)\n",
+		r.provisionerWrites, targetWrites, verdict(r.provisionerWrites <= targetWrites))
+	fmt.Fprintf(out, "  provisioner writes per instance with its events: %.2f + %.2f = %.2f\n",
+		r.provisionerWrites, r.eventWrites, r.provisionerWrites+r.eventWrites)
+	fmt.Fprintf(out, "  the benchmark's own writes per instance (the broker's part: create, status in_queue, retries): %.2f\n", r.benchmarkWrites)
+
+	var reads []string
+	for _, k := range s.reads.keys() {
+		if v := per(s.reads[k]); v >= 0.01 && !strings.HasPrefix(k.resource, "WATCH") {
+			reads = append(reads, fmt.Sprintf("%s %.2f", k.resource, v))
+		}
+	}
+	if len(reads) == 0 {
+		reads = []string{"none"}
+	}
+	fmt.Fprintf(out, "  reads per instance (everyone's, GET/LIST): %s\n", strings.Join(reads, ", "))
+}
+
+// bench creates instances as the broker does and tracks them.
+type bench struct {
+	client  client.Client
+	tracker *tracker
+}
+
+// provision creates the instance of e as the broker records a provision
+// request, and notes when the API server acknowledged it.
+func (b *bench) provision(ctx context.Context, e *entry) error {
+	inst := &osbv1alpha1.SFServiceInstance{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: instanceNS, Name: e.name,
+			Finalizers: []string{osbv1alpha1.FinalizerBroker},
+			Labels:     map[string]string{osbv1alpha1.LabelLastOperation: string(osbv1alpha1.StateInQueue)},
+		},
+		Spec: osbv1alpha1.SFServiceInstanceSpec{
+			InstanceID: e.name, ServiceID: serviceID, PlanID: planID,
+			OrganizationGUID: "bench-org", SpaceGUID: "bench-space",
+			Context: &runtime.RawExtension{Raw: []byte(`{"platform":"kubernetes","namespace":"bench"}`)},
+		},
+	}
+	if err := b.client.Create(ctx, inst); err != nil {
+		return fmt.Errorf("create instance %s: %w", e.name, err)
+	}
+	b.tracker.created(e, time.Now())
+	// The broker then records in_queue, unless the provisioner has
+	// already written a state.
+	for attempt := 0; attempt < 5 && inst.Status.State == ""; attempt++ {
+		inst.Status.State = osbv1alpha1.StateInQueue
+		err := b.client.Status().Update(ctx, inst)
+		if err == nil || !apierrors.IsConflict(err) {
+			return err
+		}
+		if err := b.client.Get(ctx, client.ObjectKeyFromObject(inst), inst); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sequential provisions the named instances one after another, each when
+// the previous one succeeded, and returns their latencies.
+func (b *bench) sequential(ctx context.Context, names []string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, n := range names {
+		e := b.tracker.expect(n)
+		if err := b.provision(ctx, e); err != nil {
+			return nil, err
+		}
+		if _, err := b.tracker.waitAll(ctx, []*entry{e}, time.Minute); err != nil {
+			return nil, err
+		}
+		out = append(out, e.done.Sub(e.created))
+	}
+	return out, nil
+}
+
+// tracker records, from a watch, when instances reach a final state.
+type tracker struct {
+	mu      sync.Mutex
+	entries map[string]*entry
+}
+
+// entry is one tracked instance. created, done and failure are written
+// before doneCh is closed.
+type entry struct {
+	name          string
+	created, done time.Time
+	failure       string
+	doneCh        chan struct{}
+	closed        bool
+}
+
+func newTracker() *tracker { return &tracker{entries: map[string]*entry{}} }
+
+// expect starts tracking the instance name.
+func (t *tracker) expect(name string) *entry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := &entry{name: name, doneCh: make(chan struct{})}
+	t.entries[name] = e
+	return e
+}
+
+// created notes when the instance's create returned.
+func (t *tracker) created(e *entry, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e.created = at
+}
+
+// observe records a state the watch delivered.
+func (t *tracker) observe(inst *osbv1alpha1.SFServiceInstance, at time.Time) {
+	state := inst.Status.State
+	if state != osbv1alpha1.StateSucceeded && state != osbv1alpha1.StateFailed {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[inst.Name]
+	if e == nil || e.closed {
+		return
+	}
+	e.done, e.closed = at, true
+	if state == osbv1alpha1.StateFailed {
+		e.failure = firstNonEmpty(inst.Status.Error, inst.Status.Description, "failed")
+	}
+	close(e.doneCh)
+}
+
+// watch watches the instances in namespace and records their states,
+// until ctx ends. It returns once the first watch is established.
+func (t *tracker) watch(ctx context.Context, c client.WithWatch, namespace string) error {
+	open := func(rv string) (watch.Interface, error) {
+		return c.Watch(ctx, &osbv1alpha1.SFServiceInstanceList{}, client.InNamespace(namespace),
+			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
+	}
+	w, err := open("")
+	if err != nil {
+		return fmt.Errorf("watch instances: %w", err)
+	}
+	go func() {
+		rv := ""
+		for {
+			for ev := range w.ResultChan() {
+				now := time.Now()
+				switch obj := ev.Object.(type) {
+				case *osbv1alpha1.SFServiceInstance:
+					rv = obj.ResourceVersion
+					t.observe(obj, now)
+				case *metav1.Status:
+					// Expired: start over from the current state.
+					rv = ""
+				}
+			}
+			w.Stop()
+			for ctx.Err() == nil {
+				if w, err = open(rv); err == nil {
+					break
+				}
+				rv = ""
+				time.Sleep(100 * time.Millisecond)
+			}
+			if ctx.Err() != nil {
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// waitAll waits until every entry is done and returns the time the last
+// one was. An instance that failed is an error.
+func (t *tracker) waitAll(ctx context.Context, entries []*entry, timeout time.Duration) (time.Time, error) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	var last time.Time
+	for _, e := range entries {
+		select {
+		case <-e.doneCh:
+		case <-deadline.C:
+			return time.Time{}, fmt.Errorf("instances did not succeed within %s: %d of %d done", timeout, countDone(entries), len(entries))
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		}
+		if e.failure != "" {
+			return time.Time{}, fmt.Errorf("instance %s failed: %s", e.name, e.failure)
+		}
+		if e.done.After(last) {
+			last = e.done
+		}
+	}
+	return last, nil
+}
+
+func countDone(entries []*entry) int {
+	n := 0
+	for _, e := range entries {
+		select {
+		case <-e.doneCh:
+			n++
+		default:
+		}
+	}
+	return n
+}
+
+// parallel runs fn for 0..n-1 on workers goroutines and returns how long
+// that took. The first error stops the rest.
+func parallel(ctx context.Context, workers, n int, fn func(context.Context, int) error) (time.Duration, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	start := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := fn(ctx, i); err != nil {
+					once.Do(func() { first = err; cancel() })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start), first
+}
+
+// startServers starts the API servers of the roles.
+func startServers(n int) (roles, func(), error) {
+	var rs roles
+	switch n {
+	case 1:
+		c, err := testenv.New(testenv.WithName("bench"))
+		if err != nil {
+			return rs, nil, err
+		}
+		rs = roles{platform: c, onboarding: c, target: c, names: map[*testenv.Cluster]string{c: "all"}}
+		return rs, func() { _ = c.Stop() }, nil
+	case 3:
+		names := []string{"platform", "onboarding", "target"}
+		cs := make([]*testenv.Cluster, 3)
+		errs := make([]error, 3)
+		var wg sync.WaitGroup
+		for i, name := range names {
+			opts := []testenv.Option{testenv.WithName(name)}
+			if name == "target" {
+				opts = append(opts, testenv.WithCRDs())
+			}
+			wg.Go(func() { cs[i], errs[i] = testenv.New(opts...) })
+		}
+		wg.Wait()
+		stop := func() {
+			for _, c := range cs {
+				if c != nil {
+					_ = c.Stop()
+				}
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			stop()
+			return rs, nil, err
+		}
+		rs = roles{platform: cs[0], onboarding: cs[1], target: cs[2], names: map[*testenv.Cluster]string{}}
+		for i, c := range cs {
+			rs.names[c] = names[i]
+		}
+		return rs, stop, nil
+	}
+	return rs, nil, fmt.Errorf("-servers must be 1 or 3, not %d", n)
+}
+
+func describeServers(n int) string {
+	if n == 1 {
+		return "1 API server (etcd + kube-apiserver) plays platform, onboarding and target"
+	}
+	return "3 API servers (etcd + kube-apiserver each): platform, onboarding, target"
+}
+
+// setupCatalog registers the ProviderConfig, the SFCluster of the target
+// server, the SFService and the one-object SFPlan on the platform server.
+func setupCatalog(ctx context.Context, rs roles) error {
+	c := rs.platform.Client
+	objs := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: catalogNamespace}},
+		&interoperatorv1alpha1.ProviderConfig{
+			ObjectMeta: metav1.ObjectMeta{Name: providerName},
+			Spec:       interoperatorv1alpha1.ProviderConfigSpec{CatalogNamespace: catalogNamespace},
+		},
+		&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: catalogNamespace, Name: clusterName + "-kubeconfig"},
+			Data:       map[string][]byte{resourcev1alpha1.KubeconfigSecretKey: rs.target.Kubeconfig},
+		},
+		&resourcev1alpha1.SFCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: catalogNamespace, Name: clusterName},
+			Spec:       resourcev1alpha1.SFClusterSpec{SecretRef: clusterName + "-kubeconfig"},
+		},
+		&osbv1alpha1.SFService{
+			ObjectMeta: metav1.ObjectMeta{Namespace: catalogNamespace, Name: "bench"},
+			Spec:       osbv1alpha1.SFServiceSpec{ID: serviceID, Name: "bench", Description: "benchmark service", Bindable: true},
+		},
+		&osbv1alpha1.SFPlan{
+			ObjectMeta: metav1.ObjectMeta{Namespace: catalogNamespace, Name: "one-configmap"},
+			Spec: osbv1alpha1.SFPlanSpec{ID: planID, Name: "one-configmap", ServiceID: serviceID,
+				Description: "one ConfigMap per instance", Free: true, Bindable: true,
+				Templates: []osbv1alpha1.TemplateSpec{{Action: osbv1alpha1.ActionProvision, Type: osbv1alpha1.TypeGoTemplate, Content: provisionTemplate}}},
+		},
+	}
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			return fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// waitPlanValid waits until the catalog controller accepted the plan.
+func waitPlanValid(ctx context.Context, c client.Client) error {
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p := &osbv1alpha1.SFPlan{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: catalogNamespace, Name: "one-configmap"}, p); err != nil {
+			return false, err
+		}
+		return p.Status.SpecHash != "", nil
+	})
+	if err != nil {
+		return fmt.Errorf("the catalog did not accept the plan: %w", err)
+	}
+	return nil
+}
+
+// scrapeAll reads the request counts of every distinct server.
+func scrapeAll(ctx context.Context, rs roles) (scrapes, error) {
+	s := scrapes{writes: writeCounts{}, conflicts: writeCounts{}, reads: writeCounts{}}
+	for _, c := range rs.distinct() {
+		cs, err := kubernetes.NewForConfig(c.Config)
+		if err != nil {
+			return s, err
+		}
+		if err := s.scrape(ctx, rs.names[c], cs); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+// profileAPIServer writes a CPU profile of the API server of c over the
+// next seconds seconds to path.
+func profileAPIServer(ctx context.Context, c *testenv.Cluster, path string, seconds int) error {
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+		Param("seconds", fmt.Sprint(seconds)).DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("profile the API server: %w", err)
+	}
+	return os.WriteFile(path, raw, 0o600)
+}
+
+// reconciles returns how often the instance controller has reconciled.
+func reconciles() float64 {
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		return math.NaN()
+	}
+	var total float64
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == interoperator.InstanceControllerName {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+
+// printCPU prints the CPU time each process used in the load phase.
+func printCPU(out io.Writer, before, after map[string]float64, wall time.Duration) {
+	names := make([]string, 0, len(after))
+	for n := range after {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var parts []string
+	var sum float64
+	for _, n := range names {
+		d := after[n] - before[n]
+		sum += d
+		parts = append(parts, fmt.Sprintf("%s %.2fs", n, d))
+	}
+	fmt.Fprintf(out, "  CPU time in the load phase: %s; total %.2fs of %.2fs available (%d cores × %s; the machine is shared)\n",
+		strings.Join(parts, ", "), sum, wall.Seconds()*float64(goruntime.NumCPU()), goruntime.NumCPU(), wall.Round(time.Millisecond))
+}
+
+func names(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%05d", prefix, i)
+	}
+	return out
+}
+
+// percentile returns the p-th percentile (nearest rank) of d.
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+
+func verdict(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "MISSED"
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}

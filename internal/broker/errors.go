@@ -1,0 +1,158 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// OSB error codes (v2.17 "Service Broker Errors").
+const (
+	// CodeAsyncRequired: the request needs accepts_incomplete=true.
+	CodeAsyncRequired = "AsyncRequired"
+	// CodeConcurrencyError: another operation on the resource is running.
+	CodeConcurrencyError = "ConcurrencyError"
+	// CodeRequiresApp: the bind request lacks app_guid.
+	CodeRequiresApp = "RequiresApp"
+	// CodeMaintenanceInfoConflict: maintenance_info.version differs from
+	// the catalog's.
+	CodeMaintenanceInfoConflict = "MaintenanceInfoConflict"
+)
+
+// Error is an OSB error response: an HTTP status with the body
+// {error, description, instance_usable, update_repeatable}.
+type Error struct {
+	// Status is the HTTP status code.
+	Status int
+	// Code is the OSB error code, empty when the spec defines none.
+	Code string
+	// Description is the user-facing message. It never holds credentials.
+	Description string
+	// InstanceUsable is set only for failed updates and deprovisions.
+	InstanceUsable *bool
+	// UpdateRepeatable is set only for failed updates.
+	UpdateRepeatable *bool
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	if e.Code != "" {
+		return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Description)
+	}
+	return fmt.Sprintf("%d: %s", e.Status, e.Description)
+}
+
+// errorBody is the wire form of an Error.
+type errorBody struct {
+	Error            string `json:"error,omitempty"`
+	Description      string `json:"description,omitempty"`
+	InstanceUsable   *bool  `json:"instance_usable,omitempty"`
+	UpdateRepeatable *bool  `json:"update_repeatable,omitempty"`
+}
+
+func newError(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Description: fmt.Sprintf(format, args...)}
+}
+
+func badRequest(format string, args ...any) *Error {
+	return newError(http.StatusBadRequest, "", format, args...)
+}
+
+func unprocessable(format string, args ...any) *Error {
+	return newError(http.StatusUnprocessableEntity, "", format, args...)
+}
+
+func concurrencyError(format string, args ...any) *Error {
+	return newError(http.StatusUnprocessableEntity, CodeConcurrencyError, format, args...)
+}
+
+func asyncRequired(what string) *Error {
+	return newError(http.StatusUnprocessableEntity, CodeAsyncRequired,
+		"This %s requires client support for asynchronous operations: add accepts_incomplete=true to the request.", what)
+}
+
+func notFound(format string, args ...any) *Error {
+	return newError(http.StatusNotFound, "", format, args...)
+}
+
+func conflict(format string, args ...any) *Error {
+	return newError(http.StatusConflict, "", format, args...)
+}
+
+// errStorageUnavailable is what a platform sees when the API server cannot
+// be reached; the detail goes to the log only.
+var errStorageUnavailable = &Error{
+	Status:      http.StatusServiceUnavailable,
+	Description: "The broker cannot reach its storage right now; nothing was changed by this request that a retry would not repeat. Try again later.",
+}
+
+// errInternal is what a platform sees for an unexpected failure; the detail
+// goes to the log only.
+var errInternal = &Error{
+	Status:      http.StatusInternalServerError,
+	Description: "The broker failed to process the request; see the broker's log.",
+}
+
+// storeError turns an error of the Store into an OSB error. Rejections of
+// the data itself become 400; unavailability 503; the rest 500. logDetail
+// reports whether the detail belongs in the error log: it does for
+// failures the broker did not decide on, not for an *Error it answers on
+// purpose (a provisioner's failure, a timeout).
+func storeError(err error) (e *Error, logDetail bool) {
+	var osb *Error
+	switch {
+	case errors.As(err, &osb):
+		return osb, false
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsRequestEntityTooLargeError(err):
+		return badRequest("The request was rejected by the broker's storage: %s", apiMessage(err)), false
+	case isNamespaceTerminating(err):
+		return concurrencyError("A previous resource with this id is still being deleted; try again later."), false
+	case apierrors.IsConflict(err):
+		return concurrencyError("Another request changed this resource at the same time; try again."), false
+	case apierrors.IsAlreadyExists(err):
+		return conflict("A resource with this id already exists."), false
+	case apierrors.IsNotFound(err):
+		return notFound("The resource does not exist."), false
+	case unavailable(err):
+		return errStorageUnavailable, true
+	default:
+		return errInternal, true
+	}
+}
+
+func apiMessage(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		if m := status.Status().Message; m != "" {
+			return m
+		}
+	}
+	return err.Error()
+}
+
+func isNamespaceTerminating(err error) bool {
+	return apierrors.HasStatusCause(err, metav1.CauseType("NamespaceTerminating"))
+}
+
+// unavailable reports whether err says the API server could not be reached
+// or did not answer in time.
+func unavailable(err error) bool {
+	if apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsUnexpectedServerError(err) {
+		return true
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return true
+	}
+	var opErr *net.OpError
+	return errors.As(err, &opErr)
+}

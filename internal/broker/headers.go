@@ -1,0 +1,103 @@
+package broker
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// OSB request headers.
+const (
+	HeaderAPIVersion          = "X-Broker-API-Version"
+	HeaderOriginatingIdentity = "X-Broker-API-Originating-Identity"
+	HeaderRequestIdentity     = "X-Broker-API-Request-Identity"
+)
+
+// APIVersion is an OSB API version, MAJOR.MINOR.
+type APIVersion struct {
+	Major, Minor int
+}
+
+// String returns "MAJOR.MINOR".
+func (v APIVersion) String() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor) }
+
+// Less reports whether v is older than w.
+func (v APIVersion) Less(w APIVersion) bool {
+	return v.Major < w.Major || (v.Major == w.Major && v.Minor < w.Minor)
+}
+
+// DefaultMinAPIVersion is the oldest OSB version the broker accepts by
+// default: 2.14 added the fetch endpoints and asynchronous bindings with
+// their last_operation, which the broker serves.
+var DefaultMinAPIVersion = APIVersion{Major: 2, Minor: 14}
+
+// ParseAPIVersion parses "MAJOR.MINOR" (digits only).
+func ParseAPIVersion(s string) (APIVersion, error) {
+	maj, min, ok := strings.Cut(s, ".")
+	if !ok || !digits(maj) || !digits(min) || len(maj) > 4 || len(min) > 4 {
+		return APIVersion{}, fmt.Errorf("%q is not MAJOR.MINOR", s)
+	}
+	a, _ := strconv.Atoi(maj)
+	b, _ := strconv.Atoi(min)
+	return APIVersion{Major: a, Minor: b}, nil
+}
+
+func digits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// maxIdentityBytes bounds the decoded originating identity kept on objects.
+const maxIdentityBytes = 4096
+
+// originatingIdentity is a parsed X-Broker-API-Originating-Identity.
+type originatingIdentity struct {
+	// platform is the platform name, e.g. "cloudfoundry".
+	platform string
+	// value is the identity as compact JSON.
+	value string
+}
+
+// annotation returns the audit form "<platform> <identity JSON>".
+func (o *originatingIdentity) annotation() string { return o.platform + " " + o.value }
+
+// parseOriginatingIdentity parses "<platform> <base64 of a JSON object>".
+func parseOriginatingIdentity(h string) (*originatingIdentity, error) {
+	platform, encoded, ok := strings.Cut(strings.TrimSpace(h), " ")
+	encoded = strings.TrimSpace(encoded)
+	if !ok || platform == "" || encoded == "" {
+		return nil, errors.New("want \"<platform> <base64-encoded JSON object>\"")
+	}
+	if len(encoded) > maxIdentityBytes*2 {
+		return nil, fmt.Errorf("the identity is longer than %d bytes", maxIdentityBytes)
+	}
+	raw, err := base64.StdEncoding.DecodeString(encoded)
+	if err != nil {
+		if raw, err = base64.RawStdEncoding.DecodeString(encoded); err != nil {
+			return nil, errors.New("the identity is not base64")
+		}
+	}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' || !json.Valid(raw) {
+		return nil, errors.New("the identity is not a JSON object")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, errors.New("the identity is not a JSON object")
+	}
+	if buf.Len() > maxIdentityBytes {
+		return nil, fmt.Errorf("the identity is longer than %d bytes", maxIdentityBytes)
+	}
+	return &originatingIdentity{platform: platform, value: buf.String()}, nil
+}

@@ -1,0 +1,212 @@
+package broker
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// maxJSONDepth bounds the nesting of free-form objects (parameters, context,
+// bind_resource). Deeper documents are refused with 400 rather than stored.
+const maxJSONDepth = 64
+
+// objectField checks a free-form field of a request: absent or null gives
+// nil; otherwise it must be a JSON object nested at most maxJSONDepth deep.
+// The result is compact JSON.
+func objectField(raw json.RawMessage, field string) (json.RawMessage, error) {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
+		return nil, nil
+	}
+	if trimmed[0] != '{' {
+		return nil, badRequest("%s must be a JSON object.", field)
+	}
+	if depth(trimmed) > maxJSONDepth {
+		return nil, badRequest("%s is nested more than %d levels deep.", field, maxJSONDepth)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, trimmed); err != nil {
+		return nil, badRequest("%s is not valid JSON.", field)
+	}
+	return buf.Bytes(), nil
+}
+
+// depth returns the deepest nesting of objects and arrays in a JSON
+// document, not counting brackets inside strings.
+func depth(doc []byte) int {
+	d, maxD, inString, escaped := 0, 0, false, false
+	for _, c := range doc {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			d++
+			if d > maxD {
+				maxD = d
+			}
+		case c == '}' || c == ']':
+			d--
+		}
+	}
+	return maxD
+}
+
+// rawExtension wraps JSON for a spec field; nil stays nil.
+func rawExtension(raw json.RawMessage) *runtime.RawExtension {
+	if raw == nil {
+		return nil
+	}
+	return &runtime.RawExtension{Raw: append([]byte(nil), raw...)}
+}
+
+// rawBytes returns the JSON of a spec field, nil when unset.
+func rawBytes(r *runtime.RawExtension) json.RawMessage {
+	if r == nil || len(r.Raw) == 0 {
+		return nil
+	}
+	return r.Raw
+}
+
+// sameObject reports whether two free-form objects are equal as JSON
+// values. Absent, null and {} are the same: no parameters.
+func sameObject(a, b []byte) bool {
+	va, okA := decodeAny(a)
+	vb, okB := decodeAny(b)
+	if !okA || !okB {
+		return bytes.Equal(bytes.TrimSpace(a), bytes.TrimSpace(b))
+	}
+	return reflect.DeepEqual(va, vb)
+}
+
+func decodeAny(raw []byte) (any, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return map[string]any{}, true
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, false
+	}
+	if v == nil {
+		return map[string]any{}, true
+	}
+	return v, true
+}
+
+// decodeNumbers decodes like decodeAny but keeps numbers as written, so
+// that a merge does not round large integers.
+func decodeNumbers(raw []byte) (any, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return map[string]any{}, true
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, false
+	}
+	if v == nil {
+		return map[string]any{}, true
+	}
+	return v, true
+}
+
+// withoutNulls returns the parameters of an update without the keys whose
+// value is null: in a merge patch they remove a parameter and are not a
+// value the schema could describe.
+func withoutNulls(raw []byte) []byte {
+	v, ok := decodeNumbers(raw)
+	if !ok {
+		return raw
+	}
+	out, err := json.Marshal(dropNulls(v))
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+func dropNulls(v any) any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	out := make(map[string]any, len(m))
+	for k, x := range m {
+		if x != nil {
+			out[k] = dropNulls(x)
+		}
+	}
+	return out
+}
+
+// mergePatch applies patch to base as a JSON merge patch (RFC 7386): keys
+// of patch replace those of base, objects merge recursively, null removes
+// a key. Both are JSON objects or empty.
+func mergePatch(base, patch []byte) (json.RawMessage, error) {
+	b, ok := decodeNumbers(base)
+	if !ok {
+		return nil, fmt.Errorf("stored parameters are not JSON")
+	}
+	p, ok := decodeNumbers(patch)
+	if !ok {
+		return nil, fmt.Errorf("parameters are not JSON")
+	}
+	out, err := json.Marshal(merge(b, p))
+	if err != nil {
+		return nil, fmt.Errorf("encode merged parameters: %w", err)
+	}
+	return out, nil
+}
+
+func merge(base, patch any) any {
+	pm, ok := patch.(map[string]any)
+	if !ok {
+		return patch
+	}
+	bm, ok := base.(map[string]any)
+	if !ok {
+		bm = map[string]any{}
+	}
+	out := make(map[string]any, len(bm)+len(pm))
+	for k, v := range bm {
+		out[k] = v
+	}
+	for k, v := range pm {
+		if v == nil {
+			delete(out, k)
+			continue
+		}
+		out[k] = merge(out[k], v)
+	}
+	return out
+}
+
+// contextPlatform returns context.platform, or "" when it is absent or not
+// a string.
+func contextPlatform(ctx json.RawMessage) string {
+	if len(ctx) == 0 {
+		return ""
+	}
+	var c struct {
+		Platform any `json:"platform"`
+	}
+	if err := json.Unmarshal(ctx, &c); err != nil {
+		return ""
+	}
+	s, _ := c.Platform.(string)
+	return s
+}

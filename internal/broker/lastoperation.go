@@ -1,0 +1,182 @@
+package broker
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+)
+
+// Objects read by last_operation, reused: it is the endpoint platforms poll,
+// and an instance is about a kilobyte to allocate per request. Cached reads
+// fill them with references into the cache, so they are only read and are
+// cleared before they go back.
+var (
+	instancePool = sync.Pool{New: func() any { return &osbv1alpha1.SFServiceInstance{} }}
+	bindingPool  = sync.Pool{New: func() any { return &osbv1alpha1.SFServiceBinding{} }}
+)
+
+// evaluateFunc reads an object and evaluates its latest operation.
+type evaluateFunc func(context.Context, Read) (Operation, progress, error)
+
+// instanceLastOperation answers GET .../service_instances/:id/last_operation.
+func (s *Server) instanceLastOperation(_ *exchange, r *http.Request) (int, any, error) {
+	id, err := pathID(r, "instance_id")
+	if err != nil {
+		return 0, nil, err
+	}
+	key := InstanceKey(id)
+	inst := instancePool.Get().(*osbv1alpha1.SFServiceInstance)
+	defer func() { *inst = osbv1alpha1.SFServiceInstance{}; instancePool.Put(inst) }()
+	return s.lastOperation(r, "service instance", func(ctx context.Context, read Read) (Operation, progress, error) {
+		*inst = osbv1alpha1.SFServiceInstance{}
+		if err := s.store.Get(ctx, key, inst, read); err != nil {
+			return Operation{}, progress{}, err
+		}
+		if inst.Spec.InstanceID != id {
+			return Operation{}, progress{}, apierrors.NewNotFound(instanceResource, key.Name)
+		}
+		op, p := instanceProgress(inst)
+		return op, p, nil
+	})
+}
+
+// bindingLastOperation answers GET .../service_bindings/:binding_id/last_operation.
+func (s *Server) bindingLastOperation(_ *exchange, r *http.Request) (int, any, error) {
+	instanceID, err := pathID(r, "instance_id")
+	if err != nil {
+		return 0, nil, err
+	}
+	bindingID, err := pathID(r, "binding_id")
+	if err != nil {
+		return 0, nil, err
+	}
+	key := BindingKey(instanceID, bindingID)
+	b := bindingPool.Get().(*osbv1alpha1.SFServiceBinding)
+	defer func() { *b = osbv1alpha1.SFServiceBinding{}; bindingPool.Put(b) }()
+	return s.lastOperation(r, "service binding", func(ctx context.Context, read Read) (Operation, progress, error) {
+		*b = osbv1alpha1.SFServiceBinding{}
+		if err := s.store.Get(ctx, key, b, read); err != nil {
+			return Operation{}, progress{}, err
+		}
+		if b.Spec.ID != bindingID || b.Spec.InstanceID != instanceID {
+			return Operation{}, progress{}, apierrors.NewNotFound(bindingResource, key.Name)
+		}
+		op, p := bindingProgress(b)
+		return op, p, nil
+	})
+}
+
+// lastOperation reports the state of an operation. It reads from the cache:
+// only when the cache holds an older operation than the one asked for (it
+// lags behind a write) does it read the stored object. A missing object is
+// 410 Gone when a delete is polled (the deletion finished and its tombstone
+// was released) and 404 otherwise.
+func (s *Server) lastOperation(r *http.Request, what string, look evaluateFunc) (int, any, error) {
+	q, err := parseQuery(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	if _, err := q.hint("service_id"); err != nil {
+		return 0, nil, err
+	}
+	if _, err := q.hint("plan_id"); err != nil {
+		return 0, nil, err
+	}
+	asked, err := q.operation()
+	if err != nil {
+		return 0, nil, err
+	}
+	ctx := r.Context()
+	cur, p, err := look(ctx, Cached)
+	if err == nil && asked != nil && asked.Seq > cur.Seq {
+		cur, p, err = look(ctx, Fresh)
+	}
+	if apierrors.IsNotFound(err) {
+		if asked != nil && asked.Type == OpDelete {
+			return http.StatusGone, emptyObject, nil
+		}
+		return 0, nil, notFound("The %s does not exist.", what)
+	}
+	if err != nil {
+		return 0, nil, err
+	}
+	if asked != nil {
+		switch {
+		case asked.Seq > cur.Seq || (asked.Seq == cur.Seq && asked.Type != cur.Type):
+			return 0, nil, badRequest("Operation %s is unknown for this %s (its latest is %s).", asked, what, cur)
+		case asked.Seq < cur.Seq:
+			// The platform polls an operation that a later one replaced
+			// (a deprovision during provisioning, say). Its outcome is no
+			// longer known; it did not finish as asked.
+			p = progress{state: stateFailed, description: "The operation was superseded by " + cur.String() + "."}
+		}
+	}
+	return http.StatusOK, rawJSON(appendLastOperation(make([]byte, 0, 64+len(p.description)), p)), nil
+}
+
+// appendLastOperation encodes the last_operation body, as
+// lastOperationResponse would marshal, without reflection: this is the
+// endpoint platforms poll.
+func appendLastOperation(b []byte, p progress) []byte {
+	b = append(b, `{"state":`...)
+	b = appendJSONString(b, p.state)
+	if p.description != "" {
+		b = append(b, `,"description":`...)
+		b = appendJSONString(b, p.description)
+	}
+	if p.instanceUsable != nil {
+		b = append(b, `,"instance_usable":`...)
+		b = strconv.AppendBool(b, *p.instanceUsable)
+	}
+	if p.updateRepeatable != nil {
+		b = append(b, `,"update_repeatable":`...)
+		b = strconv.AppendBool(b, *p.updateRepeatable)
+	}
+	return append(b, '}')
+}
+
+// appendJSONString appends s as a JSON string: quotes, backslashes and
+// control characters escaped, invalid UTF-8 replaced by U+FFFD, as
+// encoding/json does (without its optional HTML escaping).
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c == '\n':
+				b = append(b, '\\', 'n')
+			case c == '\r':
+				b = append(b, '\\', 'r')
+			case c == '\t':
+				b = append(b, '\\', 't')
+			case c < 0x20:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
+}

@@ -1,0 +1,245 @@
+package broker
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/internal/broker/catalog"
+)
+
+// maxAttempts bounds how often a request re-reads and decides again after a
+// write conflict.
+const maxAttempts = 5
+
+// refreshTimeout bounds the fresh reads of retried writes.
+const refreshTimeout = 15 * time.Second
+
+func errTooManyConflicts() *Error {
+	return concurrencyError("The resource kept changing while the broker handled the request; try again.")
+}
+
+// markOperation sets the metadata that names obj's current operation: the
+// operation id, Service Fabrik's lastoperation label and, for audit, the
+// identities of the request.
+func markOperation(obj client.Object, op Operation, state osbv1alpha1.State, x *exchange) {
+	ann := obj.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[AnnotationOperation] = op.String()
+	if x.identity != nil {
+		ann[AnnotationOriginatingIdentity] = x.identity.annotation()
+	} else {
+		delete(ann, AnnotationOriginatingIdentity)
+	}
+	if x.requestID != "" {
+		ann[AnnotationRequestIdentity] = truncate(x.requestID, 253)
+	} else {
+		delete(ann, AnnotationRequestIdentity)
+	}
+	obj.SetAnnotations(ann)
+	labels := obj.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[osbv1alpha1.LabelLastOperation] = string(state)
+	obj.SetLabels(labels)
+}
+
+// resetStatus starts a new operation in a status: the state the broker
+// writes, and nothing left of the previous operation's outcome.
+func resetInstanceStatus(st *osbv1alpha1.SFServiceInstanceStatus, state osbv1alpha1.State) {
+	st.State, st.Error, st.Description, st.InstanceUsable, st.UpdateRepeatable = state, "", "", "", ""
+}
+
+func resetBindingStatus(st *osbv1alpha1.SFServiceBindingStatus, state osbv1alpha1.State) {
+	st.State, st.Error = state, ""
+}
+
+// startOperation starts op on an existing object: the status first (set by
+// setStatus), then metadata and spec (mutate, plus markOperation). A
+// conflict on the status write is returned, so that the caller decides
+// again from a fresh read; the metadata write is retried on fresh reads
+// until it lands, because the status already announces the operation.
+// refresh must return a fresh copy of the object.
+func (s *Server) startOperation(ctx context.Context, obj client.Object, op Operation, state osbv1alpha1.State, x *exchange,
+	setStatus func(client.Object), mutate func(client.Object) error, refresh func() (client.Object, error)) (client.Object, error) {
+	setStatus(obj)
+	if err := s.store.UpdateStatus(ctx, obj); err != nil {
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		if mutate != nil {
+			if err := mutate(obj); err != nil {
+				return nil, err
+			}
+		}
+		markOperation(obj, op, state, x)
+		err := s.store.Update(ctx, obj)
+		if err == nil {
+			return obj, nil
+		}
+		if !apierrors.IsConflict(err) || attempt >= maxAttempts {
+			return nil, err
+		}
+		if obj, err = refresh(); err != nil {
+			return nil, err
+		}
+		if cur := currentOperation(obj); cur.Seq >= op.Seq {
+			return nil, concurrencyError("Another request started an operation on this resource at the same time.")
+		}
+	}
+}
+
+// deleteObject deletes obj as the operation op: metadata first (operation
+// id, lastoperation delete, identities), then the deletion, then the
+// status state "delete". The status write is informational (the
+// provisioner acts on the deletion); it is retried on conflicts and its
+// failure is only logged.
+func (s *Server) deleteObject(ctx context.Context, obj client.Object, op Operation, x *exchange,
+	setStatus func(client.Object) bool, refresh func() (client.Object, error)) error {
+	if currentOperation(obj) != op {
+		markOperation(obj, op, osbv1alpha1.StateDelete, x)
+		if err := s.store.Update(ctx, obj); err != nil {
+			return err
+		}
+	}
+	if err := s.store.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		fresh, err := refresh()
+		if err != nil {
+			if !apierrors.IsNotFound(err) {
+				s.log.Error(err, "Cannot read a deleted object to record its state", "object", client.ObjectKeyFromObject(obj))
+			}
+			return nil
+		}
+		if !setStatus(fresh) {
+			return nil
+		}
+		err = s.store.UpdateStatus(ctx, fresh)
+		if err == nil || apierrors.IsNotFound(err) {
+			return nil
+		}
+		if !apierrors.IsConflict(err) {
+			s.log.Error(err, "Cannot record the delete state", "object", client.ObjectKeyFromObject(obj))
+			return nil
+		}
+	}
+	return nil
+}
+
+// outcome is what a request that started or joined an operation answers.
+type outcome struct {
+	// async: the platform accepts an asynchronous answer.
+	async bool
+	// asyncOnly: the plan finishes this operation only asynchronously.
+	asyncOnly bool
+	// doneStatus is the status of a synchronous success.
+	doneStatus int
+	// accepted is the body of 202.
+	accepted any
+	// done builds the body of a synchronous success from the final object.
+	done func(client.Object) (any, error)
+	// failed builds the error of a synchronous failure.
+	failed func(progress) *Error
+}
+
+// finish answers a request that started or joined the operation op. For
+// an asynchronous plan that is 202 at once; otherwise the request waits
+// until the operation ends (look reads and evaluates the object) and
+// answers its outcome, or, after the sync timeout, 202 when the platform
+// accepts it and 504 when not.
+func (s *Server) finish(ctx context.Context, op Operation, o outcome, look func(context.Context, Read) (client.Object, Operation, progress, error)) (int, any, error) {
+	if o.asyncOnly {
+		return http.StatusAccepted, o.accepted, nil
+	}
+	obj, p, done, err := s.await(ctx, op, look)
+	if err != nil {
+		return 0, nil, err
+	}
+	if !done {
+		if o.async {
+			return http.StatusAccepted, o.accepted, nil
+		}
+		return 0, nil, newError(http.StatusGatewayTimeout, "",
+			"The operation did not finish within %s and continues in the background; the platform did not accept an asynchronous answer (accepts_incomplete=true).", s.syncTimeout)
+	}
+	if p.state == stateFailed {
+		return 0, nil, o.failed(p)
+	}
+	body, err := o.done(obj)
+	if err != nil {
+		return 0, nil, err
+	}
+	return o.doneStatus, body, nil
+}
+
+// await polls the object until op ends, the sync timeout passes (done is
+// false) or ctx ends. A vanished object ends a delete successfully and any
+// other operation as failed.
+func (s *Server) await(ctx context.Context, op Operation, look func(context.Context, Read) (client.Object, Operation, progress, error)) (client.Object, progress, bool, error) {
+	deadline := time.NewTimer(s.syncTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(s.pollInterval)
+	defer tick.Stop()
+	for {
+		obj, cur, p, err := look(ctx, Cached)
+		switch {
+		case apierrors.IsNotFound(err):
+			if op.Type == OpDelete {
+				return nil, progress{state: stateSucceeded, gone: true}, true, nil
+			}
+			return nil, progress{state: stateFailed, description: "The resource was deleted while the operation ran."}, true, nil
+		case err != nil:
+			return nil, progress{}, false, err
+		case cur.Seq > op.Seq:
+			return nil, progress{state: stateFailed, description: "The operation was superseded by " + cur.String() + "."}, true, nil
+		case cur.Seq == op.Seq && !p.running():
+			return obj, p, true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, progress{}, false, ctx.Err()
+		case <-deadline.C:
+			return nil, progress{}, false, nil
+		case <-tick.C:
+		}
+	}
+}
+
+// dashboardURL returns the instance's dashboard URL: the one the
+// provisioner reported, else the plan's dashboard_url_template expanded.
+func dashboardURL(plan *catalog.Plan, inst *osbv1alpha1.SFServiceInstance) string {
+	if inst.Status.DashboardURL != "" {
+		return inst.Status.DashboardURL
+	}
+	if plan == nil || plan.DashboardURLTemplate == "" {
+		return ""
+	}
+	return expandDashboardTemplate(plan.DashboardURLTemplate, inst)
+}
+
+// expandDashboardTemplate fills Service Fabrik's dashboard_url_template.
+// Only the instance's ids can be used: ${instance.id},
+// ${instance.instance_id}, ${instance.plan_id}, ${instance.service_id}. A
+// template with anything else yields no URL.
+func expandDashboardTemplate(t string, inst *osbv1alpha1.SFServiceInstance) string {
+	out := strings.NewReplacer(
+		"${instance.id}", inst.Spec.InstanceID,
+		"${instance.instance_id}", inst.Spec.InstanceID,
+		"${instance.plan_id}", inst.Spec.PlanID,
+		"${instance.service_id}", inst.Spec.ServiceID,
+	).Replace(t)
+	if strings.Contains(out, "${") {
+		return ""
+	}
+	return out
+}

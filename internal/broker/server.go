@@ -1,0 +1,505 @@
+package broker
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/marketplane/marketplane/internal/broker/catalog"
+)
+
+// Catalog supplies the current catalog snapshot.
+type Catalog interface {
+	Snapshot() *catalog.Snapshot
+}
+
+// CatalogFn adapts a function to Catalog.
+type CatalogFn func() *catalog.Snapshot
+
+// Snapshot implements Catalog.
+func (f CatalogFn) Snapshot() *catalog.Snapshot { return f() }
+
+// Defaults of the server options.
+const (
+	DefaultMaxBodyBytes = 1 << 20
+	DefaultSyncTimeout  = 50 * time.Second
+	DefaultPollInterval = 50 * time.Millisecond
+)
+
+// maxIDLength bounds instance and binding ids.
+const maxIDLength = 1024
+
+// Server is the OSB broker's HTTP handler.
+type Server struct {
+	catalog Catalog
+	store   Store
+	auth    *BasicAuth
+	mux     *http.ServeMux
+	// unclean answers paths that are not in canonical form, which the mux
+	// would redirect without the checks every request passes.
+	unclean http.Handler
+
+	log          logr.Logger
+	metrics      *Metrics
+	minVersion   APIVersion
+	maxBodyBytes int64
+	syncTimeout  time.Duration
+	pollInterval time.Duration
+}
+
+var _ http.Handler = &Server{}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithLogger sets the logger. Requests are logged with their request
+// identity; bodies, credentials and parameters never are.
+func WithLogger(l logr.Logger) Option { return func(s *Server) { s.log = l } }
+
+// WithMetrics records request counts and latencies in m.
+func WithMetrics(m *Metrics) Option { return func(s *Server) { s.metrics = m } }
+
+// WithMinAPIVersion sets the oldest X-Broker-API-Version accepted
+// (DefaultMinAPIVersion by default).
+func WithMinAPIVersion(v APIVersion) Option { return func(s *Server) { s.minVersion = v } }
+
+// WithMaxBodyBytes limits request bodies; larger ones get 413.
+func WithMaxBodyBytes(n int64) Option { return func(s *Server) { s.maxBodyBytes = n } }
+
+// WithSyncTimeout bounds how long a request for a synchronous plan waits for
+// the provisioner before it answers 202 (when the platform accepts
+// asynchronous operations) or 504.
+func WithSyncTimeout(d time.Duration) Option { return func(s *Server) { s.syncTimeout = d } }
+
+// WithPollInterval sets how often a waiting request looks at the store.
+func WithPollInterval(d time.Duration) Option { return func(s *Server) { s.pollInterval = d } }
+
+// New returns the broker handler. auth must not be nil: OSB requires
+// platforms to authenticate.
+func New(cat Catalog, store Store, auth *BasicAuth, opts ...Option) (*Server, error) {
+	if cat == nil || store == nil || auth == nil {
+		return nil, errors.New("broker: a catalog, a store and credentials are required")
+	}
+	s := &Server{
+		catalog:      cat,
+		store:        store,
+		auth:         auth,
+		log:          logr.Discard(),
+		minVersion:   DefaultMinAPIVersion,
+		maxBodyBytes: DefaultMaxBodyBytes,
+		syncTimeout:  DefaultSyncTimeout,
+		pollInterval: DefaultPollInterval,
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	s.mux = http.NewServeMux()
+	s.handle("GET /v2/catalog", "catalog", s.getCatalog)
+	s.handle("PUT /v2/service_instances/{instance_id}", "provision", s.provision)
+	s.handle("PATCH /v2/service_instances/{instance_id}", "update", s.update)
+	s.handle("GET /v2/service_instances/{instance_id}", "fetch_instance", s.fetchInstance)
+	s.handle("DELETE /v2/service_instances/{instance_id}", "deprovision", s.deprovision)
+	s.handle("GET /v2/service_instances/{instance_id}/last_operation", "instance_last_operation", s.instanceLastOperation)
+	s.handle("PUT /v2/service_instances/{instance_id}/service_bindings/{binding_id}", "bind", s.bind)
+	s.handle("GET /v2/service_instances/{instance_id}/service_bindings/{binding_id}", "fetch_binding", s.fetchBinding)
+	s.handle("DELETE /v2/service_instances/{instance_id}/service_bindings/{binding_id}", "unbind", s.unbind)
+	s.handle("GET /v2/service_instances/{instance_id}/service_bindings/{binding_id}/last_operation", "binding_last_operation", s.bindingLastOperation)
+	s.handle("/", "unknown", s.unknown)
+	s.unclean = s.wrap("unknown", s.unknown)
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler. A path that is not canonical (double
+// or trailing slashes, dot segments, also when percent-encoded in an id) is
+// no endpoint: it gets 404 after authentication instead of the mux's
+// redirect.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p := r.URL.Path; p == "" || path.Clean(p) != p {
+		s.unclean.ServeHTTP(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// exchange is one request in flight: the response writer, what the checks
+// before the endpoint parsed, and the status written.
+type exchange struct {
+	http.ResponseWriter
+	status    int
+	identity  *originatingIdentity
+	requestID string
+}
+
+// WriteHeader implements http.ResponseWriter.
+func (x *exchange) WriteHeader(code int) {
+	if x.status == 0 {
+		x.status = code
+	}
+	x.ResponseWriter.WriteHeader(code)
+}
+
+// Write implements http.ResponseWriter.
+func (x *exchange) Write(b []byte) (int, error) {
+	if x.status == 0 {
+		x.status = http.StatusOK
+	}
+	return x.ResponseWriter.Write(b)
+}
+
+// endpointFunc answers one OSB endpoint: a status and a body to encode as
+// JSON, or an error (an *Error, or a Store error).
+type endpointFunc func(x *exchange, r *http.Request) (int, any, error)
+
+// rawJSON is a body that is already encoded.
+type rawJSON []byte
+
+// handle registers an endpoint behind the checks every request passes, in
+// this order: request identity echoed; basic auth (401); API version (412);
+// originating identity (400); body size (413).
+func (s *Server) handle(pattern, endpoint string, fn endpointFunc) {
+	s.mux.Handle(pattern, s.wrap(endpoint, fn))
+}
+
+// wrap returns the handler of an endpoint with the shared checks, panic
+// recovery and metrics.
+func (s *Server) wrap(endpoint string, fn endpointFunc) http.Handler {
+	metrics := s.metrics.endpoint(endpoint)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		x := &exchange{ResponseWriter: w}
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.log.Error(fmt.Errorf("panic: %v", p), "Request handler panicked", "endpoint", endpoint, "requestIdentity", x.requestID, "stack", string(debug.Stack()))
+				if x.status == 0 {
+					s.write(x, 0, nil, errInternal)
+				}
+			}
+			metrics.observe(x.status, time.Since(start))
+		}()
+		if id := r.Header.Get(HeaderRequestIdentity); id != "" {
+			x.requestID = id
+			w.Header().Set(HeaderRequestIdentity, id)
+		}
+		if err := s.precheck(x, r); err != nil {
+			s.write(x, 0, nil, err)
+			return
+		}
+		status, body, err := fn(x, r)
+		s.write(x, status, body, err)
+	})
+}
+
+// precheck runs the checks shared by every endpoint.
+func (s *Server) precheck(x *exchange, r *http.Request) error {
+	if !s.auth.allows(r) {
+		x.Header().Set("WWW-Authenticate", `Basic realm="marketplane-broker", charset="UTF-8"`)
+		return newError(http.StatusUnauthorized, "", "Authentication required: send the broker's credentials with HTTP basic authentication.")
+	}
+	h := r.Header.Get(HeaderAPIVersion)
+	if h == "" {
+		return newError(http.StatusPreconditionFailed, "", "The %s header is required; this broker supports OSB API %s and later (it implements 2.17).", HeaderAPIVersion, s.minVersion)
+	}
+	v, err := ParseAPIVersion(h)
+	if err != nil || v.Major != s.minVersion.Major || v.Less(s.minVersion) {
+		return newError(http.StatusPreconditionFailed, "", "%s %q is not supported; use %d.%d or a later %d.x (this broker implements 2.17).",
+			HeaderAPIVersion, truncate(h, 20), s.minVersion.Major, s.minVersion.Minor, s.minVersion.Major)
+	}
+	if h := r.Header.Get(HeaderOriginatingIdentity); h != "" {
+		id, err := parseOriginatingIdentity(h)
+		if err != nil {
+			return badRequest("%s is malformed: %v.", HeaderOriginatingIdentity, err)
+		}
+		x.identity = id
+	}
+	if r.ContentLength > s.maxBodyBytes {
+		return tooLarge(s.maxBodyBytes)
+	}
+	if r.Body != nil {
+		r.Body = http.MaxBytesReader(x, r.Body, s.maxBodyBytes)
+	}
+	return nil
+}
+
+func tooLarge(limit int64) *Error {
+	return newError(http.StatusRequestEntityTooLarge, "", "The request body is larger than the broker accepts (%d bytes).", limit)
+}
+
+// write sends the response: err as an OSB error body, or body as JSON.
+func (s *Server) write(x *exchange, status int, body any, err error) {
+	if err != nil {
+		e, logDetail := storeError(err)
+		switch {
+		case logDetail:
+			s.log.Error(err, "Request failed", "status", e.Status, "requestIdentity", x.requestID)
+		case e.Status >= 500:
+			s.log.Info("Request answered with an error", "status", e.Status, "description", e.Description, "requestIdentity", x.requestID)
+		}
+		status = e.Status
+		body = errorBody{Error: e.Code, Description: e.Description, InstanceUsable: e.InstanceUsable, UpdateRepeatable: e.UpdateRepeatable}
+	}
+	h := x.Header()
+	if status == http.StatusNotModified {
+		x.WriteHeader(status)
+		return
+	}
+	var data []byte
+	switch b := body.(type) {
+	case rawJSON:
+		data = b
+	case nil:
+		data = []byte("{}")
+	default:
+		var merr error
+		if data, merr = json.Marshal(b); merr != nil {
+			s.log.Error(merr, "Cannot encode a response", "requestIdentity", x.requestID)
+			status, data = http.StatusInternalServerError, []byte(`{"description":"The broker failed to encode its response."}`)
+		}
+	}
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(data)))
+	x.WriteHeader(status)
+	_, _ = x.Write(data)
+}
+
+// getCatalog answers GET /v2/catalog from the prebuilt snapshot, with an
+// ETag and If-None-Match support.
+func (s *Server) getCatalog(x *exchange, r *http.Request) (int, any, error) {
+	snap := s.catalog.Snapshot()
+	x.Header().Set("ETag", snap.ETag)
+	if m := r.Header.Get("If-None-Match"); m != "" && etagMatches(m, snap.ETag) {
+		return http.StatusNotModified, nil, nil
+	}
+	return http.StatusOK, rawJSON(snap.JSON), nil
+}
+
+func etagMatches(header, etag string) bool {
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimSpace(t)
+		if t == "*" || t == etag || strings.TrimPrefix(t, "W/") == etag {
+			return true
+		}
+	}
+	return false
+}
+
+// unknown answers paths and methods the OSB API does not define.
+func (s *Server) unknown(_ *exchange, r *http.Request) (int, any, error) {
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, p := s.mux.Handler(probe); p != "/" && p != "" {
+			allowed = append(allowed, m)
+		}
+	}
+	if len(allowed) > 0 {
+		return 0, nil, newError(http.StatusMethodNotAllowed, "", "%s is not allowed here; allowed: %s.", r.Method, strings.Join(allowed, ", "))
+	}
+	return 0, nil, notFound("%s %s is not an endpoint of the Open Service Broker API.", r.Method, r.URL.Path)
+}
+
+// queryValue is one query parameter: its first value and whether it was
+// sent at all.
+type queryValue struct {
+	value   string
+	present bool
+}
+
+// request holds the query parameters of a request that OSB defines.
+type request struct {
+	acceptsIncompleteV, serviceID, planID, operationV queryValue
+}
+
+// parseQuery reads the OSB query parameters (the first value of each) and
+// checks that the whole query string is well-formed, as url.ParseQuery
+// would: a malformed one is a 400. It allocates only for escaped values.
+func parseQuery(r *http.Request) (request, error) {
+	var q request
+	raw := r.URL.RawQuery
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if strings.Contains(pair, ";") {
+			return request{}, badRequest("The query string is malformed: a semicolon is not a separator.")
+		}
+		if pair == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		key, err := url.QueryUnescape(k)
+		if err != nil {
+			return request{}, badRequest("The query string is malformed: %v.", err)
+		}
+		value, err := url.QueryUnescape(v)
+		if err != nil {
+			return request{}, badRequest("The query string is malformed: %v.", err)
+		}
+		var dst *queryValue
+		switch key {
+		case "accepts_incomplete":
+			dst = &q.acceptsIncompleteV
+		case "service_id":
+			dst = &q.serviceID
+		case "plan_id":
+			dst = &q.planID
+		case "operation":
+			dst = &q.operationV
+		default:
+			continue
+		}
+		if !dst.present {
+			*dst = queryValue{value: value, present: true}
+		}
+	}
+	return q, nil
+}
+
+func (q *request) get(name string) queryValue {
+	switch name {
+	case "service_id":
+		return q.serviceID
+	case "plan_id":
+		return q.planID
+	case "operation":
+		return q.operationV
+	case "accepts_incomplete":
+		return q.acceptsIncompleteV
+	}
+	return queryValue{}
+}
+
+// acceptsIncomplete reads accepts_incomplete (absent or empty: false).
+func (q request) acceptsIncomplete() (bool, error) {
+	v := q.acceptsIncompleteV
+	if !v.present || v.value == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v.value)
+	if err != nil {
+		return false, badRequest("accepts_incomplete must be true or false, not %q.", truncate(v.value, 100))
+	}
+	return b, nil
+}
+
+// hint checks an optional query value that, when present, must not be
+// empty (service_id, plan_id).
+func (q request) hint(name string) (string, error) {
+	v := q.get(name)
+	if v.present && v.value == "" {
+		return "", badRequest("%s must not be empty when present.", name)
+	}
+	return v.value, nil
+}
+
+// required returns a mandatory query value.
+func (q request) required(name string) (string, error) {
+	v := q.get(name)
+	if v.value == "" {
+		return "", badRequest("The query parameter %s is required.", name)
+	}
+	return v.value, nil
+}
+
+// operation returns the operation query parameter, nil when absent.
+func (q request) operation() (*Operation, error) {
+	v := q.operationV
+	if !v.present {
+		return nil, nil
+	}
+	if v.value == "" {
+		return nil, badRequest("operation must not be empty when present.")
+	}
+	op, err := ParseOperation(v.value)
+	if err != nil {
+		return nil, badRequest("operation %q: %v.", truncate(v.value, 100), err)
+	}
+	return &op, nil
+}
+
+// pathID reads and checks an id from the path.
+func pathID(r *http.Request, name string) (string, error) {
+	id := r.PathValue(name)
+	switch {
+	case id == "":
+		return "", badRequest("%s must not be empty.", name)
+	case len(id) > maxIDLength:
+		return "", badRequest("%s is longer than %d bytes.", name, maxIDLength)
+	}
+	return id, nil
+}
+
+// decodeBody reads a JSON object body into v.
+func decodeBody(r *http.Request, v any) error {
+	if r.Body == nil {
+		return badRequest("The request body is missing; want a JSON object.")
+	}
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return tooLarge(mbe.Limit)
+		}
+		return badRequest("Cannot read the request body: %v.", err)
+	}
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return badRequest("The request body is empty; want a JSON object.")
+	}
+	if data[0] != '{' {
+		return badRequest("The request body must be a JSON object.")
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return badRequest("The request body is invalid: %s must not be a JSON %s.", fieldName(te), te.Value)
+		}
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return badRequest("The request body is not valid JSON (at byte %d).", se.Offset)
+		}
+		return badRequest("The request body is invalid.")
+	}
+	return nil
+}
+
+func fieldName(te *json.UnmarshalTypeError) string {
+	if te.Field != "" {
+		return te.Field
+	}
+	return "a field"
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// checkPlatform enforces that the originating identity's platform equals
+// context.platform when both are sent (OSB "Originating Identity").
+func checkPlatform(id *originatingIdentity, ctx json.RawMessage) error {
+	if id == nil {
+		return nil
+	}
+	if p := contextPlatform(ctx); p != "" && p != id.platform {
+		return badRequest("The platform of %s (%q) differs from context.platform (%q).", HeaderOriginatingIdentity, id.platform, p)
+	}
+	return nil
+}
