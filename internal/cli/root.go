@@ -23,6 +23,7 @@ func NewRootCommand(out io.Writer) *cobra.Command {
 	root.AddCommand(newCRDsCommand())
 	root.AddCommand(newLandscapeCommand())
 	root.AddCommand(newScaffoldCommand())
+	root.AddCommand(newKubeconfigFromCredentialsCommand())
 	return root
 }
 

@@ -22,6 +22,9 @@ func Configure(l *landscape.Landscape) error {
 	l.AddStep("inter-operator and the sample catalog", func(ctx context.Context, l *landscape.Landscape) error {
 		return startInteroperator(ctx, l, DefaultTimeout)
 	})
+	l.AddStep("OSB broker", func(ctx context.Context, l *landscape.Landscape) error {
+		return startBroker(ctx, l, DefaultTimeout)
+	})
 	return nil
 }
 

@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// namespaceCredentials are the bind credentials of the sample catalog's
+// kubernetes-namespace service.
+type namespaceCredentials struct {
+	APIServer string `json:"apiServer"`
+	CAData    string `json:"caData"`
+	Token     string `json:"token"`
+	Namespace string `json:"namespace"`
+}
+
+func newKubeconfigFromCredentialsCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "kubeconfig-from-credentials",
+		Short: "Turn the credentials of a kubernetes-namespace binding (an OSB bind response on stdin) into a kubeconfig",
+		Long: "Reads an OSB bind response ({\"credentials\": {apiServer, caData, token, namespace}}) or just its\n" +
+			"credentials object from standard input and writes a kubeconfig for that namespace to standard output.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out, err := kubeconfigFromCredentials(cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(out)
+			return err
+		},
+	}
+}
+
+func kubeconfigFromCredentials(in io.Reader) ([]byte, error) {
+	var body struct {
+		Credentials *namespaceCredentials `json:"credentials"`
+		namespaceCredentials
+	}
+	if err := json.NewDecoder(in).Decode(&body); err != nil {
+		return nil, fmt.Errorf("read credentials: %w", err)
+	}
+	c := body.namespaceCredentials
+	if body.Credentials != nil {
+		c = *body.Credentials
+	}
+	if c.APIServer == "" || c.Token == "" {
+		return nil, errors.New("read credentials: want apiServer and token (a kubernetes-namespace bind response)")
+	}
+	ca, err := base64.StdEncoding.DecodeString(c.CAData)
+	if err != nil {
+		return nil, fmt.Errorf("read credentials: caData is not base64: %w", err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["service"] = &clientcmdapi.Cluster{Server: c.APIServer, CertificateAuthorityData: ca}
+	cfg.AuthInfos["binding"] = &clientcmdapi.AuthInfo{Token: c.Token}
+	cfg.Contexts["service"] = &clientcmdapi.Context{Cluster: "service", AuthInfo: "binding", Namespace: c.Namespace}
+	cfg.CurrentContext = "service"
+	out, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return nil, fmt.Errorf("write kubeconfig: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,42 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+func TestKubeconfigFromCredentials(t *testing.T) {
+	cases := map[string]struct {
+		in      string
+		wantErr string
+	}{
+		"BindResponse":    {in: `{"credentials":{"apiServer":"https://127.0.0.1:6443","caData":"Y2E=","token":"t0k","namespace":"sf-1"}}`},
+		"CredentialsOnly": {in: `{"apiServer":"https://127.0.0.1:6443","caData":"Y2E=","token":"t0k","namespace":"sf-1"}`},
+		"NoToken":         {in: `{"credentials":{"apiServer":"https://x"}}`, wantErr: "want apiServer and token"},
+		"BadCA":           {in: `{"apiServer":"https://x","token":"t","caData":"!!"}`, wantErr: "caData is not base64"},
+		"NotJSON":         {in: `hello`, wantErr: "read credentials"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			out, err := kubeconfigFromCredentials(strings.NewReader(tc.in))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("want an error containing %q, got %v", tc.wantErr, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := clientcmd.RESTConfigFromKubeConfig(out)
+			if err != nil {
+				t.Fatalf("output is not a kubeconfig: %v", err)
+			}
+			if cfg.Host != "https://127.0.0.1:6443" || cfg.BearerToken != "t0k" || string(cfg.CAData) != "ca" {
+				t.Errorf("kubeconfig = host %q token %q ca %q", cfg.Host, cfg.BearerToken, cfg.CAData)
+			}
+		})
+	}
+}

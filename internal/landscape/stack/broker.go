@@ -1,0 +1,129 @@
+package stack
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/marketplane/marketplane/internal/landscape"
+	"github.com/marketplane/marketplane/internal/landscape/controlplane"
+)
+
+// BrokerCredentialsFile is the file in the state directory that holds the
+// broker's URL and basic-auth credentials (mode 0600); BrokerEnvFile holds
+// the same as shell variables (BROKER_URL, BROKER_USER, BROKER_PASSWORD) for
+// `. .landscape/broker.env`.
+const (
+	BrokerCredentialsFile = "broker.json"
+	BrokerEnvFile         = "broker.env"
+)
+
+// BrokerInfo is the content of BrokerCredentialsFile.
+type BrokerInfo struct {
+	URL      string `json:"url"`
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+const brokerSecret = "broker-credentials"
+
+// startBroker starts marketplane-broker on a loopback port with generated
+// credentials (kept in a Secret on the platform cluster, which the broker
+// reads, and in broker.json for the user), and waits until it serves the
+// catalog. A resumed landscape reuses port and credentials.
+func startBroker(ctx context.Context, l *landscape.Landscape, timeout time.Duration) error {
+	info, err := brokerInfo(l)
+	if err != nil {
+		return err
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: brokerSecret, Namespace: landscape.Namespace}}
+	if err := ensure(ctx, l.Platform.Client, secret, func() {
+		secret.StringData = map[string]string{"username": info.Username, "password": info.Password}
+	}); err != nil {
+		return err
+	}
+	binary := filepath.Join(l.Binaries.Dir, "marketplane-broker")
+	addr := info.URL[len("http://"):]
+	if _, err := l.StartProcess("broker", binary, []string{
+		"--kubeconfig=" + l.Platform.KubeconfigPath,
+		"--onboarding-kubeconfig=" + l.Onboarding.KubeconfigPath,
+		"--catalog-namespace=" + CatalogNamespace,
+		"--bind-address=" + addr,
+		"--metrics-bind-address=0",
+		"--credentials-secret=" + landscape.Namespace + "/" + brokerSecret,
+	}); err != nil {
+		return fmt.Errorf("start the broker: %w", err)
+	}
+	if err := l.SetEndpoint("broker", info.URL); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, timeout, "the broker's catalog at "+info.URL, func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, info.URL+"/v2/catalog", nil)
+		if err != nil {
+			return false, err
+		}
+		req.SetBasicAuth(info.Username, info.Password)
+		req.Header.Set("X-Broker-API-Version", "2.17")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	}); err != nil {
+		return err
+	}
+	l.AddSummary(
+		"OSB broker: "+info.URL+" (basic auth; URL, username and password in "+l.Layout.Path(BrokerEnvFile)+")",
+		"  . "+l.Layout.Path(BrokerEnvFile)+" && curl -u \"$BROKER_USER:$BROKER_PASSWORD\" -H 'X-Broker-API-Version: 2.17' $BROKER_URL/v2/catalog",
+	)
+	return nil
+}
+
+// brokerInfo reads broker.json, or creates it with a free port and random
+// credentials.
+func brokerInfo(l *landscape.Landscape) (BrokerInfo, error) {
+	path := l.Layout.Path(BrokerCredentialsFile)
+	var info BrokerInfo
+	raw, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(raw, &info); err != nil {
+			return info, fmt.Errorf("read %s: %w", path, err)
+		}
+		return info, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return info, fmt.Errorf("read %s: %w", path, err)
+	}
+	port, err := controlplane.FreePort()
+	if err != nil {
+		return info, err
+	}
+	secret := make([]byte, 24)
+	if _, err := rand.Read(secret); err != nil {
+		return info, fmt.Errorf("generate broker password: %w", err)
+	}
+	info = BrokerInfo{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Username: "marketplane", Password: hex.EncodeToString(secret)}
+	raw, err = json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return info, err
+	}
+	if err := os.WriteFile(path, append(raw, '\n'), 0o600); err != nil {
+		return info, fmt.Errorf("write %s: %w", path, err)
+	}
+	env := fmt.Sprintf("BROKER_URL=%s\nBROKER_USER=%s\nBROKER_PASSWORD=%s\n", info.URL, info.Username, info.Password)
+	if err := os.WriteFile(l.Layout.Path(BrokerEnvFile), []byte(env), 0o600); err != nil {
+		return info, fmt.Errorf("write %s: %w", BrokerEnvFile, err)
+	}
+	return info, nil
+}

@@ -1,0 +1,232 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const marker = "<!-- quickstart -->"
+
+// quickstartBlocks returns the shell blocks of the README that follow a
+// quickstart marker, in order.
+func quickstartBlocks(readme string) []string {
+	var blocks []string
+	for _, part := range strings.Split(readme, marker)[1:] {
+		start := strings.Index(part, "```sh\n")
+		end := strings.Index(part[start+6:], "```")
+		if start < 0 || end < 0 {
+			continue
+		}
+		blocks = append(blocks, part[start+6:start+6+end])
+	}
+	return blocks
+}
+
+func TestQuickStart(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, ".landscape", "state.json")); err == nil {
+		t.Fatalf("a landscape exists in %s/.landscape; stop it with 'bin/marketplane landscape down' first", root)
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := quickstartBlocks(string(readme))
+	if len(blocks) < 4 {
+		t.Fatalf("found %d quick-start blocks in README.md, want at least 4", len(blocks))
+	}
+	t.Cleanup(func() {
+		// Whatever happened, leave nothing running.
+		cmd := exec.Command(filepath.Join(root, "bin", "marketplane"), "landscape", "down")
+		cmd.Dir = root
+		_ = cmd.Run()
+	})
+
+	start := time.Now()
+	run(t, root, "make run", "make", "run")
+	t.Logf("make run: landscape ready after %s", time.Since(start).Round(100*time.Millisecond))
+	pids, ports := recorded(t, filepath.Join(root, ".landscape", "state.json"))
+	if len(pids) < 7 || len(ports) < 4 {
+		t.Fatalf("state.json records %d processes and %d ports; want the etcd, API servers and controller managers", len(pids), len(ports))
+	}
+	all := withDescendants(pids)
+	t.Logf("landscape processes: %d recorded, %d with their children (providers, broker); resident memory: %d MiB", len(pids), len(all), rssMiB(all))
+
+	var script strings.Builder
+	script.WriteString("set -euo pipefail\n")
+	for i, b := range blocks {
+		fmt.Fprintf(&script, "echo '### quick-start block %d'\n%s\n", i+1, b)
+	}
+	out := run(t, root, "the README quick start", "bash", "-c", script.String())
+	for _, want := range []string{
+		"condition met",               // MCP and Sample became Ready
+		"sampleobjects.domain.sample", // the provider's CRD is in the tenant's cluster
+		`"state":"succeeded"`,         // provisioning finished
+		"configmap/hello created",     // the bind credentials work in their namespace
+		"forbidden",                   // ... and nowhere else
+		"Removed the landscape",       // down
+	} {
+		if !strings.Contains(strings.ToLower(out), strings.ToLower(want)) {
+			t.Errorf("quick-start output lacks %q", want)
+		}
+	}
+
+	deadline := time.Now().Add(15 * time.Second)
+	for _, pid := range all {
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if alive(pid) {
+			t.Errorf("process %d of the landscape is still running after down", pid)
+		}
+	}
+	for _, port := range ports {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			t.Errorf("port %d is still in use after down: %v", port, err)
+			continue
+		}
+		l.Close()
+	}
+	if _, err := os.Stat(filepath.Join(root, ".landscape")); !os.IsNotExist(err) {
+		t.Errorf(".landscape still exists after down (stat: %v)", err)
+	}
+}
+
+func run(t *testing.T, dir, what string, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	t.Logf("%s:\n%s", what, out.String())
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return out.String()
+}
+
+// alive reports whether pid runs; a zombie (exited, not yet reaped by
+// whoever adopted it) does not count.
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses.
+	if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && i+2 < len(stat) {
+		return stat[i+2] != 'Z'
+	}
+	return true
+}
+
+// recorded collects every "pid" and "port" number in state.json.
+func recorded(t *testing.T, path string) (pids, ports []int) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if n, ok := x.(float64); ok && n > 0 {
+					switch strings.ToLower(k) {
+					case "pid":
+						pids = append(pids, int(n))
+					case "port", "clientport", "peerport":
+						ports = append(ports, int(n))
+					}
+				}
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(v)
+	return pids, ports
+}
+
+// withDescendants returns pids and every process below them.
+func withDescendants(pids []int) []int {
+	children := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(stat), ')')
+		var state string
+		var ppid int
+		if _, err := fmt.Sscanf(string(stat[i+2:]), "%s %d", &state, &ppid); err == nil {
+			children[ppid] = append(children[ppid], pid)
+		}
+	}
+	seen := map[int]bool{}
+	var out []int
+	var add func(int)
+	add = func(pid int) {
+		if seen[pid] {
+			return
+		}
+		seen[pid] = true
+		out = append(out, pid)
+		for _, c := range children[pid] {
+			add(c)
+		}
+	}
+	for _, pid := range pids {
+		add(pid)
+	}
+	return out
+}
+
+// rssMiB sums VmRSS of pids.
+func rssMiB(pids []int) int {
+	total := 0
+	for _, pid := range pids {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			var kb int
+			if _, err := fmt.Sscanf(line, "VmRSS: %d kB", &kb); err == nil {
+				total += kb
+			}
+		}
+	}
+	return total / 1024
+}
