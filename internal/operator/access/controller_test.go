@@ -25,13 +25,14 @@ import (
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/operator/access"
 	"github.com/marketplane/marketplane/internal/operator/clusters"
+	"github.com/marketplane/marketplane/internal/operator/internal/optest"
 )
 
 // startControllers runs the Cluster and AccessRequest controllers for one
 // namespace; the AccessRequest controller is named name.
 func startControllers(t *testing.T, ns, name string, opts ...access.Option) {
 	t.Helper()
-	startManager(t, ns, func(mgr ctrl.Manager) error {
+	optest.StartManager(t, ns, func(mgr ctrl.Manager) error {
 		if err := clusters.NewClusterReconciler(mgr.GetClient(), clusters.WithClusterControllerName("cluster-"+ns)).SetupWithManager(mgr); err != nil {
 			return err
 		}
@@ -41,7 +42,7 @@ func startControllers(t *testing.T, ns, name string, opts ...access.Option) {
 
 func createAccessRequest(t *testing.T, ar *clustersv1alpha1.AccessRequest) *clustersv1alpha1.AccessRequest {
 	t.Helper()
-	if err := platform.Client.Create(t.Context(), ar); err != nil {
+	if err := optest.Platform.Client.Create(t.Context(), ar); err != nil {
 		t.Fatalf("create AccessRequest %s: %v", ar.Name, err)
 	}
 	return ar
@@ -51,11 +52,11 @@ func createAccessRequest(t *testing.T, ar *clustersv1alpha1.AccessRequest) *clus
 func waitAccess(t *testing.T, ns, name, phase string, reason access.Reason) *clustersv1alpha1.AccessRequest {
 	t.Helper()
 	ar := &clustersv1alpha1.AccessRequest{}
-	eventually(t, 30*time.Second, fmt.Sprintf("AccessRequest %s %s/%s", name, phase, reason), func(ctx context.Context) (bool, error) {
-		if err := platform.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ar); err != nil {
+	optest.Eventually(t, 30*time.Second, fmt.Sprintf("AccessRequest %s %s/%s", name, phase, reason), func(ctx context.Context) (bool, error) {
+		if err := optest.Platform.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ar); err != nil {
 			return false, err
 		}
-		_, r, m := readyReason(ar.Status.Conditions)
+		_, r, m := optest.ReadyReason(ar.Status.Conditions)
 		if ar.Status.Phase != phase || r != string(reason) {
 			return false, fmt.Errorf("phase %q reason %q: %s", ar.Status.Phase, r, m)
 		}
@@ -81,7 +82,7 @@ func kubeconfigClient(t *testing.T, secret *corev1.Secret) client.Client {
 func getSecret(t *testing.T, ns, name string) *corev1.Secret {
 	t.Helper()
 	s := &corev1.Secret{}
-	if err := platform.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
+	if err := optest.Platform.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, s); err != nil {
 		t.Fatalf("get Secret %s: %v", name, err)
 	}
 	return s
@@ -97,7 +98,7 @@ func labelled(t *testing.T, uid string) []string {
 		"RoleBinding": &rbacv1.RoleBindingList{}, "ClusterRoleBinding": &rbacv1.ClusterRoleBindingList{},
 	}
 	for kind, list := range lists {
-		if err := target.Client.List(t.Context(), list, client.MatchingLabels{access.RequestUIDLabel: uid}); err != nil {
+		if err := optest.Target.Client.List(t.Context(), list, client.MatchingLabels{access.RequestUIDLabel: uid}); err != nil {
 			t.Fatal(err)
 		}
 		items, _ := apimeta.ExtractList(list)
@@ -117,16 +118,16 @@ func labelled(t *testing.T, uid string) []string {
 // the request: the old token is rejected and nothing is left behind.
 func TestTokenAccessExactRules(t *testing.T) {
 	t.Parallel()
-	startEnv(t)
+	optest.StartEnv(t)
 	ctx := t.Context()
-	ns := newNamespace(t, "ar-exact")
+	ns := optest.NewNamespace(t, "ar-exact")
 	startControllers(t, ns, "ar-exact")
-	registerCluster(t, ns, "target", target.Kubeconfig, clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeWorkload)
+	optest.RegisterCluster(t, ns, "target", optest.Target.Kubeconfig, clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeWorkload)
 	podLister := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "pod-lister"},
 		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}}},
 	}
-	if err := target.Client.Create(ctx, podLister); err != nil {
+	if err := optest.Target.Client.Create(ctx, podLister); err != nil {
 		t.Fatal(err)
 	}
 
@@ -169,13 +170,13 @@ func TestTokenAccessExactRules(t *testing.T) {
 	if c := time.Unix(created, 0); c.Before(start.Add(-2*time.Second)) || c.After(time.Now().Add(time.Second)) {
 		t.Errorf("creationTimestamp %s is not the time of issue", c)
 	}
-	if string(secret.Data["host"]) != strings.TrimSuffix(target.Config.Host, "/") {
-		t.Errorf("host %q, want %q", secret.Data["host"], target.Config.Host)
+	if string(secret.Data["host"]) != strings.TrimSuffix(optest.Target.Config.Host, "/") {
+		t.Errorf("host %q, want %q", secret.Data["host"], optest.Target.Config.Host)
 	}
 
 	// Fixtures the admin creates once access exists (team-a was created by
 	// the controller).
-	if err := target.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "team-a"}}); err != nil {
+	if err := optest.Target.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "team-a"}}); err != nil {
 		t.Fatalf("create configmap in team-a (the controller should have created the namespace): %v", err)
 	}
 	user := kubeconfigClient(t, secret)
@@ -229,7 +230,7 @@ func TestTokenAccessExactRules(t *testing.T) {
 	// Least privilege: nothing the controller created binds cluster-admin
 	// (the request did not ask for it), and everything carries the labels.
 	crbs := &rbacv1.ClusterRoleBindingList{}
-	if err := target.Client.List(ctx, crbs, client.MatchingLabels{providerv1alpha1.ManagedByLabel: access.ManagedByValue}); err != nil {
+	if err := optest.Target.Client.List(ctx, crbs, client.MatchingLabels{providerv1alpha1.ManagedByLabel: access.ManagedByValue}); err != nil {
 		t.Fatal(err)
 	}
 	if len(crbs.Items) != 2 {
@@ -261,12 +262,12 @@ func TestTokenAccessExactRules(t *testing.T) {
 		now := time.Now().Unix()
 		s.Data["creationTimestamp"] = []byte(strconv.FormatInt(now-900, 10))
 		s.Data["expirationTimestamp"] = []byte(strconv.FormatInt(now+100, 10))
-		if err := platform.Client.Update(ctx, s); err != nil {
+		if err := optest.Platform.Client.Update(ctx, s); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, "a new token", func(ctx context.Context) (bool, error) {
+		optest.Eventually(t, 30*time.Second, "a new token", func(ctx context.Context) (bool, error) {
 			s := &corev1.Secret{}
-			if err := platform.Client.Get(ctx, client.ObjectKeyFromObject(secret), s); err != nil {
+			if err := optest.Platform.Client.Get(ctx, client.ObjectKeyFromObject(secret), s); err != nil {
 				return false, err
 			}
 			exp, _ := strconv.ParseInt(string(s.Data["expirationTimestamp"]), 10, 64)
@@ -280,14 +281,14 @@ func TestTokenAccessExactRules(t *testing.T) {
 
 	t.Run("DropRoleRef", func(t *testing.T) {
 		cur := &clustersv1alpha1.AccessRequest{}
-		if err := platform.Client.Get(ctx, client.ObjectKeyFromObject(ar), cur); err != nil {
+		if err := optest.Platform.Client.Get(ctx, client.ObjectKeyFromObject(ar), cur); err != nil {
 			t.Fatal(err)
 		}
 		cur.Spec.Token.RoleRefs = nil
-		if err := platform.Client.Update(ctx, cur); err != nil {
+		if err := optest.Platform.Client.Update(ctx, cur); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, "listing pods is forbidden", func(ctx context.Context) (bool, error) {
+		optest.Eventually(t, 30*time.Second, "listing pods is forbidden", func(ctx context.Context) (bool, error) {
 			return apierrors.IsForbidden(user.List(ctx, &corev1.PodList{}, client.InNamespace("default"))), nil
 		})
 		if slices.Contains(labelled(t, string(ar.UID)), "ClusterRoleBinding /"+sa+"-r0") {
@@ -296,16 +297,16 @@ func TestTokenAccessExactRules(t *testing.T) {
 	})
 
 	t.Run("DeleteRevokes", func(t *testing.T) {
-		if err := platform.Client.Delete(ctx, ar); err != nil {
+		if err := optest.Platform.Client.Delete(ctx, ar); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, "AccessRequest gone", func(ctx context.Context) (bool, error) {
-			return apierrors.IsNotFound(platform.Client.Get(ctx, client.ObjectKeyFromObject(ar), &clustersv1alpha1.AccessRequest{})), nil
+		optest.Eventually(t, 30*time.Second, "AccessRequest gone", func(ctx context.Context) (bool, error) {
+			return apierrors.IsNotFound(optest.Platform.Client.Get(ctx, client.ObjectKeyFromObject(ar), &clustersv1alpha1.AccessRequest{})), nil
 		})
 		// The bindings are gone at once (Forbidden); the API server caches
 		// successful token authentications for 10 s, after which the token
 		// of the deleted ServiceAccount is rejected outright.
-		eventually(t, 30*time.Second, "the revoked token is Unauthorized", func(ctx context.Context) (bool, error) {
+		optest.Eventually(t, 30*time.Second, "the revoked token is Unauthorized", func(ctx context.Context) (bool, error) {
 			err := user.List(ctx, &corev1.ConfigMapList{}, client.InNamespace("team-a"))
 			if err == nil {
 				return false, fmt.Errorf("the revoked token still lists configmaps")
@@ -318,10 +319,10 @@ func TestTokenAccessExactRules(t *testing.T) {
 		if left := labelled(t, string(ar.UID)); len(left) != 0 {
 			t.Errorf("left on the target: %v", left)
 		}
-		if err := platform.Client.Get(ctx, client.ObjectKeyFromObject(secret), &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		if err := optest.Platform.Client.Get(ctx, client.ObjectKeyFromObject(secret), &corev1.Secret{}); !apierrors.IsNotFound(err) {
 			t.Errorf("kubeconfig Secret: got %v, want NotFound", err)
 		}
-		if err := target.Client.Get(ctx, client.ObjectKeyFromObject(podLister), &rbacv1.ClusterRole{}); err != nil {
+		if err := optest.Target.Client.Get(ctx, client.ObjectKeyFromObject(podLister), &rbacv1.ClusterRole{}); err != nil {
 			t.Errorf("the pre-existing ClusterRole named by a roleRef must stay: %v", err)
 		}
 	})
@@ -345,11 +346,11 @@ func tokenRequest(ns, name string) *clustersv1alpha1.AccessRequest {
 // proceeds as soon as it is granted.
 func TestRequestRef(t *testing.T) {
 	t.Parallel()
-	startEnv(t)
+	optest.StartEnv(t)
 	ctx := t.Context()
-	ns := newNamespace(t, "ar-ref")
+	ns := optest.NewNamespace(t, "ar-ref")
 	startControllers(t, ns, "ar-ref")
-	registerCluster(t, ns, "mcp-cluster", target.Kubeconfig, clustersv1alpha1.TenancyExclusive, clustersv1alpha1.PurposeMCP)
+	optest.RegisterCluster(t, ns, "mcp-cluster", optest.Target.Kubeconfig, clustersv1alpha1.TenancyExclusive, clustersv1alpha1.PurposeMCP)
 
 	ar := tokenRequest(ns, "via-request")
 	ar.Spec.RequestRef = &common.ObjectReference{Name: "mcp", Namespace: ns}
@@ -360,7 +361,7 @@ func TestRequestRef(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "mcp", Namespace: ns},
 		Spec:       clustersv1alpha1.ClusterRequestSpec{Purpose: clustersv1alpha1.PurposeMCP},
 	}
-	if err := platform.Client.Create(ctx, cr); err != nil {
+	if err := optest.Platform.Client.Create(ctx, cr); err != nil {
 		t.Fatal(err)
 	}
 	waitAccess(t, ns, "via-request", clustersv1alpha1.RequestPending, access.ReasonClusterRequestPending)
@@ -371,18 +372,18 @@ func TestRequestRef(t *testing.T) {
 	cr.Status.Phase = clustersv1alpha1.RequestDenied
 	cr.Status.Conditions = []metav1.Condition{{Type: common.ConditionTypeReady, Status: metav1.ConditionFalse,
 		Reason: "NoMatchingCluster", Message: "nothing free", LastTransitionTime: metav1.Now()}}
-	if err := platform.Client.Status().Update(ctx, cr); err != nil {
+	if err := optest.Platform.Client.Status().Update(ctx, cr); err != nil {
 		t.Fatal(err)
 	}
 	denied := waitAccess(t, ns, "via-request", clustersv1alpha1.RequestDenied, access.ReasonClusterRequestDenied)
-	if _, _, msg := readyReason(denied.Status.Conditions); !strings.Contains(msg, "nothing free") {
+	if _, _, msg := optest.ReadyReason(denied.Status.Conditions); !strings.Contains(msg, "nothing free") {
 		t.Errorf("message %q does not pass on why the ClusterRequest was denied", msg)
 	}
 
 	cr.Status.Phase = clustersv1alpha1.RequestGranted
 	cr.Status.Cluster = &common.ObjectReference{Name: "mcp-cluster", Namespace: ns}
 	cr.Status.Conditions[0].Status, cr.Status.Conditions[0].Reason = metav1.ConditionTrue, "Granted"
-	if err := platform.Client.Status().Update(ctx, cr); err != nil {
+	if err := optest.Platform.Client.Status().Update(ctx, cr); err != nil {
 		t.Fatal(err)
 	}
 	granted := waitAccess(t, ns, "via-request", clustersv1alpha1.RequestGranted, access.ReasonGranted)
@@ -396,14 +397,14 @@ func TestRequestRef(t *testing.T) {
 
 	// The ClusterRequest goes first (as when a ManagedControlPlane is
 	// deleted): the request still knows its cluster and revokes there.
-	if err := platform.Client.Delete(ctx, cr); err != nil {
+	if err := optest.Platform.Client.Delete(ctx, cr); err != nil {
 		t.Fatal(err)
 	}
-	if err := platform.Client.Delete(ctx, granted); err != nil {
+	if err := optest.Platform.Client.Delete(ctx, granted); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "AccessRequest gone", func(ctx context.Context) (bool, error) {
-		return apierrors.IsNotFound(platform.Client.Get(ctx, client.ObjectKeyFromObject(granted), &clustersv1alpha1.AccessRequest{})), nil
+	optest.Eventually(t, 30*time.Second, "AccessRequest gone", func(ctx context.Context) (bool, error) {
+		return apierrors.IsNotFound(optest.Platform.Client.Get(ctx, client.ObjectKeyFromObject(granted), &clustersv1alpha1.AccessRequest{})), nil
 	})
 	if left := labelled(t, string(granted.UID)); len(left) != 0 {
 		t.Errorf("left on the target: %v", left)
@@ -413,7 +414,7 @@ func TestRequestRef(t *testing.T) {
 func getAccess(t *testing.T, ns, name string) *clustersv1alpha1.AccessRequest {
 	t.Helper()
 	ar := &clustersv1alpha1.AccessRequest{}
-	if err := platform.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, ar); err != nil {
+	if err := optest.Platform.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, ar); err != nil {
 		t.Fatal(err)
 	}
 	return ar
@@ -426,12 +427,12 @@ func getAccess(t *testing.T, ns, name string) *clustersv1alpha1.AccessRequest {
 // Secret then grants that request without further ado.
 func TestUnusableRequestsDoNotLoop(t *testing.T) {
 	t.Parallel()
-	startEnv(t)
-	ns := newNamespace(t, "ar-bad")
+	optest.StartEnv(t)
+	ns := optest.NewNamespace(t, "ar-bad")
 	const name = "ar-bad"
 	startControllers(t, ns, name)
-	registerCluster(t, ns, "missing", nil, clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeWorkload)
-	registerCluster(t, ns, "unreachable", unreachableKubeconfig(t), clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeWorkload)
+	optest.RegisterCluster(t, ns, "missing", nil, clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeWorkload)
+	optest.RegisterCluster(t, ns, "unreachable", optest.UnreachableKubeconfig(t), clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeWorkload)
 
 	for _, c := range []string{"missing", "unreachable"} {
 		ar := tokenRequest(ns, c)
@@ -473,19 +474,19 @@ func TestUnusableRequestsDoNotLoop(t *testing.T) {
 	// The unreachable one is retried at 5 s, 10 s, 20 s, …; the others only
 	// when something they watch changes.
 	const window, limit = 10 * time.Second, 6
-	start := reconcileCount(t, name)
-	consistently(t, window, "reconciles of requests that cannot be granted", func() error {
-		if n := reconcileCount(t, name) - start; n > limit {
+	start := optest.ReconcileCount(t, name)
+	optest.Consistently(t, window, "reconciles of requests that cannot be granted", func() error {
+		if n := optest.ReconcileCount(t, name) - start; n > limit {
 			return fmt.Errorf("%v reconciles in less than %s, want at most %d", n, window, limit)
 		}
 		return nil
 	})
-	t.Logf("%v reconciles of 3 requests in %s", reconcileCount(t, name)-start, window)
+	t.Logf("%v reconciles of 3 requests in %s", optest.ReconcileCount(t, name)-start, window)
 
-	writeKubeconfigSecret(t, ns, "missing-kubeconfig", target.Kubeconfig)
+	optest.WriteKubeconfigSecret(t, ns, "missing-kubeconfig", optest.Target.Kubeconfig)
 	waitAccess(t, ns, "missing", clustersv1alpha1.RequestGranted, access.ReasonGranted)
 	// OIDC stays refused whatever the cluster does.
-	if _, reason, _ := readyReason(getAccess(t, ns, "oidc").Status.Conditions); reason != string(access.ReasonOIDCNotSupported) {
+	if _, reason, _ := optest.ReadyReason(getAccess(t, ns, "oidc").Status.Conditions); reason != string(access.ReasonOIDCNotSupported) {
 		t.Errorf("oidc: reason %q, want %s", reason, access.ReasonOIDCNotSupported)
 	}
 }
@@ -495,11 +496,11 @@ func TestUnusableRequestsDoNotLoop(t *testing.T) {
 func waitAccessReason(t *testing.T, ns, name string, reason access.Reason) *clustersv1alpha1.AccessRequest {
 	t.Helper()
 	ar := &clustersv1alpha1.AccessRequest{}
-	eventually(t, 30*time.Second, fmt.Sprintf("AccessRequest %s Ready=False/%s", name, reason), func(ctx context.Context) (bool, error) {
-		if err := platform.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ar); err != nil {
+	optest.Eventually(t, 30*time.Second, fmt.Sprintf("AccessRequest %s Ready=False/%s", name, reason), func(ctx context.Context) (bool, error) {
+		if err := optest.Platform.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ar); err != nil {
 			return false, err
 		}
-		s, r, m := readyReason(ar.Status.Conditions)
+		s, r, m := optest.ReadyReason(ar.Status.Conditions)
 		if s != metav1.ConditionFalse || r != string(reason) {
 			return false, fmt.Errorf("Ready=%s/%s: %s", s, r, m)
 		}
@@ -514,11 +515,11 @@ func waitAccessReason(t *testing.T, ns, name string, reason access.Reason) *clus
 // request.
 func TestNamespaceCreationDisabled(t *testing.T) {
 	t.Parallel()
-	startEnv(t)
+	optest.StartEnv(t)
 	ctx := t.Context()
-	ns := newNamespace(t, "ar-nsdisabled")
+	ns := optest.NewNamespace(t, "ar-nsdisabled")
 	startControllers(t, ns, "ar-nsdisabled", access.WithRetryBackoff(clusters.Backoff{Min: 500 * time.Millisecond, Max: time.Second}))
-	registerCluster(t, ns, "target", target.Kubeconfig, clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeWorkload)
+	optest.RegisterCluster(t, ns, "target", optest.Target.Kubeconfig, clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeWorkload)
 
 	ar := tokenRequest(ns, "later")
 	ar.Spec.ClusterRef = &common.ObjectReference{Name: "target", Namespace: ns}
@@ -526,16 +527,16 @@ func TestNamespaceCreationDisabled(t *testing.T) {
 	ar.Spec.Token.Permissions[0].DisableAutomaticNamespaceCreation = true
 	createAccessRequest(t, ar)
 	waitAccessReason(t, ns, "later", access.ReasonNamespaceMissing)
-	if err := target.Client.Get(ctx, client.ObjectKey{Name: "created-later"}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+	if err := optest.Target.Client.Get(ctx, client.ObjectKey{Name: "created-later"}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("namespace created-later: got %v, want NotFound (creation was disabled)", err)
 	}
-	if err := target.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "created-later"}}); err != nil {
+	if err := optest.Target.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "created-later"}}); err != nil {
 		t.Fatal(err)
 	}
 	waitAccess(t, ns, "later", clustersv1alpha1.RequestGranted, access.ReasonGranted)
 
 	// A ClusterRole of the requested name exists and is not ours.
-	if err := target.Client.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses"}}); err != nil {
+	if err := optest.Target.Client.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses"}}); err != nil {
 		t.Fatal(err)
 	}
 	taken := tokenRequest(ns, "taken")
@@ -545,7 +546,7 @@ func TestNamespaceCreationDisabled(t *testing.T) {
 	createAccessRequest(t, taken)
 	waitAccess(t, ns, "taken", clustersv1alpha1.RequestDenied, access.ReasonRoleConflict)
 	cr := &rbacv1.ClusterRole{}
-	if err := target.Client.Get(ctx, client.ObjectKey{Name: "someone-elses"}, cr); err != nil {
+	if err := optest.Target.Client.Get(ctx, client.ObjectKey{Name: "someone-elses"}, cr); err != nil {
 		t.Fatal(err)
 	}
 	if len(cr.Rules) != 0 {

@@ -14,27 +14,28 @@ import (
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/api/common"
 	"github.com/marketplane/marketplane/internal/operator/clusters"
+	"github.com/marketplane/marketplane/internal/operator/internal/optest"
 )
 
 // TestClusterReachable registers the target cluster and expects Ready with
 // its endpoint, phase, observed generation and Kubernetes version.
 func TestClusterReachable(t *testing.T) {
 	t.Parallel()
-	startEnv(t)
-	ns := newNamespace(t, "cl-ready")
-	startManager(t, ns, func(mgr ctrl.Manager) error {
+	optest.StartEnv(t)
+	ns := optest.NewNamespace(t, "cl-ready")
+	optest.StartManager(t, ns, func(mgr ctrl.Manager) error {
 		return clusters.NewClusterReconciler(mgr.GetClient(), clusters.WithClusterControllerName("cluster-ready")).SetupWithManager(mgr)
 	})
-	registerCluster(t, ns, "target", target.Kubeconfig, clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeWorkload)
+	optest.RegisterCluster(t, ns, "target", optest.Target.Kubeconfig, clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeWorkload)
 
-	cl := waitClusterReason(t, ns, "target", metav1.ConditionTrue, clusters.ReasonReachable, 30*time.Second)
+	cl := optest.WaitClusterReason(t, ns, "target", metav1.ConditionTrue, clusters.ReasonReachable, 30*time.Second)
 
-	info, err := discovery.NewDiscoveryClientForConfigOrDie(target.Config).ServerVersion()
+	info, err := discovery.NewDiscoveryClientForConfigOrDie(optest.Target.Config).ServerVersion()
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantVersion := strings.TrimPrefix(info.GitVersion, "v")
-	host := strings.TrimSuffix(target.Config.Host, "/") // the kubeconfig's server
+	host := strings.TrimSuffix(optest.Target.Config.Host, "/") // the kubeconfig's server
 	want := clustersv1alpha1.ClusterStatus{
 		Status:    common.Status{ObservedGeneration: cl.Generation, Phase: common.StatusPhaseReady},
 		APIServer: host,
@@ -56,26 +57,26 @@ func TestClusterReachable(t *testing.T) {
 // default error backoff a dozen).
 func TestClusterNotReadyBacksOff(t *testing.T) {
 	t.Parallel()
-	startEnv(t)
-	ns := newNamespace(t, "cl-bad")
+	optest.StartEnv(t)
+	ns := optest.NewNamespace(t, "cl-bad")
 	const name = "cluster-bad"
-	startManager(t, ns, func(mgr ctrl.Manager) error {
+	optest.StartManager(t, ns, func(mgr ctrl.Manager) error {
 		return clusters.NewClusterReconciler(mgr.GetClient(), clusters.WithClusterControllerName(name)).SetupWithManager(mgr)
 	})
-	registerCluster(t, ns, "missing", nil, clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeWorkload)
-	registerCluster(t, ns, "unreachable", unreachableKubeconfig(t), clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeWorkload)
-	registerCluster(t, ns, "invalid", []byte("sensitive-garbage: [x"), clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeWorkload)
+	optest.RegisterCluster(t, ns, "missing", nil, clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeWorkload)
+	optest.RegisterCluster(t, ns, "unreachable", optest.UnreachableKubeconfig(t), clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeWorkload)
+	optest.RegisterCluster(t, ns, "invalid", []byte("sensitive-garbage: [x"), clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeWorkload)
 
 	for name, reason := range map[string]clusters.Reason{
 		"missing":     clusters.ReasonKubeconfigMissing,
 		"unreachable": clusters.ReasonUnreachable,
 		"invalid":     clusters.ReasonKubeconfigInvalid,
 	} {
-		cl := waitClusterReason(t, ns, name, metav1.ConditionFalse, reason, 30*time.Second)
+		cl := optest.WaitClusterReason(t, ns, name, metav1.ConditionFalse, reason, 30*time.Second)
 		if cl.Status.Phase != common.StatusPhaseProgressing {
 			t.Errorf("Cluster %s: phase %q, want %q", name, cl.Status.Phase, common.StatusPhaseProgressing)
 		}
-		if _, _, msg := readyReason(cl.Status.Conditions); strings.Contains(msg, "sensitive-garbage") {
+		if _, _, msg := optest.ReadyReason(cl.Status.Conditions); strings.Contains(msg, "sensitive-garbage") {
 			t.Errorf("Cluster %s: the message quotes the Secret's content: %q", name, msg)
 		}
 	}
@@ -83,14 +84,14 @@ func TestClusterNotReadyBacksOff(t *testing.T) {
 	// Three clusters retried at 5 s, 10 s, 20 s, …: at most two retries
 	// each in ten seconds, three with slack.
 	const window, limit = 10 * time.Second, 9
-	start := reconcileCount(t, name)
-	consistently(t, window, "reconciles of not-ready clusters", func() error {
-		if n := reconcileCount(t, name) - start; n > limit {
+	start := optest.ReconcileCount(t, name)
+	optest.Consistently(t, window, "reconciles of not-ready clusters", func() error {
+		if n := optest.ReconcileCount(t, name) - start; n > limit {
 			return fmt.Errorf("%v reconciles in less than %s, want at most %d", n, window, limit)
 		}
 		return nil
 	})
-	t.Logf("%v reconciles of 3 not-ready clusters in %s", reconcileCount(t, name)-start, window)
+	t.Logf("%v reconciles of 3 not-ready clusters in %s", optest.ReconcileCount(t, name)-start, window)
 }
 
 // TestClusterFixedSecret shows that creating or fixing a kubeconfig Secret
@@ -98,23 +99,23 @@ func TestClusterNotReadyBacksOff(t *testing.T) {
 // Secret watch can make the Cluster Ready within the test.
 func TestClusterFixedSecret(t *testing.T) {
 	t.Parallel()
-	startEnv(t)
-	ns := newNamespace(t, "cl-fix")
-	startManager(t, ns, func(mgr ctrl.Manager) error {
+	optest.StartEnv(t)
+	ns := optest.NewNamespace(t, "cl-fix")
+	optest.StartManager(t, ns, func(mgr ctrl.Manager) error {
 		return clusters.NewClusterReconciler(mgr.GetClient(),
 			clusters.WithClusterControllerName("cluster-fix"),
 			clusters.WithRetryBackoff(clusters.Backoff{Min: time.Hour, Max: time.Hour}),
 		).SetupWithManager(mgr)
 	})
-	registerCluster(t, ns, "missing", nil, clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeWorkload)
-	registerCluster(t, ns, "unreachable", unreachableKubeconfig(t), clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeWorkload)
-	waitClusterReason(t, ns, "missing", metav1.ConditionFalse, clusters.ReasonKubeconfigMissing, 30*time.Second)
-	waitClusterReason(t, ns, "unreachable", metav1.ConditionFalse, clusters.ReasonUnreachable, 30*time.Second)
+	optest.RegisterCluster(t, ns, "missing", nil, clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeWorkload)
+	optest.RegisterCluster(t, ns, "unreachable", optest.UnreachableKubeconfig(t), clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeWorkload)
+	optest.WaitClusterReason(t, ns, "missing", metav1.ConditionFalse, clusters.ReasonKubeconfigMissing, 30*time.Second)
+	optest.WaitClusterReason(t, ns, "unreachable", metav1.ConditionFalse, clusters.ReasonUnreachable, 30*time.Second)
 
-	writeKubeconfigSecret(t, ns, "missing-kubeconfig", target.Kubeconfig)
-	writeKubeconfigSecret(t, ns, "unreachable-kubeconfig", target.Kubeconfig)
+	optest.WriteKubeconfigSecret(t, ns, "missing-kubeconfig", optest.Target.Kubeconfig)
+	optest.WriteKubeconfigSecret(t, ns, "unreachable-kubeconfig", optest.Target.Kubeconfig)
 	for _, name := range []string{"missing", "unreachable"} {
-		cl := waitClusterReason(t, ns, name, metav1.ConditionTrue, clusters.ReasonReachable, 30*time.Second)
+		cl := optest.WaitClusterReason(t, ns, name, metav1.ConditionTrue, clusters.ReasonReachable, 30*time.Second)
 		if cl.Status.Phase != common.StatusPhaseReady {
 			t.Errorf("Cluster %s: phase %q, want Ready", name, cl.Status.Phase)
 		}

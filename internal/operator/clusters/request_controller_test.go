@@ -17,13 +17,14 @@ import (
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/internal/operator/clusters"
+	"github.com/marketplane/marketplane/internal/operator/internal/optest"
 )
 
 // startSchedulers runs the Cluster controller (which makes the registered
 // clusters Ready) and the ClusterRequest controller for one namespace.
 func startSchedulers(t *testing.T, ns string, opts ...clusters.RequestOption) {
 	t.Helper()
-	startManager(t, ns, func(mgr ctrl.Manager) error {
+	optest.StartManager(t, ns, func(mgr ctrl.Manager) error {
 		if err := clusters.NewClusterReconciler(mgr.GetClient(), clusters.WithClusterControllerName("cluster-"+ns)).SetupWithManager(mgr); err != nil {
 			return err
 		}
@@ -38,7 +39,7 @@ func createRequest(t *testing.T, ns, name, purpose string) *clustersv1alpha1.Clu
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec:       clustersv1alpha1.ClusterRequestSpec{Purpose: purpose},
 	}
-	if err := platform.Client.Create(t.Context(), cr); err != nil {
+	if err := optest.Platform.Client.Create(t.Context(), cr); err != nil {
 		t.Fatalf("create ClusterRequest %s: %v", name, err)
 	}
 	return cr
@@ -48,11 +49,11 @@ func createRequest(t *testing.T, ns, name, purpose string) *clustersv1alpha1.Clu
 func waitRequestPhase(t *testing.T, ns, name, phase string, reason clusters.Reason) *clustersv1alpha1.ClusterRequest {
 	t.Helper()
 	cr := &clustersv1alpha1.ClusterRequest{}
-	eventually(t, 30*time.Second, fmt.Sprintf("ClusterRequest %s %s/%s", name, phase, reason), func(ctx context.Context) (bool, error) {
-		if err := platform.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cr); err != nil {
+	optest.Eventually(t, 30*time.Second, fmt.Sprintf("ClusterRequest %s %s/%s", name, phase, reason), func(ctx context.Context) (bool, error) {
+		if err := optest.Platform.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cr); err != nil {
 			return false, err
 		}
-		_, r, m := readyReason(cr.Status.Conditions)
+		_, r, m := optest.ReadyReason(cr.Status.Conditions)
 		if cr.Status.Phase != phase || r != string(reason) {
 			return false, fmt.Errorf("phase %q reason %q: %s", cr.Status.Phase, r, m)
 		}
@@ -64,7 +65,7 @@ func waitRequestPhase(t *testing.T, ns, name, phase string, reason clusters.Reas
 // tenants returns the request UIDs a Cluster's finalizers name.
 func tenants(t *testing.T, ns, name string) []string {
 	t.Helper()
-	cl, err := getCluster(t.Context(), ns, name)
+	cl, err := optest.GetCluster(t.Context(), ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,8 +76,8 @@ func tenants(t *testing.T, ns, name string) []string {
 
 func waitGone(t *testing.T, obj client.Object) {
 	t.Helper()
-	eventually(t, 30*time.Second, fmt.Sprintf("%T %s gone", obj, obj.GetName()), func(ctx context.Context) (bool, error) {
-		err := platform.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+	optest.Eventually(t, 30*time.Second, fmt.Sprintf("%T %s gone", obj, obj.GetName()), func(ctx context.Context) (bool, error) {
+		err := optest.Platform.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
@@ -91,8 +92,8 @@ func waitGone(t *testing.T, obj client.Object) {
 // removes its finalizer.
 func TestSharedRequestsAreBalanced(t *testing.T) {
 	t.Parallel()
-	startEnv(t)
-	ns := newNamespace(t, "cr-shared")
+	optest.StartEnv(t)
+	ns := optest.NewNamespace(t, "cr-shared")
 	startSchedulers(t, ns)
 	for _, c := range []struct {
 		name    string
@@ -104,8 +105,8 @@ func TestSharedRequestsAreBalanced(t *testing.T) {
 		{"exclusive", clustersv1alpha1.TenancyExclusive, clustersv1alpha1.PurposeWorkload},
 		{"onboarding", clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeOnboarding},
 	} {
-		registerCluster(t, ns, c.name, target.Kubeconfig, c.tenancy, c.purpose)
-		waitClusterReason(t, ns, c.name, metav1.ConditionTrue, clusters.ReasonReachable, 30*time.Second)
+		optest.RegisterCluster(t, ns, c.name, optest.Target.Kubeconfig, c.tenancy, c.purpose)
+		optest.WaitClusterReason(t, ns, c.name, metav1.ConditionTrue, clusters.ReasonReachable, 30*time.Second)
 	}
 
 	// Created at once: the scheduler must not count tenants from a stale
@@ -159,7 +160,7 @@ func TestSharedRequestsAreBalanced(t *testing.T) {
 		}
 	}
 	cr := &clustersv1alpha1.ClusterRequest{ObjectMeta: metav1.ObjectMeta{Name: victim, Namespace: ns}}
-	if err := platform.Client.Delete(t.Context(), cr); err != nil {
+	if err := optest.Platform.Client.Delete(t.Context(), cr); err != nil {
 		t.Fatal(err)
 	}
 	waitGone(t, cr)
@@ -174,14 +175,14 @@ func TestSharedRequestsAreBalanced(t *testing.T) {
 // request released.
 func TestExclusiveRequests(t *testing.T) {
 	t.Parallel()
-	startEnv(t)
-	ns := newNamespace(t, "cr-exclusive")
+	optest.StartEnv(t)
+	ns := optest.NewNamespace(t, "cr-exclusive")
 	startSchedulers(t, ns)
-	registerCluster(t, ns, "mcp-1", target.Kubeconfig, clustersv1alpha1.TenancyExclusive, clustersv1alpha1.PurposeMCP)
+	optest.RegisterCluster(t, ns, "mcp-1", optest.Target.Kubeconfig, clustersv1alpha1.TenancyExclusive, clustersv1alpha1.PurposeMCP)
 	// A Shared cluster of the purpose does not serve an Exclusive request.
-	registerCluster(t, ns, "mcp-shared", target.Kubeconfig, clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeMCP)
-	waitClusterReason(t, ns, "mcp-1", metav1.ConditionTrue, clusters.ReasonReachable, 30*time.Second)
-	waitClusterReason(t, ns, "mcp-shared", metav1.ConditionTrue, clusters.ReasonReachable, 30*time.Second)
+	optest.RegisterCluster(t, ns, "mcp-shared", optest.Target.Kubeconfig, clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeMCP)
+	optest.WaitClusterReason(t, ns, "mcp-1", metav1.ConditionTrue, clusters.ReasonReachable, 30*time.Second)
+	optest.WaitClusterReason(t, ns, "mcp-shared", metav1.ConditionTrue, clusters.ReasonReachable, 30*time.Second)
 
 	first := createRequest(t, ns, "first", clustersv1alpha1.PurposeMCP)
 	cr := waitRequestPhase(t, ns, "first", clustersv1alpha1.RequestGranted, clusters.ReasonGranted)
@@ -194,20 +195,20 @@ func TestExclusiveRequests(t *testing.T) {
 
 	createRequest(t, ns, "second", clustersv1alpha1.PurposeMCP)
 	cr = waitRequestPhase(t, ns, "second", clustersv1alpha1.RequestDenied, clusters.ReasonNoMatchingCluster)
-	if _, _, msg := readyReason(cr.Status.Conditions); !strings.Contains(msg, `"mcp"`) || !strings.Contains(msg, "Exclusive") {
+	if _, _, msg := optest.ReadyReason(cr.Status.Conditions); !strings.Contains(msg, `"mcp"`) || !strings.Contains(msg, "Exclusive") {
 		t.Errorf("second: message %q does not name purpose and tenancy", msg)
 	}
 	if cr.Status.Cluster != nil {
 		t.Errorf("second: denied but status.cluster = %v", cr.Status.Cluster)
 	}
 
-	registerCluster(t, ns, "mcp-2", target.Kubeconfig, clustersv1alpha1.TenancyExclusive, clustersv1alpha1.PurposeMCP)
+	optest.RegisterCluster(t, ns, "mcp-2", optest.Target.Kubeconfig, clustersv1alpha1.TenancyExclusive, clustersv1alpha1.PurposeMCP)
 	cr = waitRequestPhase(t, ns, "second", clustersv1alpha1.RequestGranted, clusters.ReasonGranted)
 	if cr.Status.Cluster.Name != "mcp-2" {
 		t.Fatalf("second: granted %s, want mcp-2", cr.Status.Cluster.Name)
 	}
 
-	if err := platform.Client.Delete(t.Context(), first); err != nil {
+	if err := optest.Platform.Client.Delete(t.Context(), first); err != nil {
 		t.Fatal(err)
 	}
 	waitGone(t, first)
@@ -247,10 +248,10 @@ func (p *fakeProvisioner) provision(ctx context.Context, req *clustersv1alpha1.C
 		Spec: clustersv1alpha1.ClusterSpec{Profile: "fake", Purposes: []string{req.Spec.Purpose},
 			Tenancy: clustersv1alpha1.TenancyExclusive},
 	}
-	if err := platform.Client.Create(ctx, cl); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := optest.Platform.Client.Create(ctx, cl); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
-	if err := platform.Client.Get(ctx, client.ObjectKeyFromObject(cl), cl); err != nil {
+	if err := optest.Platform.Client.Get(ctx, client.ObjectKeyFromObject(cl), cl); err != nil {
 		return nil, err
 	}
 	return cl, nil
@@ -267,10 +268,10 @@ func (p *fakeProvisioner) release(ctx context.Context, _ *clustersv1alpha1.Clust
 	if cl == nil {
 		return true, nil
 	}
-	if err := platform.Client.Delete(ctx, cl); client.IgnoreNotFound(err) != nil {
+	if err := optest.Platform.Client.Delete(ctx, cl); client.IgnoreNotFound(err) != nil {
 		return false, err
 	}
-	err := platform.Client.Get(ctx, client.ObjectKeyFromObject(cl), &clustersv1alpha1.Cluster{})
+	err := optest.Platform.Client.Get(ctx, client.ObjectKeyFromObject(cl), &clustersv1alpha1.Cluster{})
 	return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 }
 
@@ -280,8 +281,8 @@ func (p *fakeProvisioner) release(ctx context.Context, _ *clustersv1alpha1.Clust
 // to go. The tenancy of "workload" is switched to Exclusive by option.
 func TestProvisioner(t *testing.T) {
 	t.Parallel()
-	startEnv(t)
-	ns := newNamespace(t, "cr-provision")
+	optest.StartEnv(t)
+	ns := optest.NewNamespace(t, "cr-provision")
 	fake := &fakeProvisioner{ns: ns, pendingCalls: 1}
 	startSchedulers(t, ns,
 		clusters.WithTenancy(clustersv1alpha1.PurposeWorkload, clustersv1alpha1.TenancyExclusive),
@@ -290,8 +291,8 @@ func TestProvisioner(t *testing.T) {
 	)
 	// A Shared workload cluster exists but does not serve the (now
 	// Exclusive) workload request.
-	registerCluster(t, ns, "shared", target.Kubeconfig, clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeWorkload)
-	waitClusterReason(t, ns, "shared", metav1.ConditionTrue, clusters.ReasonReachable, 30*time.Second)
+	optest.RegisterCluster(t, ns, "shared", optest.Target.Kubeconfig, clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeWorkload)
+	optest.WaitClusterReason(t, ns, "shared", metav1.ConditionTrue, clusters.ReasonReachable, 30*time.Second)
 
 	req := createRequest(t, ns, "wl", clustersv1alpha1.PurposeWorkload)
 	waitRequestPhase(t, ns, "wl", clustersv1alpha1.RequestPending, clusters.ReasonProvisioning)
@@ -299,7 +300,7 @@ func TestProvisioner(t *testing.T) {
 	if cr.Status.Cluster.Name != "prov-wl" {
 		t.Fatalf("granted %s, want the provisioned prov-wl", cr.Status.Cluster.Name)
 	}
-	cl, err := getCluster(t.Context(), ns, "prov-wl")
+	cl, err := optest.GetCluster(t.Context(), ns, "prov-wl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,11 +311,11 @@ func TestProvisioner(t *testing.T) {
 		t.Errorf("prov-wl request finalizers (-want +got):\n%s", diff)
 	}
 
-	if err := platform.Client.Delete(t.Context(), req); err != nil {
+	if err := optest.Platform.Client.Delete(t.Context(), req); err != nil {
 		t.Fatal(err)
 	}
 	waitGone(t, req)
-	if _, err := getCluster(t.Context(), ns, "prov-wl"); !apierrors.IsNotFound(err) {
+	if _, err := optest.GetCluster(t.Context(), ns, "prov-wl"); !apierrors.IsNotFound(err) {
 		t.Errorf("the provisioned cluster still exists after its request was deleted (err %v)", err)
 	}
 	fake.mu.Lock()
