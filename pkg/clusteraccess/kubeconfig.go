@@ -2,7 +2,6 @@ package clusteraccess
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -13,45 +12,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
+	"github.com/marketplane/marketplane/pkg/kubeconfig"
 	"github.com/marketplane/marketplane/pkg/spruntime"
 )
-
-// errUnparsable replaces the error of parsing a kubeconfig, whose text could
-// quote parts of the (secret) input.
-var errUnparsable = errors.New("not a kubeconfig")
-
-// restConfigFromKubeconfig parses a kubeconfig an AccessRequest yielded.
-// Credential plugins are refused: whoever can write the Secret could make
-// the provider run a command of their choice.
-func restConfigFromKubeconfig(data []byte) (*rest.Config, error) {
-	if len(data) == 0 {
-		return nil, errors.New("empty kubeconfig")
-	}
-	raw, err := clientcmd.Load(data)
-	if err != nil {
-		return nil, errUnparsable
-	}
-	// Validation messages name contexts, clusters and files, never
-	// credentials.
-	cfg, err := clientcmd.NewDefaultClientConfig(*raw, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case cfg.Host == "":
-		return nil, errors.New("no server")
-	case cfg.ExecProvider != nil:
-		return nil, errors.New("exec credential plugins are not supported")
-	case cfg.AuthProvider != nil:
-		return nil, errors.New("auth-provider plugins are not supported")
-	}
-	return cfg, nil
-}
 
 // readKubeconfig reads the Secret key and parses its kubeconfig. found is
 // false when the Secret does not exist.
@@ -63,7 +30,7 @@ func (m *Manager) readKubeconfig(ctx context.Context, key types.NamespacedName) 
 		}
 		return nil, nil, false, fmt.Errorf("get kubeconfig Secret %s: %w", key, err)
 	}
-	cfg, err = restConfigFromKubeconfig(secret.Data[clustersv1alpha1.SecretKeyKubeconfig])
+	cfg, err = kubeconfig.Parse(secret.Data[clustersv1alpha1.SecretKeyKubeconfig])
 	if err != nil {
 		return nil, nil, true, fmt.Errorf("kubeconfig Secret %s key %q: %w", key, clustersv1alpha1.SecretKeyKubeconfig, err)
 	}
@@ -101,7 +68,7 @@ func (m *Manager) cachedClusterFor(ctx context.Context, arKey, secretKey types.N
 	if ok && cached.secretVersion == secret.ResourceVersion {
 		return cached.cluster, true, nil
 	}
-	cfg, err := restConfigFromKubeconfig(secret.Data[clustersv1alpha1.SecretKeyKubeconfig])
+	cfg, err := kubeconfig.Parse(secret.Data[clustersv1alpha1.SecretKeyKubeconfig])
 	if err != nil {
 		return nil, false, fmt.Errorf("kubeconfig Secret %s key %q: %w", secretKey, clustersv1alpha1.SecretKeyKubeconfig, err)
 	}
@@ -150,7 +117,7 @@ func (s *secretToken) get(ctx context.Context) string {
 		logf.FromContext(ctx).V(1).Info("cannot re-read token, using the last one", "secret", s.key, "error", err.Error())
 		return s.token
 	}
-	cfg, err := restConfigFromKubeconfig(secret.Data[clustersv1alpha1.SecretKeyKubeconfig])
+	cfg, err := kubeconfig.Parse(secret.Data[clustersv1alpha1.SecretKeyKubeconfig])
 	if err != nil || cfg.BearerToken == "" {
 		logf.FromContext(ctx).V(1).Info("kubeconfig Secret holds no token, using the last one", "secret", s.key)
 		return s.token

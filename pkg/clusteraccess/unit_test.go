@@ -24,6 +24,7 @@ import (
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/api/common"
+	"github.com/marketplane/marketplane/pkg/kubeconfig"
 )
 
 func TestNames(t *testing.T) {
@@ -191,7 +192,7 @@ func TestRestConfigFromKubeconfig(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			cfg, err := restConfigFromKubeconfig(tc.data)
+			cfg, err := kubeconfig.Parse(tc.data)
 			if tc.ok != (err == nil) {
 				t.Fatalf("%s: got %v", tc.reason, err)
 			}
@@ -249,7 +250,7 @@ func TestRefreshingConfig(t *testing.T) {
 			}
 			reader := fake.NewClientBuilder().WithObjects(secret).Build()
 			m := &Manager{reader: reader, tokenInterval: tc.interval}
-			cfg, err := restConfigFromKubeconfig(secret.Data[clustersv1alpha1.SecretKeyKubeconfig])
+			cfg, err := kubeconfig.Parse(secret.Data[clustersv1alpha1.SecretKeyKubeconfig])
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -67,7 +67,7 @@ func TestSchedule(t *testing.T) {
 	}
 }
 
-const kubeconfig = `apiVersion: v1
+const testKubeconfig = `apiVersion: v1
 kind: Config
 clusters:
 - name: c
@@ -90,9 +90,9 @@ func TestRegistry(t *testing.T) {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "cat", Name: name + "-kubeconfig"},
 			Data: map[string][]byte{resourcev1alpha1.KubeconfigSecretKey: []byte(data)}}
 	}
-	execConfig := strings.Replace(kubeconfig, "    token: not-a-real-token\n", "    exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/steal}\n", 1)
+	execConfig := strings.Replace(testKubeconfig, "    token: not-a-real-token\n", "    exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/steal}\n", 1)
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(
-		sfcluster("good", false), secret("good", kubeconfig),
+		sfcluster("good", false), secret("good", testKubeconfig),
 		sfcluster("exec", false), secret("exec", execConfig),
 		sfcluster("garbage", false), secret("garbage", "not: [a kubeconfig"),
 		sfcluster("nosecret", false),
@@ -126,7 +126,7 @@ func TestRegistry(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "cat", Name: "good-kubeconfig"}, s); err != nil {
 		t.Fatal(err)
 	}
-	s.Data[resourcev1alpha1.KubeconfigSecretKey] = []byte(strings.Replace(kubeconfig, "api.example.com", "api2.example.com", 1))
+	s.Data[resourcev1alpha1.KubeconfigSecretKey] = []byte(strings.Replace(testKubeconfig, "api.example.com", "api2.example.com", 1))
 	if err := c.Update(ctx, s); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package clusters
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -14,11 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
 	"github.com/marketplane/marketplane/internal/interoperator/apply"
+	"github.com/marketplane/marketplane/pkg/kubeconfig"
 	"github.com/marketplane/marketplane/pkg/spruntime"
 )
 
@@ -174,31 +173,13 @@ func (r *Registry) Forget(namespace, name string) {
 	delete(r.entries, types.NamespacedName{Namespace: namespace, Name: name})
 }
 
-// errUnparsable replaces the error of parsing a kubeconfig, whose text
-// could quote parts of the secret input.
-var errUnparsable = errors.New("not a kubeconfig")
-
-func (r *Registry) newTarget(name string, kubeconfig []byte) (*Target, error) {
-	if len(kubeconfig) == 0 {
+func (r *Registry) newTarget(name string, data []byte) (*Target, error) {
+	if len(data) == 0 {
 		return nil, fmt.Errorf("key %q is empty or missing", resourcev1alpha1.KubeconfigSecretKey)
 	}
-	raw, err := clientcmd.Load(kubeconfig)
+	cfg, err := kubeconfig.Parse(data)
 	if err != nil {
-		return nil, errUnparsable
-	}
-	cfg, err := clientcmd.NewDefaultClientConfig(*raw, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		// Validation messages name contexts, clusters and files, never
-		// credentials.
 		return nil, err
-	}
-	switch {
-	case cfg.Host == "":
-		return nil, errors.New("the kubeconfig names no server")
-	case cfg.ExecProvider != nil:
-		return nil, errors.New("exec credential plugins are not supported")
-	case cfg.AuthProvider != nil:
-		return nil, errors.New("auth-provider plugins are not supported")
 	}
 	ca := cfg.CAData
 	if len(ca) == 0 && cfg.CAFile != "" {

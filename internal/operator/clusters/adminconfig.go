@@ -9,10 +9,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
+	"github.com/marketplane/marketplane/pkg/kubeconfig"
 )
 
 // Errors AdminConfig wraps, so that callers can turn them into condition
@@ -74,35 +74,9 @@ func AdminConfig(ctx context.Context, c client.Reader, cluster *clustersv1alpha1
 	if len(data) == 0 {
 		return nil, fmt.Errorf("%w: Secret %s has no key %q", ErrKubeconfigMissing, key, KubeconfigSecretKey)
 	}
-	cfg, err := restConfigFromKubeconfig(data)
+	cfg, err := kubeconfig.Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: Secret %s key %q: %w", ErrKubeconfigInvalid, key, KubeconfigSecretKey, err)
-	}
-	return cfg, nil
-}
-
-// errUnparsable stands for a parse error of a kubeconfig, whose text could
-// quote parts of the (secret) input.
-var errUnparsable = errors.New("not a kubeconfig")
-
-func restConfigFromKubeconfig(data []byte) (*rest.Config, error) {
-	raw, err := clientcmd.Load(data)
-	if err != nil {
-		return nil, errUnparsable
-	}
-	// Validation messages name contexts, clusters and files, never
-	// credentials, so they can be passed on.
-	cfg, err := clientcmd.NewDefaultClientConfig(*raw, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case cfg.Host == "":
-		return nil, errors.New("no server")
-	case cfg.ExecProvider != nil:
-		return nil, errors.New("exec credential plugins are not supported")
-	case cfg.AuthProvider != nil:
-		return nil, errors.New("auth-provider plugins are not supported")
 	}
 	return cfg, nil
 }
