@@ -22,11 +22,15 @@ import (
 
 // landscapeOptions are the flags of the landscape commands.
 type landscapeOptions struct {
-	stateDir     string
-	binDir       string
-	foreground   bool
-	detached     bool
-	startTimeout time.Duration
+	stateDir   string
+	binDir     string
+	foreground bool
+	detached   bool
+	// controlPlaneOnly skips the stack (providers, catalog, broker): the
+	// control plane and the operator only, for the landscape's own tests
+	// and for debugging.
+	controlPlaneOnly bool
+	startTimeout     time.Duration
 }
 
 func newLandscapeCommand() *cobra.Command {
@@ -66,6 +70,8 @@ func newLandscapeUpCommand(o *landscapeOptions) *cobra.Command {
 	f.DurationVar(&o.startTimeout, "start-timeout", landscape.DefaultStartTimeout, "how long each part of the start may take")
 	f.BoolVar(&o.detached, "detached", false, "set by 'up' for the background process it starts")
 	_ = f.MarkHidden("detached")
+	f.BoolVar(&o.controlPlaneOnly, "control-plane-only", false, "start only the control plane and the operator, without providers, catalog and broker")
+	_ = f.MarkHidden("control-plane-only")
 	return cmd
 }
 
@@ -89,8 +95,10 @@ func runLandscape(ctx context.Context, out io.Writer, o *landscapeOptions) error
 	// to the terminal, which shows progress.
 	ctrl.SetLogger(l.Logger())
 	klog.SetLogger(l.Logger())
-	if err := configureLandscape(l); err != nil {
-		return err
+	if !o.controlPlaneOnly {
+		if err := configureLandscape(l); err != nil {
+			return err
+		}
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -140,8 +148,12 @@ func startDetached(ctx context.Context, out io.Writer, o *landscapeOptions) erro
 	if err != nil {
 		return fmt.Errorf("open %s: %w", logPath, err)
 	}
-	child := exec.Command(exe, "landscape", "up", "--foreground", "--detached",
-		"--state-dir="+layout.Dir, "--bin-dir="+binDir, "--start-timeout="+o.startTimeout.String())
+	args := []string{"landscape", "up", "--foreground", "--detached",
+		"--state-dir=" + layout.Dir, "--bin-dir=" + binDir, "--start-timeout=" + o.startTimeout.String()}
+	if o.controlPlaneOnly {
+		args = append(args, "--control-plane-only")
+	}
+	child := exec.Command(exe, args...)
 	child.Stdout, child.Stderr = logFile, logFile
 	// A session of its own: the terminal's Ctrl-C and hang-up do not reach
 	// it once this command has returned.
