@@ -5,10 +5,12 @@
 // (.service, .plan, .instance from the sample SFService and SFPlan and an
 // SFServiceInstance with realistic ids, context and parameters).
 //
-// It renders single-threaded and then with GOMAXPROCS goroutines, each for
-// -duration, after a warm-up that fills the parsed-template cache (as in
-// the provisioner, where a plan is parsed once), and prints renders/s and
-// µs/render, plus allocations per render of the single-threaded run.
+// It renders single-threaded and with GOMAXPROCS goroutines, each for
+// -duration, alternating for -rounds rounds (the machine is shared: the
+// median round counts), after a warm-up that fills the parsed-template
+// cache (as in the provisioner, where a plan is parsed once), and prints
+// renders/s and µs/render (wall time per render, and per goroutine), plus
+// allocations per render of the single-threaded runs.
 //
 //	go run ./bench/render
 package main
@@ -22,6 +24,8 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,12 +45,15 @@ type config struct {
 	duration time.Duration
 	// warmup is how many renders precede the measurements.
 	warmup int
+	// rounds is how often each measurement is taken.
+	rounds int
 }
 
 func main() {
 	var c config
 	flag.StringVar(&c.catalog, "catalog", "examples/catalog", "directory of the sample catalog (service.yaml, plan-small.yaml)")
-	flag.DurationVar(&c.duration, "duration", 3*time.Second, "how long each measurement renders")
+	flag.DurationVar(&c.duration, "duration", time.Second, "how long each measurement renders")
+	flag.IntVar(&c.rounds, "rounds", 3, "rounds of each measurement; the median counts")
 	flag.IntVar(&c.warmup, "warmup", 200, "renders before the measurements")
 	flag.Parse()
 	if err := run(context.Background(), c, os.Stdout); err != nil {
@@ -81,6 +88,9 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("render the typical template: %w", err)
 	}
+	if c.rounds < 1 || c.duration <= 0 {
+		return errors.New("-rounds and -duration must be positive")
+	}
 	if len(objs) != 4 {
 		return fmt.Errorf("the typical template rendered %d objects, want 4 (Namespace, ResourceQuota, ServiceAccount, RoleBinding)", len(objs))
 	}
@@ -93,38 +103,66 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	procs := goruntime.GOMAXPROCS(0)
 	fmt.Fprintf(out, "bench/render: provision template of plan %q (%s), %d objects per render\n",
 		"small", filepath.Join(c.catalog, "plan-small.yaml"), len(objs))
-	fmt.Fprintf(out, "GOMAXPROCS=%d NumCPU=%d, %s per measurement, %d warm-up renders\n\n", procs, goruntime.NumCPU(), c.duration, c.warmup)
+	fmt.Fprintf(out, "GOMAXPROCS=%d NumCPU=%d; %d rounds of %s single-threaded and %s with %d goroutines, alternating (median round); %d warm-up renders\n\n",
+		procs, goruntime.NumCPU(), c.rounds, c.duration, c.duration, procs, c.warmup)
 
-	var before, after goruntime.MemStats
-	goruntime.GC()
-	goruntime.ReadMemStats(&before)
-	single, err := measure(ctx, r, in, 1, c.duration)
-	if err != nil {
-		return err
+	var singles, parallels []result
+	var mallocs, bytes uint64
+	for range c.rounds {
+		var before, after goruntime.MemStats
+		goruntime.GC()
+		goruntime.ReadMemStats(&before)
+		single, err := measure(ctx, r, in, 1, c.duration)
+		if err != nil {
+			return err
+		}
+		goruntime.ReadMemStats(&after)
+		mallocs += after.Mallocs - before.Mallocs
+		bytes += after.TotalAlloc - before.TotalAlloc
+		parallel, err := measure(ctx, r, in, procs, c.duration)
+		if err != nil {
+			return err
+		}
+		singles, parallels = append(singles, single), append(parallels, parallel)
 	}
-	goruntime.ReadMemStats(&after)
-	parallel, err := measure(ctx, r, in, procs, c.duration)
-	if err != nil {
-		return err
+	single, parallel := median(singles), median(parallels)
+	var renders int64
+	for _, s := range singles {
+		renders += s.renders
 	}
 
-	fmt.Fprintf(out, "%-28s %12s %12s %10s\n", "", "renders/s", "µs/render", "renders")
+	fmt.Fprintf(out, "%-28s %12s %12s %22s\n", "", "renders/s", "µs/render", "µs/render/goroutine")
 	for _, m := range []struct {
 		name string
 		r    result
 	}{{"single-threaded", single}, {fmt.Sprintf("%d goroutines (GOMAXPROCS)", procs), parallel}} {
-		fmt.Fprintf(out, "%-28s %12.0f %12.1f %10d\n", m.name, m.r.perSecond(), m.r.microsPerRender(), m.r.renders)
+		fmt.Fprintf(out, "%-28s %12.0f %12.1f %22.1f\n", m.name, m.r.perSecond(), m.r.microsPerRender(), m.r.microsPerRender()*float64(m.r.goroutines))
 	}
-	fmt.Fprintf(out, "\nsingle-threaded: %.0f allocations, %.1f KiB per render; parallel speed-up %.2fx\n",
-		float64(after.Mallocs-before.Mallocs)/float64(single.renders),
-		float64(after.TotalAlloc-before.TotalAlloc)/float64(single.renders)/1024,
-		parallel.perSecond()/single.perSecond())
+	fmt.Fprintf(out, "\nrounds (renders/s): single-threaded %s; %d goroutines %s\n", rates(singles), procs, rates(parallels))
+	fmt.Fprintf(out, "single-threaded: %.0f allocations, %.1f KiB per render; parallel speed-up %.2fx (the machine is shared)\n",
+		float64(mallocs)/float64(renders), float64(bytes)/float64(renders)/1024, parallel.perSecond()/single.perSecond())
 	st := r.Stats()
 	fmt.Fprintf(out, "template parses: %d (the parsed template is cached by content hash), abandoned renders: %d\n", st.TemplateParses, st.Abandoned)
 	if st.TemplateParses != 1 {
 		return fmt.Errorf("the template was parsed %d times, want once", st.TemplateParses)
 	}
 	return nil
+}
+
+// median returns the round with the median rate.
+func median(rs []result) result {
+	s := append([]result(nil), rs...)
+	sort.Slice(s, func(i, j int) bool { return s[i].perSecond() < s[j].perSecond() })
+	return s[len(s)/2]
+}
+
+// rates lists the rates of the rounds.
+func rates(rs []result) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = fmt.Sprintf("%.0f", r.perSecond())
+	}
+	return "[" + strings.Join(parts, " ") + "]"
 }
 
 // measure renders in with goroutines goroutines for d and counts the

@@ -12,7 +12,7 @@ import (
 // render the sample plan and print its figures.
 func TestRun(t *testing.T) {
 	var out bytes.Buffer
-	c := config{catalog: "../../examples/catalog", duration: 100 * time.Millisecond, warmup: 5}
+	c := config{catalog: "../../examples/catalog", duration: 50 * time.Millisecond, warmup: 5, rounds: 2}
 	if err := run(context.Background(), c, &out); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}

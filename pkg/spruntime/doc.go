@@ -54,7 +54,9 @@
 //     reconciles as Release needs, with Ready reason ReleasingClusterAccess)
 //     and the finalizer <group>/finalizer is removed. A ProviderConfig is
 //     needed to delete (Delete gets it); without one deletion waits.
-//  5. Create or update. The finalizer is added; the clusters are obtained
+//  5. Create or update. The finalizer is added (to an object that has
+//     finalizers already, by a patch that conflicts only when they changed,
+//     not on any write since the object was read); the clusters are obtained
 //     (not ready: Ready=False/ClusterAccessPending and a look again after the
 //     wait interval; an error: Synced=False/ClusterAccessFailed and backoff).
 //     A Ready condition that the runtime wrote while waiting becomes

@@ -2,8 +2,10 @@ package spruntime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -207,7 +210,7 @@ func (r *APIReconciler[T, C]) reconcileCreateOrUpdate(ctx context.Context, obj T
 	}
 
 	if !controllerutil.ContainsFinalizer(obj, r.finalizer) {
-		if err := r.patchMetadata(ctx, obj, func(o T) { controllerutil.AddFinalizer(o, r.finalizer) }); err != nil {
+		if err := r.addFinalizer(ctx, obj); err != nil {
 			if apierrors.IsConflict(err) {
 				return r.retryConflict(ctx, "add finalizer")
 			}
@@ -494,6 +497,66 @@ func (r *APIReconciler[T, C]) patchMetadata(ctx context.Context, obj T, mutate f
 	obj.SetFinalizers(changed.GetFinalizers())
 	obj.SetResourceVersion(changed.GetResourceVersion())
 	return nil
+}
+
+// addFinalizer adds the runtime's finalizer to obj on the API server.
+//
+// When obj has finalizers already (an SFServiceInstance has the broker's),
+// it sends a JSON patch that tests them and appends the runtime's, instead
+// of a merge patch locked by resourceVersion: a write since obj was read
+// that left the finalizers alone, such as the status the broker writes
+// right after creating an object, does not make it conflict (a conflict
+// costs a failed write, a status write and a retry 100 ms later), while a
+// change of the finalizers still does. obj gets the new finalizers; it gets
+// the new resourceVersion only when its spec (generation) and the rest of
+// its metadata are still the server's, so that a later write locked by
+// resourceVersion cannot undo a change made since obj was read (its status
+// may be behind: the runtime writes status with a merge patch of its own
+// changes). When the test fails, or obj has no finalizers (a test cannot
+// tell a missing list from an empty one), it falls back to patchMetadata,
+// whose conflicts the caller retries.
+func (r *APIReconciler[T, C]) addFinalizer(ctx context.Context, obj T) error {
+	current := obj.GetFinalizers()
+	if len(current) > 0 {
+		patch, err := json.Marshal([]jsonPatchOp{
+			{Op: "test", Path: "/metadata/finalizers", Value: current},
+			{Op: "add", Path: "/metadata/finalizers/-", Value: r.finalizer},
+		})
+		if err != nil {
+			return fmt.Errorf("encode the finalizer patch: %w", err)
+		}
+		changed, _ := obj.DeepCopyObject().(T)
+		err = r.client.Patch(ctx, changed, client.RawPatch(types.JSONPatchType, patch))
+		if err == nil {
+			if sameMetadata(obj, changed) {
+				obj.SetResourceVersion(changed.GetResourceVersion())
+			}
+			obj.SetFinalizers(changed.GetFinalizers())
+			return nil
+		}
+		if !apierrors.IsInvalid(err) {
+			return err
+		}
+		// The test failed (the finalizers changed), or the patch is
+		// invalid for another reason: the locked merge patch tells which.
+	}
+	return r.patchMetadata(ctx, obj, func(o T) { controllerutil.AddFinalizer(o, r.finalizer) })
+}
+
+// sameMetadata reports whether a and b have the same generation, labels,
+// annotations, owner references and deletion timestamp.
+func sameMetadata(a, b client.Object) bool {
+	return a.GetGeneration() == b.GetGeneration() &&
+		maps.Equal(a.GetLabels(), b.GetLabels()) && maps.Equal(a.GetAnnotations(), b.GetAnnotations()) &&
+		reflect.DeepEqual(a.GetOwnerReferences(), b.GetOwnerReferences()) &&
+		a.GetDeletionTimestamp().Equal(b.GetDeletionTimestamp())
+}
+
+// jsonPatchOp is one operation of a JSON patch (RFC 6902).
+type jsonPatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value"`
 }
 
 // observe records the metrics of one reconcile.
