@@ -80,16 +80,11 @@ func setup(t *testing.T) *brokerProcess {
 func start() error {
 	env.ctx, env.cancel = context.WithCancel(context.Background())
 	ctrl.SetLogger(logr.Discard())
-	var errs [2]error
-	var wg sync.WaitGroup
-	wg.Go(func() { env.platform, errs[0] = testenv.New(testenv.WithName("platform")) })
-	wg.Go(func() { env.onboarding, errs[1] = testenv.New(testenv.WithName("onboarding")) })
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
+	clusters, err := testenv.NewMany(map[string][]testenv.Option{"platform": nil, "onboarding": nil})
+	if err != nil {
+		return err
 	}
+	env.platform, env.onboarding = clusters["platform"], clusters["onboarding"]
 	env.kubeconfigs = map[string]string{}
 	for name, c := range map[string]*testenv.Cluster{"platform": env.platform, "onboarding": env.onboarding} {
 		p, err := c.KubeconfigPath()

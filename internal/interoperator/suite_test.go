@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -66,37 +65,21 @@ func run(m *testing.M) int {
 		logs.WriteString(prefix + " " + args + "\n")
 	}, funcr.Options{Verbosity: 2}))
 
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []error
-	for name, dst := range map[string]**testenv.Cluster{"platform": &platform, "onboarding": &onboarding, "target": &target} {
-		opts := []testenv.Option{testenv.WithName(name)}
-		if name == "target" {
-			opts = append(opts, testenv.WithCRDs(), testenv.WithControllerManager())
-		}
-		wg.Go(func() {
-			c, err := testenv.New(opts...)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
-			*dst = c
-		})
-	}
-	wg.Wait()
-	defer func() {
-		for _, c := range []*testenv.Cluster{platform, onboarding, target} {
-			if c != nil {
-				_ = c.Stop()
-			}
-		}
-	}()
-	if err := errors.Join(errs...); err != nil {
+	clusters, err := testenv.NewMany(map[string][]testenv.Option{
+		"platform":   nil,
+		"onboarding": nil,
+		"target":     {testenv.WithCRDs(), testenv.WithControllerManager()},
+	})
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	platform, onboarding, target = clusters["platform"], clusters["onboarding"], clusters["target"]
+	defer func() {
+		for _, c := range clusters {
+			_ = c.Stop()
+		}
+	}()
 	scheme = platform.Scheme
 	return m.Run()
 }

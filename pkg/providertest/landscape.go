@@ -148,36 +148,28 @@ func New(opts ...Option) (*Landscape, error) {
 // onboarding clusters have every Marketplane CRD; MCP and workload clusters
 // start empty, as fresh clusters do.
 func (l *Landscape) startClusters() error {
-	type start struct {
-		name string
-		opts []testenv.Option
-		dst  **testenv.Cluster
+	empty := []testenv.Option{testenv.WithCRDs()}
+	specs := map[string][]testenv.Option{
+		"platform":   {testenv.WithControllerManager()},
+		"onboarding": {testenv.WithControllerManager()},
 	}
-	starts := []start{
-		{name: "platform", opts: []testenv.Option{testenv.WithControllerManager()}, dst: &l.Platform},
-		{name: "onboarding", opts: []testenv.Option{testenv.WithControllerManager()}, dst: &l.Onboarding},
-	}
-	l.MCPClusters = make([]*testenv.Cluster, l.opts.mcpClusters)
-	for i := range l.MCPClusters {
-		starts = append(starts, start{name: fmt.Sprintf("%s%d", MCPClusterPrefix, i), opts: []testenv.Option{testenv.WithCRDs()}, dst: &l.MCPClusters[i]})
+	mcpName := func(i int) string { return fmt.Sprintf("%s%d", MCPClusterPrefix, i) }
+	for i := range l.opts.mcpClusters {
+		specs[mcpName(i)] = empty
 	}
 	if l.opts.workload {
-		starts = append(starts, start{name: WorkloadClusterName, opts: []testenv.Option{testenv.WithCRDs()}, dst: &l.Workload})
+		specs[WorkloadClusterName] = empty
 	}
-	errs := make([]error, len(starts))
-	var wg sync.WaitGroup
-	for i, s := range starts {
-		wg.Go(func() {
-			c, err := testenv.New(append(s.opts, testenv.WithName(s.name))...)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			*s.dst = c
-		})
+	clusters, err := testenv.NewMany(specs)
+	if err != nil {
+		return err
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	l.Platform, l.Onboarding, l.Workload = clusters["platform"], clusters["onboarding"], clusters[WorkloadClusterName]
+	l.MCPClusters = make([]*testenv.Cluster, l.opts.mcpClusters)
+	for i := range l.MCPClusters {
+		l.MCPClusters[i] = clusters[mcpName(i)]
+	}
+	return nil
 }
 
 // startControllers runs one manager on the platform cluster with the

@@ -80,38 +80,21 @@ func run(m *testing.M) int {
 		logs.WriteString(prefix + " " + args + "\n")
 	}, funcr.Options{Verbosity: 1}))
 
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var startErrs []error
-	clusters := map[string]**testenv.Cluster{"platform": &platform, "onboarding": &onboarding, "mcp": &mcp}
-	for name, dst := range clusters {
-		opts := []testenv.Option{testenv.WithName(name), testenv.WithCRDs(crds...)}
-		if name == "mcp" {
-			opts[1] = testenv.WithCRDs()
-		}
-		wg.Go(func() {
-			c, err := testenv.New(opts...)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				startErrs = append(startErrs, err)
-				return
-			}
-			*dst = c
-		})
-	}
-	wg.Wait()
-	defer func() {
-		for _, c := range []*testenv.Cluster{platform, onboarding, mcp} {
-			if c != nil {
-				_ = c.Stop()
-			}
-		}
-	}()
-	if err := errors.Join(startErrs...); err != nil {
+	clusters, err := testenv.NewMany(map[string][]testenv.Option{
+		"platform":   {testenv.WithCRDs(crds...)},
+		"onboarding": {testenv.WithCRDs(crds...)},
+		"mcp":        {testenv.WithCRDs()},
+	})
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	platform, onboarding, mcp = clusters["platform"], clusters["onboarding"], clusters["mcp"]
+	defer func() {
+		for _, c := range clusters {
+			_ = c.Stop()
+		}
+	}()
 	for _, c := range []struct {
 		env *testenv.Cluster
 		dst *client.Client

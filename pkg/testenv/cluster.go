@@ -163,27 +163,49 @@ func Start(t testing.TB, opts ...Option) *Cluster {
 	return c
 }
 
+// NewMany starts one cluster per entry of specs concurrently, each with its
+// options plus WithName(name). If any fails to start, it stops the ones that
+// did and returns the errors of all that failed. The caller stops the
+// clusters; tests should prefer StartMany.
+func NewMany(specs map[string][]Option) (map[string]*Cluster, error) {
+	out := make(map[string]*Cluster, len(specs))
+	var errs []error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for name, opts := range specs {
+		wg.Go(func() {
+			c, err := New(append(append([]Option{}, opts...), WithName(name))...)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			out[name] = c
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, c := range out {
+			_ = c.Stop()
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
 // StartMany starts one cluster per name concurrently, each with opts, and
 // stops them all when the test ends.
 func StartMany(t testing.TB, names []string, opts ...Option) map[string]*Cluster {
 	t.Helper()
-	out := make(map[string]*Cluster, len(names))
-	errs := make([]error, len(names))
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Go(func() {
-			c, err := New(append(append([]Option{}, opts...), WithName(name))...)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			mu.Lock()
-			out[name] = c
-			mu.Unlock()
-		})
+	specs := make(map[string][]Option, len(names))
+	for _, name := range names {
+		specs[name] = opts
 	}
-	wg.Wait()
+	out, err := NewMany(specs)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
 	t.Cleanup(func() {
 		for _, c := range out {
 			if err := c.Stop(); err != nil {
@@ -191,9 +213,6 @@ func StartMany(t testing.TB, names []string, opts ...Option) map[string]*Cluster
 			}
 		}
 	})
-	if err := errors.Join(errs...); err != nil {
-		t.Fatalf("testenv: %v", err)
-	}
 	return out
 }
 

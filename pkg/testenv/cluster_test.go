@@ -2,6 +2,7 @@ package testenv_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,5 +134,21 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNewManyReportsFailures shows that NewMany returns the failure of one
+// cluster (here: a CRD the API server rejects) and no clusters.
+func TestNewManyReportsFailures(t *testing.T) {
+	bad := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "not-a-valid-crd"}}
+	clusters, err := testenv.NewMany(map[string][]testenv.Option{
+		"good":   {testenv.WithCRDs()},
+		"broken": {testenv.WithCRDs(bad)},
+	})
+	if err == nil || !strings.Contains(err.Error(), `"broken"`) {
+		t.Fatalf("NewMany with a broken cluster: want an error naming it, got %v", err)
+	}
+	if clusters != nil {
+		t.Errorf("NewMany returned clusters %v along with its error; they should be stopped and dropped", clusters)
 	}
 }

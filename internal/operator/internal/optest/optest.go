@@ -5,7 +5,6 @@ package optest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -69,12 +68,9 @@ func Main(m *testing.M) {
 func StartEnv(t *testing.T) {
 	t.Helper()
 	envOnce.Do(func() {
-		var wg sync.WaitGroup
-		var errP, errT error
-		wg.Go(func() { Platform, errP = testenv.New(testenv.WithName("platform")) })
-		wg.Go(func() { Target, errT = testenv.New(testenv.WithName("target"), testenv.WithCRDs()) })
-		wg.Wait()
-		envErr = errors.Join(errP, errT)
+		var clusters map[string]*testenv.Cluster
+		clusters, envErr = testenv.NewMany(map[string][]testenv.Option{"platform": nil, "target": {testenv.WithCRDs()}})
+		Platform, Target = clusters["platform"], clusters["target"]
 	})
 	if envErr != nil {
 		t.Fatalf("testenv: %v", envErr)
