@@ -285,10 +285,16 @@ func TestRunOptions(t *testing.T) {
 	if diff := cmp.Diff([]corev1.LocalObjectReference{{Name: pullSecretName}}, dep.Spec.Template.Spec.ImagePullSecrets); diff != "" {
 		t.Errorf("run imagePullSecrets: -want +got:\n%s", diff)
 	}
+	// The deployer writes the Service after the Deployment, so the test
+	// may see the Deployment first.
 	svc := &corev1.Service{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sp-tuned-metrics"}, svc); err != nil {
-		t.Fatalf("metrics Service: %v", err)
-	}
+	eventually(t, "the metrics Service", func(ctx context.Context) (bool, string, error) {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sp-tuned-metrics"}, svc)
+		if apierrors.IsNotFound(err) {
+			return false, "not created yet", nil
+		}
+		return err == nil, "", err
+	})
 	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 9090 {
 		t.Errorf("metrics Service ports = %+v, want 9090", svc.Spec.Ports)
 	}
