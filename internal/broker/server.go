@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 
@@ -432,7 +434,13 @@ func (q request) operation() (*Operation, error) {
 	return &op, nil
 }
 
-// pathID reads and checks an id from the path.
+// pathID reads and checks an id from the path. OSB puts no limit on the
+// characters of an id (it recommends RFC 3986 unreserved ones), but an id
+// is stored in the spec of an object, in a namespace annotation and in
+// logs: NUL and other control characters, which would truncate or forge log
+// lines and which the API server's JSON would carry as escapes, and bytes
+// that are not UTF-8, which JSON cannot hold unchanged (two ids would then
+// be stored alike), are refused with 400.
 func pathID(r *http.Request, name string) (string, error) {
 	id := r.PathValue(name)
 	switch {
@@ -441,7 +449,38 @@ func pathID(r *http.Request, name string) (string, error) {
 	case len(id) > maxIDLength:
 		return "", badRequest("%s is longer than %d bytes.", name, maxIDLength)
 	}
+	if err := checkIDChars(id); err != nil {
+		return "", badRequest("%s %s.", name, err)
+	}
 	return id, nil
+}
+
+// invalidAt reports whether the RuneError decoded at byte i of s is a byte
+// that is not UTF-8 rather than a literal U+FFFD.
+func invalidAt(s string, i int) bool {
+	_, size := utf8.DecodeRuneInString(s[i:])
+	return size == 1
+}
+
+// checkIDChars reports why id cannot be an instance or binding id: it
+// holds a control character (C0, DEL or C1, NUL included), a Unicode format
+// character (invisible, e.g. a bidirectional override that makes an id look
+// like another in logs), or bytes that are not UTF-8. It is cheap for the
+// common case, an ASCII GUID, since it runs on every request.
+func checkIDChars(id string) error {
+	for i, c := range id {
+		switch {
+		case c < 0x80 && c >= 0x20 && c != 0x7f:
+			continue
+		case c == utf8.RuneError && invalidAt(id, i):
+			return fmt.Errorf("is not valid UTF-8 (at byte %d)", i)
+		case unicode.IsControl(c):
+			return fmt.Errorf("must not contain control characters (U+%04X at byte %d); use the unreserved characters OSB recommends", c, i)
+		case unicode.Is(unicode.Cf, c):
+			return fmt.Errorf("must not contain invisible format characters (U+%04X at byte %d); use the unreserved characters OSB recommends", c, i)
+		}
+	}
+	return nil
 }
 
 // decodeBody reads a JSON object body into v.

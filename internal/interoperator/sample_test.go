@@ -2,7 +2,9 @@ package interoperator_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -100,11 +103,11 @@ func TestSampleCatalog(t *testing.T) {
 	if inst.Status.Description != "Namespace "+ns+" is ready" {
 		t.Errorf("description = %q, want the status template's response", inst.Status.Description)
 	}
+	credsNS := credentialsNamespace(id)
 	wantResources := []osbv1alpha1.Source{
 		{APIVersion: "v1", Kind: "Namespace", Name: ns},
 		{APIVersion: "v1", Kind: "ResourceQuota", Name: "quota", Namespace: ns},
-		{APIVersion: "v1", Kind: "ServiceAccount", Name: "owner", Namespace: ns},
-		{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding", Name: "owner", Namespace: ns},
+		{APIVersion: "v1", Kind: "Namespace", Name: credsNS},
 	}
 	if !sameSources(inst.Status.Resources, wantResources) {
 		t.Errorf("status.resources = %+v, want %+v", inst.Status.Resources, wantResources)
@@ -118,12 +121,6 @@ func TestSampleCatalog(t *testing.T) {
 	}
 	if quota.Labels[provisioner.LabelInstanceID] != id {
 		t.Errorf("quota labels = %v, want %s=%s", quota.Labels, provisioner.LabelInstanceID, id)
-	}
-	must(t, target.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "owner"}, &corev1.ServiceAccount{}))
-	rb := &rbacv1.RoleBinding{}
-	must(t, target.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "owner"}, rb))
-	if rb.RoleRef.Name != "admin" {
-		t.Errorf("owner RoleBinding binds %s, want admin", rb.RoleRef.Name)
 	}
 
 	// Bind: the token Secret is filled by the token controller; until
@@ -182,8 +179,9 @@ func TestSampleCatalog(t *testing.T) {
 	// working.
 	saName := "binding-" + bid
 	deleteAndWait(t, onboarding.Client, b)
-	waitGone(t, target.Client, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: saName}})
-	waitGone(t, target.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: saName + "-token"}})
+	waitGone(t, target.Client, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: credsNS, Name: saName}})
+	waitGone(t, target.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: credsNS, Name: saName + "-token"}})
+	waitGone(t, target.Client, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: saName}})
 	waitGone(t, onboarding.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "sf-" + bid}})
 	waitFor(t, "the unbound token to be rejected", func() bool {
 		return apierrors.IsUnauthorized(tenant.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(ns)))
@@ -218,22 +216,14 @@ func TestSampleCatalogHelm(t *testing.T) {
 	ctx := context.Background()
 	// The sample names the catalog namespace "interoperator"; this test
 	// runs beside TestSampleCatalog in a namespace of its own.
-	for _, file := range []string{"service.yaml", "plan-helm.yaml"} {
-		data, err := os.ReadFile(filepath.Join(sampleDir, file))
-		must(t, err)
-		objs, err := testenv.DecodeObjects(data)
-		must(t, err)
-		for _, o := range objs {
-			o.SetNamespace(e.catalog)
-			if o.GetKind() == "SFPlan" {
-				templates, _, _ := unstructured.NestedSlice(o.Object, "spec", "templates")
-				tmpl := templates[0].(map[string]any)
-				tmpl["url"] = strings.Replace(tmpl["url"].(string), "configmap://interoperator/", "configmap://"+e.catalog+"/", 1)
-				must(t, unstructured.SetNestedSlice(o.Object, templates, "spec", "templates"))
-			}
-			must(t, platform.Client.Create(ctx, o))
+	createSampleObjects(t, e, func(o *unstructured.Unstructured) {
+		if o.GetKind() == "SFPlan" {
+			templates, _, _ := unstructured.NestedSlice(o.Object, "spec", "templates")
+			tmpl := templates[0].(map[string]any)
+			tmpl["url"] = strings.Replace(tmpl["url"].(string), "configmap://interoperator/", "configmap://"+e.catalog+"/", 1)
+			must(t, unstructured.SetNestedSlice(o.Object, templates, "spec", "templates"))
 		}
-	}
+	}, "service.yaml", "plan-helm.yaml")
 	cm, err := catalog.ChartConfigMap(filepath.Join(sampleDir, "charts", "namespace-quota"), e.catalog, "namespace-quota-chart")
 	must(t, err)
 	must(t, platform.Client.Create(ctx, cm))
@@ -265,6 +255,26 @@ func TestSampleCatalogHelm(t *testing.T) {
 	release(t, e, id)
 }
 
+// createSampleObjects creates the objects of the sample catalog's files in
+// the env's catalog namespace (the files name "interoperator", which
+// TestSampleCatalog uses), each changed by mutate first when it is set.
+func createSampleObjects(t *testing.T, e *env, mutate func(*unstructured.Unstructured), files ...string) {
+	t.Helper()
+	for _, file := range files {
+		data, err := os.ReadFile(filepath.Join(sampleDir, file))
+		must(t, err)
+		objs, err := testenv.DecodeObjects(data)
+		must(t, err)
+		for _, o := range objs {
+			o.SetNamespace(e.catalog)
+			if mutate != nil {
+				mutate(o)
+			}
+			must(t, platform.Client.Create(context.Background(), o))
+		}
+	}
+}
+
 // release removes the test's hold on a deleted instance and waits until it
 // is gone.
 func release(t *testing.T, e *env, id string) {
@@ -273,9 +283,21 @@ func release(t *testing.T, e *env, id string) {
 	if inst == nil {
 		return
 	}
-	patch := client.MergeFrom(inst.DeepCopy())
-	controllerutil.RemoveFinalizer(inst, holdFinalizer)
-	must(t, onboarding.Client.Patch(context.Background(), inst, patch))
+	// A merge patch replaces the whole finalizer list: without the
+	// optimistic lock it would put back the runtime's finalizer if the
+	// runtime removed it meanwhile, which the API server refuses on an
+	// object being deleted. Re-read and retry on conflict instead.
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := onboarding.Client.Get(context.Background(), client.ObjectKeyFromObject(inst), inst); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if !controllerutil.ContainsFinalizer(inst, holdFinalizer) {
+			return nil
+		}
+		patch := client.MergeFromWithOptions(inst.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.RemoveFinalizer(inst, holdFinalizer)
+		return client.IgnoreNotFound(onboarding.Client.Patch(context.Background(), inst, patch))
+	}))
 	waitGone(t, onboarding.Client, inst)
 }
 
@@ -316,4 +338,12 @@ func mustJSON(t *testing.T, v any) string {
 	b, err := json.Marshal(v)
 	must(t, err)
 	return string(b)
+}
+
+// credentialsNamespace is the sample plan's namespace of an instance's
+// binding service accounts and their tokens: sfb- and the first 40 hex
+// digits of the SHA-256 of the instance name.
+func credentialsNamespace(instance string) string {
+	sum := sha256.Sum256([]byte(instance))
+	return "sfb-" + hex.EncodeToString(sum[:])[:40]
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/marketplane/marketplane/api/install"
 	interoperatorv1alpha1 "github.com/marketplane/marketplane/api/interoperator/v1alpha1"
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
 	"github.com/marketplane/marketplane/internal/interoperator/catalog"
 	"github.com/marketplane/marketplane/internal/interoperator/clusters"
@@ -236,6 +237,19 @@ func RunPermissions() clusteraccess.Permissions {
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "patch", "delete"}},
 		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
 	}}
+}
+
+// AccessPolicy is the spec.accessPolicy the inter-operator's ServiceProvider
+// needs (docs/security.md): it owns the Service Fabrik groups and its
+// config group, all reserved, and writes the bind response Secrets into the
+// tenants' namespaces on the onboarding cluster.
+func AccessPolicy() *providerv1alpha1.AccessPolicy {
+	return &providerv1alpha1.AccessPolicy{
+		APIGroups: []string{osbv1alpha1.GroupVersion.Group, resourcev1alpha1.GroupVersion.Group, interoperatorv1alpha1.GroupVersion.Group},
+		Onboarding: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "patch", "delete"}},
+		},
+	}
 }
 
 // Provider describes the marketplane-interoperator binary. It registers no

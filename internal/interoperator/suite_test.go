@@ -101,7 +101,10 @@ type env struct {
 
 // envOptions configure newEnv.
 type envOptions struct {
-	catalog    string
+	catalog string
+	// namespace, when set, is the onboarding namespace of the env's
+	// instances and bindings, created by someone else (the broker).
+	namespace  string
 	noCluster  bool
 	configSpec func(*interoperatorv1alpha1.ProviderConfigSpec)
 }
@@ -116,7 +119,11 @@ func newEnv(t *testing.T, opts envOptions) *env {
 		e.catalog = fmt.Sprintf("catalog-%d", n)
 	}
 	ctx := context.Background()
-	must(t, onboarding.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}))
+	if opts.namespace != "" {
+		e.ns = opts.namespace
+	} else {
+		must(t, onboarding.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}))
+	}
 	if err := platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.catalog}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}

@@ -27,8 +27,12 @@
 //     is also how a crash is recovered from: processes of the crashed run
 //     that are still alive are stopped first (they are recognised by PID,
 //     start time and binary), then everything starts again from the
-//     record. A recorded port another process took is an error naming the
-//     port; Down and a new start begin afresh.
+//     record. A recorded port another process took meanwhile is replaced
+//     by a free one (controlplane.MoveTakenPorts) and the progress output
+//     says so; the landscape's kubeconfigs, Cluster registrations and
+//     broker.env are rewritten, and the operator rewrites AccessRequest
+//     kubeconfigs. Tokens stay valid (the service-account issuer is kept).
+//     Down and a new start begin afresh.
 //   - Down stops what a previous start left running (asking a live
 //     supervisor to stop first) and removes the state directory.
 //   - Only one supervisor runs per state directory (an flock on

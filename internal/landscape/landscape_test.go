@@ -116,6 +116,7 @@ func TestLandscape(t *testing.T) {
 		mcpName, mcpKubeconfig string
 		mcpPort                int
 		accessKubeconfig       []byte
+		accessSecret           string
 	)
 	req := &clustersv1alpha1.ClusterRequest{
 		ObjectMeta: metav1.ObjectMeta{Name: "tenant-a", Namespace: "default"},
@@ -182,7 +183,7 @@ func TestLandscape(t *testing.T) {
 		}, func() string { return fmt.Sprintf("%+v", ar.Status) })
 		secret := &corev1.Secret{}
 		must(t, l.Platform.Client.Get(ctx, client.ObjectKey{Namespace: ar.Namespace, Name: ar.Status.SecretRef.Name}, secret))
-		accessKubeconfig = secret.Data[clustersv1alpha1.SecretKeyKubeconfig]
+		accessKubeconfig, accessSecret = secret.Data[clustersv1alpha1.SecretKeyKubeconfig], secret.Name
 		checkAccess(t, accessKubeconfig, mcpPort)
 	})
 
@@ -195,26 +196,10 @@ func TestLandscape(t *testing.T) {
 		}
 	})
 
-	t.Run("a recorded port taken by another process is a clear error", func(t *testing.T) {
-		port := initial.Clusters[landscape.ClusterOnboarding].Port
-		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		must(t, err)
-		defer ln.Close()
-		l2, err := landscape.New(landscape.Config{StateDir: dir, StartTimeout: startTimeout})
-		must(t, err)
-		err = l2.Start(ctx)
-		if !errors.Is(err, controlplane.ErrPortInUse) || !strings.Contains(err.Error(), ln.Addr().String()) || !strings.Contains(err.Error(), "onboarding") {
-			t.Errorf("Start with a taken port = %v; want ErrPortInUse naming %s and the onboarding cluster", err, ln.Addr())
-		}
-		if s := readState(t, dir); len(s.RecordedProcesses()) != 0 {
-			t.Errorf("processes recorded after the failed start: %+v", s.RecordedProcesses())
-		}
-	})
-
-	l2, err := landscape.New(landscape.Config{StateDir: dir, StartTimeout: startTimeout, StopTimeout: 5 * time.Second})
+	l2, err := landscape.New(landscape.Config{StateDir: dir, Out: &out, StartTimeout: startTimeout, StopTimeout: 5 * time.Second})
 	must(t, err)
 	t.Cleanup(func() { _ = l2.Stop(context.Background()) })
-	t.Run("a second start resumes, with the provisioned cluster and its access", func(t *testing.T) {
+	resumed := t.Run("a second start resumes, moving taken ports, with the provisioned cluster and its access", func(t *testing.T) {
 		// A process an earlier run left alive (as if its supervisor had
 		// been killed without Pdeathsig) is stopped first.
 		runner := controlplane.NewRunner(nil)
@@ -225,7 +210,14 @@ func TestLandscape(t *testing.T) {
 		s := readState(t, dir)
 		s.Processes = map[string]*controlplane.Process{"leftover": &leftover.Record}
 		must(t, controlplane.NewStore(dir, s).Update(func(*controlplane.State) error { return nil }))
+		// Another program took the onboarding cluster's and the
+		// provisioned cluster's ports while the landscape was stopped.
+		onboardingPort := initial.Clusters[landscape.ClusterOnboarding].Port
+		for _, port := range []int{onboardingPort, mcpPort} {
+			takePort(t, port)
+		}
 
+		out.Reset()
 		begin := time.Now()
 		must(t, l2.Start(ctx))
 		select {
@@ -233,14 +225,47 @@ func TestLandscape(t *testing.T) {
 		default:
 			t.Error("the leftover process of the earlier run still runs")
 		}
-		t.Logf("start-up (resumed, with one provisioned cluster): %s", time.Since(begin).Round(10*time.Millisecond))
-		rec := l2.State().Clusters[mcpName]
-		if rec == nil || rec.Port != mcpPort || !controlplane.Alive(rec.APIServer) {
-			t.Fatalf("provisioned cluster after resume: %+v; want it running on port %d", rec, mcpPort)
+		t.Logf("start-up (resumed, with one provisioned cluster and two ports moved): %s", time.Since(begin).Round(10*time.Millisecond))
+		for _, port := range []int{onboardingPort, mcpPort} {
+			if want := fmt.Sprintf("127.0.0.1:%d (recorded for the kube-apiserver of cluster", port); !strings.Contains(out.String(), want) {
+				t.Errorf("the resume does not say that it moved port %d (want %q):\n%s", port, want, out.String())
+			}
 		}
-		// Same port, same data, same keys: the token handed out before works.
-		checkAccess(t, accessKubeconfig, mcpPort)
+		rec := l2.State().Clusters[mcpName]
+		if rec == nil || rec.Port == mcpPort || !controlplane.Alive(rec.APIServer) {
+			t.Fatalf("provisioned cluster after resume: %+v; want it running on a new port, not %d", rec, mcpPort)
+		}
+		mcpPort = rec.Port
+		onboarding := l2.State().Clusters[landscape.ClusterOnboarding]
+		if onboarding.Port == onboardingPort {
+			t.Fatalf("the onboarding cluster kept its taken port %d", onboardingPort)
+		}
+		// The admin kubeconfig file and the Cluster registration's
+		// Secret name the new port and work.
+		if err := clientFromFile(t, onboarding.Kubeconfig).List(ctx, &corev1.NamespaceList{}); err != nil {
+			t.Errorf("onboarding admin kubeconfig after the move: %v", err)
+		}
+		c := clientFromSecret(t, l2.Platform.Client, landscape.Namespace, landscape.ClusterOnboarding+localcluster.SecretSuffix)
+		if err := c.List(ctx, &corev1.NamespaceList{}); err != nil {
+			t.Errorf("onboarding Cluster's kubeconfig Secret after the move: %v", err)
+		}
+		// The operator rewrites the AccessRequest's kubeconfig for the new
+		// port; the token issued before the move is still accepted (same
+		// data, keys and service-account issuer).
+		secret := &corev1.Secret{}
+		waitFor(t, "AccessRequest kubeconfig rewritten for the new port", func(ctx context.Context) (bool, error) {
+			if err := l2.Platform.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: accessSecret}, secret); err != nil {
+				return false, err
+			}
+			cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[clustersv1alpha1.SecretKeyKubeconfig])
+			return err == nil && strings.HasSuffix(cfg.Host, ":"+strconv.Itoa(mcpPort)), nil
+		}, func() string { return string(secret.Data[clustersv1alpha1.SecretKeyHost]) })
+		checkAccess(t, secret.Data[clustersv1alpha1.SecretKeyKubeconfig], mcpPort)
+		checkAccess(t, rewriteHost(t, accessKubeconfig, mcpPort), mcpPort)
 	})
+	if !resumed {
+		t.FailNow() // the subtests below need the resumed landscape
+	}
 
 	t.Run("deleting the ClusterRequest stops its API server and deletes its data", func(t *testing.T) {
 		rec := l2.State().Clusters[mcpName]
@@ -293,7 +318,8 @@ func TestLandscape(t *testing.T) {
 // TestCrashRecovery uses the commands as a user does: `landscape up` starts
 // the landscape in the background (this test binary stands in for
 // marketplane); the supervisor is killed with SIGKILL; `status` reports it
-// gone; `up` resumes on the stale state; `down` removes everything.
+// gone; another program takes a recorded port; `up` resumes on the stale
+// state, on a new port for the taken one; `down` removes everything.
 func TestCrashRecovery(t *testing.T) {
 	requireBinaries(t)
 	ctx := t.Context()
@@ -318,6 +344,12 @@ func TestCrashRecovery(t *testing.T) {
 		t.Errorf("status after the crash does not say it is not running:\n%s", out)
 	}
 
+	// Another program took the platform API server's port meanwhile (on a
+	// busy machine any recorded port may be taken while the landscape is
+	// down): the resume moves it and says so.
+	taken := first.Clusters[landscape.ClusterPlatform].Port
+	takePort(t, taken)
+
 	begin = time.Now()
 	out = runCLI(t, "landscape", "up", "--control-plane-only", "--state-dir", dir, "--start-timeout", startTimeout.String())
 	t.Logf("start-up (resumed after SIGKILL, 'landscape up'): %s", time.Since(begin).Round(10*time.Millisecond))
@@ -333,8 +365,13 @@ func TestCrashRecovery(t *testing.T) {
 		if err := c.List(ctx, &corev1.NamespaceList{}); err != nil {
 			t.Errorf("cluster %s after the resume: %v", name, err)
 		}
-		if second.Clusters[name].Port != first.Clusters[name].Port {
-			t.Errorf("cluster %s moved from port %d to %d", name, first.Clusters[name].Port, second.Clusters[name].Port)
+		from, to := first.Clusters[name].Port, second.Clusters[name].Port
+		moved := strings.Contains(out, fmt.Sprintf("127.0.0.1:%d (recorded for the kube-apiserver of cluster %s) is taken by another process; using 127.0.0.1:%d", from, name, to))
+		switch {
+		case name == landscape.ClusterPlatform && (to == taken || !moved):
+			t.Errorf("cluster %s: port %d -> %d; want it moved off the taken port and the move reported:\n%s", name, from, to, out)
+		case from != to && !moved:
+			t.Errorf("cluster %s moved from port %d to %d without saying so:\n%s", name, from, to, out)
 		}
 	}
 	// The platform kept its data: the Clusters registered by the first run.
@@ -435,6 +472,43 @@ func checkAccess(t *testing.T, kubeconfig []byte, port int) {
 	if err := c.List(ctx, &corev1.SecretList{}, client.InNamespace("team")); !apierrors.IsForbidden(err) {
 		t.Errorf("access token: list secrets in team = %v; want Forbidden", err)
 	}
+}
+
+// takePort makes sure another program holds a loopback port until the test
+// ends: it listens on it. A port that cannot be listened on is already
+// taken, possibly only for a moment (the local end of some connection, on
+// a busy machine): it retries until it holds the port or the port has been
+// taken for the whole wait, which counts as taken too.
+func takePort(t *testing.T, port int) {
+	t.Helper()
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	var lastErr error
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			lastErr = err
+			return false, nil
+		}
+		t.Cleanup(func() { _ = ln.Close() })
+		return true, nil
+	})
+	if err != nil {
+		t.Logf("%s stayed taken by another process for 30s (%v); the test uses it as taken", addr, lastErr)
+	}
+}
+
+// rewriteHost returns kubeconfig with its server moved to a loopback port,
+// as a user whose copy of the kubeconfig predates a port move would fix it.
+func rewriteHost(t *testing.T, kubeconfig []byte, port int) []byte {
+	t.Helper()
+	cfg, err := clientcmd.Load(kubeconfig)
+	must(t, err)
+	for _, c := range cfg.Clusters {
+		c.Server = "https://127.0.0.1:" + strconv.Itoa(port)
+	}
+	out, err := clientcmd.Write(*cfg)
+	must(t, err)
+	return out
 }
 
 // checkNothingLeft checks that no process of s is alive and every port of s

@@ -118,7 +118,8 @@ func lockFile(layout controlplane.Layout, flags int) (*os.File, error) {
 // fresh one on free ports (after removing whatever a start that crashed
 // before writing its state left). With one, processes of the earlier run
 // that are still alive are stopped, and the recorded ports, certificates
-// and data are reused: every recorded port must be free.
+// and data are reused; a recorded port another process took meanwhile is
+// replaced by a new one, and the progress output says so.
 func (l *Landscape) recover() (*controlplane.State, bool, error) {
 	prev, err := controlplane.ReadState(l.Layout.Dir)
 	if errors.Is(err, controlplane.ErrNoState) {
@@ -146,12 +147,14 @@ func (l *Landscape) recover() (*controlplane.State, bool, error) {
 	for _, c := range s.Clusters {
 		c.APIServer, c.ControllerManager = nil, nil
 	}
-	for port, use := range s.Ports() {
-		if err := controlplane.CheckPortFree(port, use); err != nil {
-			return nil, false, err
-		}
+	moves, err := controlplane.MoveTakenPorts(s)
+	if err != nil {
+		return nil, false, err
 	}
 	l.progress("resuming the landscape in %s", l.Layout.Dir)
+	for _, m := range moves {
+		l.progress("%s; kubeconfigs and Cluster registrations are rewritten for the new port", m)
+	}
 	return l.starting(s)
 }
 

@@ -19,8 +19,9 @@
 // text/template with all of Sprig v3 and Service Fabrik's functions b64enc,
 // b64dec, unmarshalJSON and marshalJSON (which fail the render on bad
 // input), and toToml, toYaml, fromYaml, toJson and fromJson (which do not:
-// the from functions return a map with the error text under "Error"). env
-// and expandenv see an empty environment.
+// the from functions return a map with the error text under "Error").
+// Sprig's getHostByName, env and expandenv are not defined: a render reads
+// neither the network nor the inter-operator's environment.
 //
 // Variables are .service, .plan, .instance and, for bindings, .binding, as
 // maps (Values); a status template also sees every source by its name

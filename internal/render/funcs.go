@@ -19,13 +19,13 @@ import (
 // urlquery), and Service Fabrik's extras, which replace Sprig's functions of
 // the same name.
 //
-// env and expandenv see an empty environment: the operator's environment is
-// not the plan author's to read (it may hold credentials), and what a plan
-// renders must not depend on the pod that renders it.
+// Sprig's functions that reach outside the template are not defined, so
+// that a template using them does not parse (removedFuncs).
 func baseFuncs() template.FuncMap {
 	f := sprig.TxtFuncMap()
-	f["env"] = func(string) string { return "" }
-	f["expandenv"] = func(string) string { return "" }
+	for _, name := range removedFuncs {
+		delete(f, name)
+	}
 
 	f["print"] = fmt.Sprint
 	f["printf"] = fmt.Sprintf
@@ -45,6 +45,20 @@ func baseFuncs() template.FuncMap {
 	f["fromJson"] = fromJson
 	return f
 }
+
+// Funcs returns the functions a gotemplate may call, for parsing templates
+// outside a Renderer (catalog validation): a template that parses with them
+// parses in a render, and one that calls a removed function does not.
+func Funcs() template.FuncMap { return baseFuncs() }
+
+// removedFuncs are Sprig's functions that a gotemplate cannot call: they
+// would make what a plan renders depend on the process and network that
+// render it rather than on the plan and the request. getHostByName resolves
+// a host name at render time (a DNS request the tenant's parameters can
+// aim, and an answer that leaks into the rendered objects); env and
+// expandenv read the inter-operator's environment, which may hold
+// credentials.
+var removedFuncs = []string{"getHostByName", "env", "expandenv"}
 
 // b64enc encodes s in standard base64.
 func b64enc(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }

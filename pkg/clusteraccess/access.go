@@ -100,12 +100,18 @@ func (m *Manager) ensureAccessRequest(ctx context.Context, want *clustersv1alpha
 // accessRequest returns the AccessRequest named key with the token access p
 // to the cluster of the ClusterRequest ref.
 func (m *Manager) accessRequest(key, ref types.NamespacedName, p Permissions, labels map[string]string) *clustersv1alpha1.AccessRequest {
+	var ttl *common.Duration
+	if m.ttl != nil {
+		// A copy: the request must not share the Manager's value.
+		v := *m.ttl
+		ttl = &v
+	}
 	return &clustersv1alpha1.AccessRequest{
 		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: labels},
 		Spec: clustersv1alpha1.AccessRequestSpec{
 			RequestRef: &common.ObjectReference{Name: ref.Name, Namespace: ref.Namespace},
 			Token:      p.token(),
-			TTL:        m.ttl.DeepCopy(),
+			TTL:        ttl,
 		},
 	}
 }

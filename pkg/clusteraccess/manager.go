@@ -7,13 +7,13 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/marketplane/marketplane/api/common"
 	"github.com/marketplane/marketplane/pkg/spruntime"
 )
 
@@ -47,7 +47,7 @@ type Manager struct {
 	scheme        *runtime.Scheme
 	mcp           Permissions
 	workload      *Permissions
-	ttl           *metav1.Duration
+	ttl           *common.Duration
 	pollInterval  time.Duration
 	timeout       time.Duration
 	tokenInterval time.Duration
@@ -102,7 +102,7 @@ func WithAPIReader(r client.Reader) Option {
 // (default: the operator's, 24 h). The operator refreshes tokens when 80 %
 // of their lifetime has passed.
 func WithTokenTTL(d time.Duration) Option {
-	return func(m *Manager) { m.ttl = &metav1.Duration{Duration: d} }
+	return func(m *Manager) { m.ttl = common.DurationOf(d) }
 }
 
 // WithPollInterval sets how often Request checks its access (default

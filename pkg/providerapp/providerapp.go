@@ -21,10 +21,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/marketplane/marketplane/api/crds"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
+	"github.com/marketplane/marketplane/internal/metricsauth"
 	"github.com/marketplane/marketplane/pkg/clusteraccess"
 	"github.com/marketplane/marketplane/pkg/contract"
 	"github.com/marketplane/marketplane/pkg/crdinstall"
@@ -78,7 +78,7 @@ type flags struct {
 	onboardingKubeconfig string
 	kubeconfig           string
 	leaderElect          bool
-	metricsAddr          string
+	metrics              metricsauth.Flags
 	probeAddr            string
 	timeout              time.Duration
 	qps                  float32
@@ -119,8 +119,11 @@ func (p Provider) Command(access ...clusteraccess.Option) *cobra.Command {
 		},
 	}
 	runCmd.Flags().BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader (the operator sets it with more than one replica)")
-	runCmd.Flags().StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint; 0 disables it")
-	runCmd.Flags().StringVar(&f.probeAddr, "health-probe-bind-address", "0", "address of /healthz and /readyz, e.g. :8081; off by default, since several providers share a host in the local landscape and the operator adds no probes")
+	// Metrics listen on loopback unless the operator exposes them (it
+	// passes --metrics-bind-address=:<port> with a Service in front); then
+	// they are served over HTTPS to authorized bearer tokens only.
+	f.metrics.AddFlags(runCmd.Flags(), metricsauth.DefaultBindAddress)
+	runCmd.Flags().StringVar(&f.probeAddr, "health-probe-bind-address", "0", "address of /healthz and /readyz, e.g. 127.0.0.1:8081 (or :8081 for a kubelet's probes); off by default, since several providers share a host in the local landscape and the operator adds no probes")
 	root.AddCommand(initCmd, runCmd)
 	return root
 }
@@ -162,11 +165,7 @@ func (p Provider) init(ctx context.Context, f *flags) error {
 	if err := crdinstall.Apply(ctx, platform, p.Name, 0, platformCRDs...); err != nil {
 		return fmt.Errorf("install platform CRDs: %w", err)
 	}
-	onboarding, err := p.onboarding(ctx, f, platform, pod, "init", clusteraccess.Permissions{Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{apiextensionsv1.GroupName},
-		Resources: []string{"customresourcedefinitions"},
-		Verbs:     []string{"get", "list", "watch", "create", "update", "patch"},
-	}}}, nil)
+	onboarding, err := p.onboarding(ctx, f, platform, pod, "init", p.OnboardingPermissions("init"), nil)
 	if err != nil {
 		return err
 	}
@@ -213,8 +212,10 @@ func (p Provider) run(ctx context.Context, f *flags, accessOpts []clusteraccess.
 		LeaderElectionNamespace: pod.Namespace,
 		// The provider may hold leases only in its own namespace on the
 		// platform cluster.
-		LeaderElectionConfig:   platformCfg,
-		Metrics:                metricsserver.Options{BindAddress: f.metricsAddr},
+		LeaderElectionConfig: platformCfg,
+		// Exposed metrics are authorized by the platform cluster, where
+		// the provider's pods and a scraper's ServiceAccount live.
+		Metrics:                metricsauth.ServerOptions(f.metrics, platformCfg),
 		HealthProbeBindAddress: f.probeAddr,
 	})
 	if err != nil {
@@ -264,6 +265,29 @@ func (p Provider) onboarding(ctx context.Context, f *flags, platform client.Clie
 		return nil, fmt.Errorf("onboarding access: %w", err)
 	}
 	return c, nil
+}
+
+// OnboardingPermissions returns what init (purpose "init") and run (any
+// other purpose) ask for on the onboarding cluster. Init may read and
+// create CRDs, and update only its own onboarding CRDs, by name: the
+// operator's access policy refuses updating CRDs in general, which would let
+// one provider rewrite another's API.
+func (p Provider) OnboardingPermissions(purpose string) clusteraccess.Permissions {
+	if purpose != "init" {
+		return p.runPermissions()
+	}
+	const crdResource = "customresourcedefinitions"
+	rules := []rbacv1.PolicyRule{{APIGroups: []string{apiextensionsv1.GroupName}, Resources: []string{crdResource}, Verbs: []string{"get", "list", "watch", "create"}}}
+	_, onboardingCRDs := p.split()
+	names := make([]string, 0, len(onboardingCRDs))
+	for _, crd := range onboardingCRDs {
+		names = append(names, crd.Name)
+	}
+	// Without names the rule would cover every CRD.
+	if len(names) > 0 {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{apiextensionsv1.GroupName}, Resources: []string{crdResource}, ResourceNames: names, Verbs: []string{"update", "patch"}})
+	}
+	return clusteraccess.Permissions{Rules: rules}
 }
 
 func (p Provider) runPermissions() clusteraccess.Permissions {

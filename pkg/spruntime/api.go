@@ -36,6 +36,20 @@ type Config interface {
 	PollInterval() time.Duration
 }
 
+// ConfigValidator is optional. When a ProviderConfig type implements it,
+// the runtime calls Validate each time it reads the ProviderConfig. An error
+// (for example a duration stored before the API server checked it) stops
+// every object of the provider at that point: each gets Ready=False and
+// Synced=False with the reason InvalidProviderConfig and the error as the
+// message, nothing else is done, and a change of the ProviderConfig
+// reconciles them again. Fields whose values the API server validates can
+// still hold bad values written before the rule existed, so a ProviderConfig
+// type whose fields only decode (such as common.Duration) should implement
+// it.
+type ConfigValidator interface {
+	Validate() error
+}
+
 // Reconciler is the domain logic a provider author writes. The runtime calls
 // CreateOrUpdate for every object that exists and Delete for one that is
 // being deleted, with its ProviderConfig and access to the clusters it acts

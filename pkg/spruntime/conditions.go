@@ -24,6 +24,7 @@ const maxMessageLength = 4096
 var runtimeReadyReasons = map[string]bool{
 	ReasonProviderConfigMissing:  true,
 	ReasonProviderConfigDeleting: true,
+	ReasonInvalidProviderConfig:  true,
 	ReasonClusterAccessPending:   true,
 	ReasonReconciling:            true,
 }

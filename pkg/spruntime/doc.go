@@ -40,9 +40,11 @@
 //     transition of Ready, Synced or DeletionBlocked (status or reason) is
 //     recorded as an event.
 //  3. The ProviderConfig named like the provider is read from the platform
-//     cluster. Missing or being deleted: Ready=False and Synced=False with
-//     reason ProviderConfigMissing or ProviderConfigDeleting and no requeue;
-//     the ProviderConfig watch reconciles every object when it changes.
+//     cluster. Missing, being deleted or refused by its Validate
+//     (ConfigValidator): Ready=False and Synced=False with reason
+//     ProviderConfigMissing, ProviderConfigDeleting or
+//     InvalidProviderConfig and no requeue; the ProviderConfig watch
+//     reconciles every object when it changes.
 //  4. Deletion. With openmcp.cloud/deletion-policy=Orphan, the author's
 //     Delete is skipped: access is released, the finalizer removed and an
 //     Orphaned event recorded. Otherwise the clusters are obtained (not

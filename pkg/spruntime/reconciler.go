@@ -398,10 +398,10 @@ func (r *APIReconciler[T, C]) release(ctx context.Context, obj T, orphaned bool)
 	return ctrl.Result{}, ResultDeleted, nil
 }
 
-// providerConfig gets the ProviderConfig. When it is missing or being
-// deleted it sets Ready (with phase) and Synced to say so and returns false:
-// there is nothing to retry, the ProviderConfig watch enqueues every object
-// when it appears.
+// providerConfig gets the ProviderConfig. When it is missing, being deleted
+// or invalid (ConfigValidator) it sets Ready (with phase) and Synced to say
+// so and returns false: there is nothing to retry, the ProviderConfig watch
+// enqueues every object when it appears or changes.
 func (r *APIReconciler[T, C]) providerConfig(ctx context.Context, obj T, phase Phase) (C, bool, error) {
 	cfg := r.newConfig()
 	if err := r.platform.GetClient().Get(ctx, client.ObjectKey{Name: r.providerName}, cfg); err != nil {
@@ -421,6 +421,23 @@ func (r *APIReconciler[T, C]) providerConfig(ctx context.Context, obj T, phase P
 		setReady(obj, phase, metav1.ConditionFalse, ReasonProviderConfigDeleting, msg)
 		setSynced(obj, metav1.ConditionFalse, ReasonProviderConfigDeleting, msg)
 		return cfg, false, nil
+	}
+	// The ProviderConfig decoded, but a value the API server would refuse
+	// today may have been stored before its rule existed: it configures
+	// nothing until it is fixed, and the ProviderConfig watch brings every
+	// object back then. Other providers' ProviderConfigs are not read here,
+	// so a bad one of theirs does not stop this provider.
+	if v, ok := any(cfg).(ConfigValidator); ok {
+		if err := v.Validate(); err != nil {
+			logf.FromContext(ctx).V(1).Info("ProviderConfig invalid", "providerConfig", r.providerName, "error", err.Error())
+			msg := fmt.Sprintf("The ProviderConfig %q is invalid: %v", r.providerName, err)
+			if phase == PhasePending {
+				phase = PhaseFailed
+			}
+			setReady(obj, phase, metav1.ConditionFalse, ReasonInvalidProviderConfig, msg)
+			setSynced(obj, metav1.ConditionFalse, ReasonInvalidProviderConfig, msg)
+			return cfg, false, nil
+		}
 	}
 	return cfg, true, nil
 }

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/marketplane/marketplane/api/common"
 	"github.com/marketplane/marketplane/pkg/spruntime"
 	"github.com/marketplane/marketplane/pkg/spruntime/internal/testapi"
 )
@@ -104,7 +105,7 @@ func testGoesReady(t *testing.T) {
 func testPollWritesNothing(t *testing.T) {
 	t.Parallel()
 	p := startProvider(t)
-	p.createConfig(t, testapi.ProviderConfigSpec{PollInterval: &metav1.Duration{Duration: time.Second}})
+	p.createConfig(t, testapi.ProviderConfigSpec{PollInterval: common.DurationOf(time.Second)})
 	p.createService(t, "svc", "one")
 	obj := p.waitReady(t, "svc")
 	// Wait for the first poll to settle the status (its Synced message).

@@ -46,6 +46,10 @@ const (
 	ReasonUpToDate               = "UpToDate"
 	ReasonClusterAccessFailed    = "ClusterAccessFailed"
 	ReasonProviderConfigDeleting = "ProviderConfigDeleting"
+	// ReasonInvalidProviderConfig says that the ProviderConfig holds a
+	// value its type's Validate refuses (see ConfigValidator), typically
+	// one stored before the API server's validation rule existed.
+	ReasonInvalidProviderConfig = "InvalidProviderConfig"
 	// ReasonReleasingAccess is the Ready reason while the runtime releases
 	// cluster access after Delete finished; it also tells the next
 	// reconcile not to ask for the clusters again.

@@ -36,10 +36,12 @@ type AccessRequestSpec struct {
 	// +optional
 	OIDC *OIDCConfig `json:"oidc,omitempty"`
 
-	// TTL is how long the issued credentials stay valid. When unset, the
-	// ClusterProvider chooses.
+	// TTL is how long the issued credentials stay valid, e.g. "1h" or
+	// "24h". When unset, the ClusterProvider chooses. A value that is not a
+	// duration is refused by the API server; one stored before that rule
+	// existed denies this request (reason InvalidSpec) and nothing else.
 	// +optional
-	TTL *metav1.Duration `json:"ttl,omitempty"`
+	TTL *common.Duration `json:"ttl,omitempty"`
 }
 
 // TokenConfig describes token-based access: a service account on the target

@@ -10,8 +10,7 @@ package v1alpha1
 
 import (
 	"github.com/marketplane/marketplane/api/common"
-	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -99,7 +98,7 @@ func (in *AccessRequestSpec) DeepCopyInto(out *AccessRequestSpec) {
 	}
 	if in.TTL != nil {
 		in, out := &in.TTL, &out.TTL
-		*out = new(v1.Duration)
+		*out = new(common.Duration)
 		**out = **in
 	}
 }
@@ -484,7 +483,7 @@ func (in *PermissionsRequest) DeepCopyInto(out *PermissionsRequest) {
 	*out = *in
 	if in.Rules != nil {
 		in, out := &in.Rules, &out.Rules
-		*out = make([]rbacv1.PolicyRule, len(*in))
+		*out = make([]v1.PolicyRule, len(*in))
 		for i := range *in {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}

@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/marketplane/marketplane/api/common"
 )
 
 func TestProviderConfigDefaults(t *testing.T) {
@@ -35,7 +36,7 @@ func TestProviderConfigDefaults(t *testing.T) {
 		},
 		"Set": {
 			reason: "Set fields win.",
-			cfg: &ProviderConfig{Spec: ProviderConfigSpec{PollInterval: &metav1.Duration{Duration: time.Minute}, CatalogNamespace: "cat",
+			cfg: &ProviderConfig{Spec: ProviderConfigSpec{PollInterval: common.DurationOf(time.Minute), CatalogNamespace: "cat",
 				Limits: &Limits{MaxObjects: 5, MaxTransientErrors: 2}}},
 			want: want{time.Minute, "cat", 5, 2},
 		},

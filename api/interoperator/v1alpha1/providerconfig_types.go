@@ -5,9 +5,12 @@ Copyright 2026 The Marketplane Authors.
 package v1alpha1
 
 import (
+	"errors"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/marketplane/marketplane/api/common"
 )
 
 // DefaultCatalogNamespace is the namespace on the platform cluster where the
@@ -33,7 +36,7 @@ type Limits struct {
 	// renderTimeout bounds one template render, fetching excluded
 	// (default 5s).
 	// +optional
-	RenderTimeout *metav1.Duration `json:"renderTimeout,omitempty"`
+	RenderTimeout *common.Duration `json:"renderTimeout,omitempty"`
 	// maxTemplateBytes bounds the text of one gotemplate (default 1 MiB).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
@@ -67,7 +70,7 @@ type ProviderConfigSpec struct {
 	// progress are looked at more often, with a backoff from one to thirty
 	// seconds.
 	// +optional
-	PollInterval *metav1.Duration `json:"pollInterval,omitempty"`
+	PollInterval *common.Duration `json:"pollInterval,omitempty"`
 	// catalogNamespace is the namespace on the platform cluster that holds
 	// the SFServices, SFPlans and SFClusters (and the SFClusters' kubeconfig
 	// Secrets) the inter-operator serves.
@@ -90,6 +93,10 @@ type ProviderConfigSpec struct {
 	// limits bound renders and operations.
 	// +optional
 	Limits *Limits `json:"limits,omitempty"`
+	// renderPolicies widen, per plan, what rendered objects and sources may be (renderpolicy_types.go).
+	// +optional
+	// +listType=atomic
+	RenderPolicies []RenderPolicy `json:"renderPolicies,omitempty"`
 }
 
 // ProviderConfig configures the inter-operator. It is cluster-scoped, lives
@@ -112,12 +119,43 @@ type ProviderConfig struct {
 }
 
 // PollInterval returns spec.pollInterval, or zero (the provider runtime's
-// default) when it is unset. It is safe on a nil receiver.
+// default) when it is unset or invalid (Validate reports that). It is safe
+// on a nil receiver.
 func (c *ProviderConfig) PollInterval() time.Duration {
-	if c == nil || c.Spec.PollInterval == nil {
+	if c == nil {
 		return 0
 	}
-	return c.Spec.PollInterval.Duration
+	d, _ := c.Spec.PollInterval.Parse()
+	return d
+}
+
+// RenderTimeout returns spec.limits.renderTimeout, or zero (the renderer's
+// default) when it is unset or invalid (Validate reports that). It is safe
+// on a nil receiver.
+func (c *ProviderConfig) RenderTimeout() time.Duration {
+	if c == nil || c.Spec.Limits == nil {
+		return 0
+	}
+	d, _ := c.Spec.Limits.RenderTimeout.Parse()
+	return d
+}
+
+// Validate reports the fields the API server's rules would refuse but that
+// an object stored before those rules existed may still hold (durations
+// that do not parse). The provider runtime calls it after reading the
+// ProviderConfig and, on an error, reconciles none of the objects it
+// configures, giving each the reason InvalidProviderConfig. It is safe on a
+// nil receiver.
+func (c *ProviderConfig) Validate() error {
+	if c == nil {
+		return nil
+	}
+	var errs []error
+	errs = append(errs, c.Spec.PollInterval.Validate("spec.pollInterval"))
+	if c.Spec.Limits != nil {
+		errs = append(errs, c.Spec.Limits.RenderTimeout.Validate("spec.limits.renderTimeout"))
+	}
+	return errors.Join(errs...)
 }
 
 // CatalogNamespace returns spec.catalogNamespace, or

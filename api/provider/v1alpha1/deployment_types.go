@@ -107,6 +107,11 @@ type DeploymentSpec struct {
 	// pods. Metrics are served on :8080/metrics unless configured otherwise.
 	// +optional
 	Metrics *MetricsConfiguration `json:"metrics,omitempty"`
+
+	// AccessPolicy widens what the provider may request from the operator
+	// (Marketplane extension). Unset means the defaults of docs/security.md.
+	// +optional
+	AccessPolicy *AccessPolicy `json:"accessPolicy,omitempty"`
 }
 
 // EnvVar is an environment variable of the provider's containers.

@@ -27,6 +27,7 @@ import (
 	"github.com/marketplane/marketplane/internal/broker"
 	"github.com/marketplane/marketplane/internal/broker/catalog"
 	"github.com/marketplane/marketplane/internal/broker/kubestore"
+	"github.com/marketplane/marketplane/internal/metricsauth"
 	"github.com/marketplane/marketplane/pkg/contract"
 )
 
@@ -54,11 +55,18 @@ type Options struct {
 	// CatalogNamespace holds the SFServices and SFPlans on the platform.
 	CatalogNamespace string
 
-	// BindAddress is where the OSB API listens.
+	// BindAddress is where the OSB API listens; loopback by default, so
+	// that a broker is only reachable from elsewhere when it is told to
+	// be (with TLS, --bind-address=:9293).
 	BindAddress string
 	// MetricsBindAddress serves /metrics, /healthz and /readyz; empty or
 	// "0" disables it.
 	MetricsBindAddress string
+	// MetricsSecure: on an address that is not loopback, the metrics
+	// address serves HTTPS (the TLS files, else a self-signed
+	// certificate) and /metrics only to bearer tokens the platform
+	// cluster authenticates and authorizes for get on the URL.
+	MetricsSecure bool
 	// TLSCertFile and TLSKeyFile enable HTTPS; the files are re-read when
 	// they change.
 	TLSCertFile, TLSKeyFile string
@@ -101,12 +109,16 @@ type Options struct {
 	Ready func()
 }
 
+// DefaultBindAddress is where the OSB API listens by default: loopback.
+const DefaultBindAddress = "127.0.0.1:9293"
+
 // DefaultOptions returns the defaults of every option.
 func DefaultOptions() Options {
 	return Options{
 		CatalogNamespace:   "interoperator",
-		BindAddress:        ":9293",
-		MetricsBindAddress: ":8080",
+		BindAddress:        DefaultBindAddress,
+		MetricsBindAddress: metricsauth.DefaultBindAddress,
+		MetricsSecure:      true,
 		CredentialsRefresh: 30 * time.Second,
 		MinAPIVersion:      broker.DefaultMinAPIVersion.String(),
 		MaxBodyBytes:       broker.DefaultMaxBodyBytes,
@@ -150,8 +162,9 @@ $` + EnvPassword + `, or --username/--password. They are never logged.`,
 	f.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of the platform cluster (catalog, credentials Secret); default in-cluster or $KUBECONFIG")
 	f.StringVar(&o.OnboardingKubeconfig, "onboarding-kubeconfig", o.OnboardingKubeconfig, "kubeconfig of the onboarding cluster (instances, bindings); default the platform cluster")
 	f.StringVar(&o.CatalogNamespace, "catalog-namespace", o.CatalogNamespace, "namespace of the SFServices and SFPlans on the platform cluster")
-	f.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "address the OSB API listens on")
-	f.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, `address of /metrics, /healthz and /readyz; "0" disables it`)
+	f.StringVar(&o.BindAddress, "bind-address", o.BindAddress, `address the OSB API listens on; loopback by default, e.g. ":9293" (with --tls-cert-file) to serve platforms on other hosts`)
+	f.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, `address of /metrics, /healthz and /readyz; "0" disables it. Loopback by default; on any other address see --metrics-secure`)
+	f.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "on an address that is not loopback, serve HTTPS (the --tls-cert-file, else self-signed) and answer /metrics only to bearer tokens the platform cluster authenticates (TokenReview) and authorizes for get on the URL (SubjectAccessReview); the probes stay open. false serves everything in the clear")
 	f.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "serve HTTPS with this certificate (PEM); re-read when it changes")
 	f.StringVar(&o.TLSKeyFile, "tls-key-file", o.TLSKeyFile, "private key of --tls-cert-file (PEM)")
 	f.StringVar(&o.Username, "username", o.Username, "basic-auth username (default $"+EnvUsername+")")
@@ -353,7 +366,7 @@ func Run(ctx context.Context, o Options) error {
 		return nil
 	})
 	if o.MetricsListener != nil || (o.MetricsBindAddress != "" && o.MetricsBindAddress != "0") {
-		ms, err := metricsServer(o.MetricsListener, o.MetricsBindAddress, reg, watcher)
+		ms, err := metricsServer(o, platformCfg, reg, watcher, log)
 		if err != nil {
 			cancel()
 			return errors.Join(err, g.Wait())
@@ -463,9 +476,39 @@ type probeServer struct {
 // Serve serves until the server is shut down.
 func (p *probeServer) Serve() error { return p.srv.Serve(p.ln) }
 
-func metricsServer(ln net.Listener, addr string, reg *prometheus.Registry, watcher *catalog.Watcher) (*probeServer, error) {
+// metricsServer listens on the metrics address (or uses the given
+// listener). On an address that is not loopback, with MetricsSecure, it
+// serves TLS and /metrics requires a bearer token the platform cluster
+// authenticates and authorizes; /healthz and /readyz stay open (they tell
+// nothing but "ok", and a kubelet's probes carry no token).
+func metricsServer(o Options, platformCfg *rest.Config, reg *prometheus.Registry, watcher *catalog.Watcher, log logr.Logger) (*probeServer, error) {
+	ln := o.MetricsListener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", o.MetricsBindAddress); err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", o.MetricsBindAddress, err)
+		}
+	}
+	exposed := !metricsauth.IsLoopback(ln.Addr().String())
+	secure := exposed && o.MetricsSecure
+	var metrics http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	if secure {
+		var err error
+		if metrics, err = metricsauth.Protect(metrics, platformCfg, log.WithName("metrics")); err != nil {
+			_ = ln.Close()
+			return nil, err
+		}
+		tlsCfg, err := metricsTLS(o)
+		if err != nil {
+			_ = ln.Close()
+			return nil, err
+		}
+		ln = tls.NewListener(ln, tlsCfg)
+	} else if exposed {
+		log.Info("Serving metrics without authentication on an address that is not loopback (--metrics-secure=false)", "address", ln.Addr().String())
+	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !watcher.Synced() {
@@ -474,11 +517,19 @@ func metricsServer(ln net.Listener, addr string, reg *prometheus.Registry, watch
 		}
 		_, _ = w.Write([]byte("ok"))
 	})
-	if ln == nil {
-		var err error
-		if ln, err = net.Listen("tcp", addr); err != nil {
-			return nil, fmt.Errorf("listen on %s: %w", addr, err)
-		}
-	}
+	log.Info("Serving metrics", "address", ln.Addr().String(), "secure", secure)
 	return &probeServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, ln: ln}, nil
+}
+
+// metricsTLS serves exposed metrics with the OSB API's certificate (re-read
+// when it changes), or a self-signed one without.
+func metricsTLS(o Options) (*tls.Config, error) {
+	if o.TLSCertFile == "" {
+		return metricsauth.SelfSignedTLS()
+	}
+	certs, err := newCertReloader(o.TLSCertFile, o.TLSKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.get}, nil
 }

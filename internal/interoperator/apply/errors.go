@@ -81,6 +81,11 @@ func rejected(err error) bool {
 		return true
 	case apierrors.IsForbidden(err):
 		return !strings.Contains(err.Error(), "because it is being terminated")
+	case apierrors.IsInternalError(err):
+		// The API server passes etcd's refusal of an oversized
+		// server-side apply on as an internal error; the same object is
+		// refused every time.
+		return strings.Contains(err.Error(), "etcdserver: request is too large")
 	}
 	return false
 }

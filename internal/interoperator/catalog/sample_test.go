@@ -2,7 +2,9 @@ package catalog
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -95,11 +97,7 @@ func TestSampleCatalogRenders(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var kinds []string
-			for _, o := range objs {
-				kinds = append(kinds, o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName())
-			}
-			if diff := cmp.Diff([]string{"Namespace//sf-i1", "ResourceQuota/sf-i1/quota", "ServiceAccount/sf-i1/owner", "RoleBinding/sf-i1/owner"}, kinds); diff != "" {
+			if diff := cmp.Diff([]string{"Namespace//sf-i1", "ResourceQuota/sf-i1/quota", "Namespace//" + credentialsNamespace("i1")}, objectKeys(objs)); diff != "" {
 				t.Errorf("objects, -want +got:\n%s", diff)
 			}
 			hard, _, _ := unstructured.NestedMap(objs[1].Object, "spec", "hard")
@@ -124,8 +122,16 @@ func TestSampleCatalogRenders(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if refs["token"].Name != "binding-b1-token" || refs["token"].Namespace != "sf-i1" {
-			t.Errorf("token source = %+v, want the bind template's Secret", refs["token"])
+		if refs["token"].Name != "binding-b1-token" || refs["token"].Namespace != credentialsNamespace("i1") {
+			t.Errorf("token source = %+v, want the bind template's Secret in the credentials namespace", refs["token"])
+		}
+		objs, err := r.RenderObjects(ctx, render.Input{Template: tmpl(osbv1alpha1.ActionBind), Values: vals})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"ServiceAccount/" + credentialsNamespace("i1") + "/binding-b1", "Secret/" + credentialsNamespace("i1") + "/binding-b1-token", "RoleBinding/sf-i1/binding-b1"}
+		if diff := cmp.Diff(want, objectKeys(objs)); diff != "" {
+			t.Errorf("bind objects, -want +got:\n%s", diff)
 		}
 		for name, tc := range map[string]struct {
 			token string
@@ -162,4 +168,21 @@ func TestSampleCatalogRenders(t *testing.T) {
 			})
 		}
 	})
+}
+
+// credentialsNamespace is the sample plan's namespace of an instance's
+// binding service accounts: sfb- and the first 40 hex digits of the
+// SHA-256 of the instance name.
+func credentialsNamespace(instance string) string {
+	sum := sha256.Sum256([]byte(instance))
+	return "sfb-" + hex.EncodeToString(sum[:])[:40]
+}
+
+// objectKeys returns kind/namespace/name of each object.
+func objectKeys(objs []*unstructured.Unstructured) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName())
+	}
+	return out
 }

@@ -9,10 +9,10 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/Masterminds/sprig/v3"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/internal/render"
 )
 
 // Reason is the reason of a catalog entry's Ready condition.
@@ -201,18 +201,10 @@ func validateTemplates(templates []osbv1alpha1.TemplateSpec) *Problem {
 	return nil
 }
 
-// parseFuncs names every function a gotemplate may call (Sprig v3 and
-// Service Fabrik's extras, see package render); parsing needs the names
-// only.
-var parseFuncs = func() template.FuncMap {
-	f := sprig.TxtFuncMap()
-	for _, name := range []string{"b64enc", "b64dec", "unmarshalJSON", "marshalJSON", "toToml", "toYaml", "fromYaml", "toJson", "fromJson"} {
-		if _, ok := f[name]; !ok {
-			f[name] = func(...any) any { return nil }
-		}
-	}
-	return f
-}()
+// parseFuncs are the functions a gotemplate may call (package render):
+// Sprig v3 without the functions that reach the network or the
+// environment, and Service Fabrik's extras.
+var parseFuncs = render.Funcs()
 
 // decodeBase64 decodes standard base64, padded or not, ignoring line
 // breaks, as the renderer does.

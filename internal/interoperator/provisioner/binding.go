@@ -111,6 +111,9 @@ func (r *BindingReconciler) bind(ctx context.Context, b *osbv1alpha1.SFServiceBi
 	b.Status.State = osbv1alpha1.StateInQueue
 	b.Status.Error = ""
 	fail := func(_ Reason, message string) { failBinding(b, message) }
+	if o := checkParameters("binding", b.Spec.Parameters); !o.ok() {
+		return ctrl.Result{}, r.engine.settle(b.UID, cfg, o, fail)
+	}
 	if tmpl, ok := plan.Template(osbv1alpha1.ActionBind); ok {
 		objs, o := r.engine.renderObjects(ctx, cfg, tmpl, vals, inst.Namespace)
 		if !o.ok() {
@@ -185,20 +188,30 @@ func (r *BindingReconciler) writeResponse(ctx context.Context, b *osbv1alpha1.SF
 }
 
 // Delete implements spruntime.Reconciler: it applies the unbind template
-// when the plan has one, otherwise deletes the bind resources, then
-// deletes the bind response Secret.
+// when the plan has one, deletes the bind resources (with an unbind
+// template, those the instance does not have too), then deletes the bind
+// response Secret.
 func (r *BindingReconciler) Delete(ctx context.Context, b *osbv1alpha1.SFServiceBinding, cfg *interoperatorv1alpha1.ProviderConfig, cc spruntime.ClusterContext) (ctrl.Result, error) {
 	t, err := r.engine.target(ctx, cfg, cc)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	b.Status.Error = ""
-	unbound, err := r.unbindTemplate(ctx, b, cfg, t)
+	unbound, inst, err := r.unbindTemplate(ctx, b, cfg, t)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if !unbound && len(b.Status.Resources) > 0 {
-		remaining, err := t.Applier.Delete(ctx, b.Status.Resources)
+	resources := b.Status.Resources
+	if unbound {
+		// The unbind template takes back what the bind template added to
+		// the instance's objects. What only the binding rendered (its
+		// service accounts, tokens, role bindings) goes as without one:
+		// a binding's credentials must not outlive it, whatever the
+		// unbind template does (issue #10).
+		resources = minus(resources, inst.Status.Resources)
+	}
+	if len(resources) > 0 {
+		remaining, err := t.Applier.Delete(ctx, resources)
 		if err != nil {
 			return ctrl.Result{}, fmt.Errorf("unbind: %w", err)
 		}
@@ -221,30 +234,31 @@ func (r *BindingReconciler) Delete(ctx context.Context, b *osbv1alpha1.SFService
 }
 
 // unbindTemplate applies the plan's unbind template, when it has one, and
-// reports whether it did. Errors of the template itself are not retried:
-// the binding is released and the error recorded, so that a broken plan
-// cannot keep bindings from going away; the bind resources stay.
-func (r *BindingReconciler) unbindTemplate(ctx context.Context, b *osbv1alpha1.SFServiceBinding, cfg *interoperatorv1alpha1.ProviderConfig, t *clusters.Target) (bool, error) {
+// reports whether it did, with the instance. Errors of the template itself
+// are not retried: the binding is released and the error recorded, so that
+// a broken plan cannot keep bindings from going away; the bind resources
+// the instance also has stay.
+func (r *BindingReconciler) unbindTemplate(ctx context.Context, b *osbv1alpha1.SFServiceBinding, cfg *interoperatorv1alpha1.ProviderConfig, t *clusters.Target) (bool, *osbv1alpha1.SFServiceInstance, error) {
 	inst, err := instanceOf(ctx, r.client, b)
 	if err != nil || inst == nil {
-		return false, err
+		return false, nil, err
 	}
 	svc, plan, err := r.engine.catalogEntries(ctx, cfg, inst.Spec.ServiceID, inst.Spec.PlanID)
 	if err != nil {
 		if _, ok := spruntime.AsInvalidUserInput(err); ok {
 			// Without its plan a binding is unbound by deleting its
 			// resources.
-			return false, nil
+			return false, nil, nil
 		}
-		return false, err
+		return false, nil, err
 	}
 	tmpl, ok := plan.Template(osbv1alpha1.ActionUnbind)
 	if !ok {
-		return false, nil
+		return false, nil, nil
 	}
 	vals, err := values(svc, plan, inst, b, t)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	objs, o := r.engine.renderObjects(ctx, cfg, tmpl, vals, inst.Namespace)
 	if o.ok() {
@@ -253,12 +267,12 @@ func (r *BindingReconciler) unbindTemplate(ctx context.Context, b *osbv1alpha1.S
 	}
 	switch {
 	case o.err != nil:
-		return false, o.err
+		return false, nil, o.err
 	case o.permanent != nil:
 		logf.FromContext(ctx).Info("The unbind template failed; releasing the binding anyway", "reason", o.permanent.reason)
 		b.Status.Error = o.permanent.message
 	}
-	return true, nil
+	return true, inst, nil
 }
 
 // failBinding ends the operation of b in failed with message.

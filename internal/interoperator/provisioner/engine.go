@@ -10,11 +10,14 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -112,9 +115,7 @@ func NewEngine(platform cluster.Cluster, registry *clusters.Registry, opts ...En
 func (e *Engine) renderer(cfg *interoperatorv1alpha1.ProviderConfig) *render.Renderer {
 	var l render.Limits
 	if lim := cfg.Spec.Limits; lim != nil {
-		if lim.RenderTimeout != nil {
-			l.Timeout = lim.RenderTimeout.Duration
-		}
+		l.Timeout = cfg.RenderTimeout()
 		l.MaxTemplateBytes, l.MaxOutputBytes, l.MaxChartBytes = lim.MaxTemplateBytes, lim.MaxOutputBytes, lim.MaxChartBytes
 	}
 	key := fmt.Sprintf("%v|%s", l, strings.Join(cfg.Spec.TemplateFileRoots, "\x00"))
@@ -217,31 +218,71 @@ func transient(err error) outcome { return outcome{err: err} }
 
 func (o outcome) ok() bool { return o.permanent == nil && o.err == nil }
 
+// rendered is what a provision, bind or unbind template rendered: the
+// objects, and the policy that decides what they may be, which follows
+// from what they were rendered for (plan, instance, binding).
+type rendered struct {
+	objs   []*unstructured.Unstructured
+	policy apply.Policy
+}
+
 // renderObjects renders a provision, bind or unbind template.
-func (e *Engine) renderObjects(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, t osbv1alpha1.TemplateSpec, vals map[string]any, namespace string) ([]*unstructured.Unstructured, outcome) {
+func (e *Engine) renderObjects(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, t osbv1alpha1.TemplateSpec, vals map[string]any, namespace string) (rendered, outcome) {
 	objs, err := e.renderer(cfg).RenderObjects(ctx, render.Input{Template: t, Values: vals, Namespace: namespace})
 	if err != nil {
 		if render.IsTransient(err) {
-			return nil, transient(err)
+			return rendered{}, transient(err)
 		}
-		return nil, failed(ReasonTemplateFailed, "%v", err)
+		return rendered{}, failed(ReasonTemplateFailed, "%v", err)
 	}
 	if max := cfg.MaxObjects(); len(objs) > max {
-		return nil, failed(ReasonInvalidResource, "the %s template renders %d objects, more than the limit of %d", t.Action, len(objs), max)
+		return rendered{}, failed(ReasonInvalidResource, "the %s template renders %d objects, more than the limit of %d", t.Action, len(objs), max)
 	}
-	return objs, outcome{}
+	return rendered{objs: objs, policy: renderPolicy(cfg, vals, namespace)}, outcome{}
 }
 
-// applyObjects prepares and applies rendered objects to the target. It
-// returns the references of every object it rendered and of those it
-// applied (all of them unless it failed).
-func (e *Engine) applyObjects(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, t *clusters.Target, objs []*unstructured.Unstructured, namespace string, labels map[string]string, fieldOwner string) (refs, applied []osbv1alpha1.Source, o outcome) {
+// renderPolicy returns the policy of the templates rendered with vals: the
+// default one, widened by what the ProviderConfig grants the plan.
+// namespace is the instance's default namespace.
+func renderPolicy(cfg *interoperatorv1alpha1.ProviderConfig, vals map[string]any, namespace string) apply.Policy {
+	var spec *interoperatorv1alpha1.ProviderConfigSpec
+	if cfg != nil {
+		spec = &cfg.Spec
+	}
+	planID, _, _ := unstructured.NestedString(vals, render.VarPlan, "spec", "id")
+	grants := spec.RenderGrants(planID)
+	p := apply.Policy{
+		DefaultNamespace: namespace,
+		Namespaces:       grants.Namespaces,
+		ClusterRoles:     grants.ClusterRoles,
+	}
+	for _, k := range grants.ClusterScopedKinds {
+		p.ClusterScopedKinds = append(p.ClusterScopedKinds, schema.GroupKind{Group: k.Group, Kind: k.Kind})
+	}
+	if name, _, _ := unstructured.NestedString(vals, render.VarInstance, "metadata", "name"); name != "" {
+		p.Instance = labelValue(name)
+	}
+	if name, _, _ := unstructured.NestedString(vals, render.VarBinding, "metadata", "name"); name != "" {
+		p.Binding = labelValue(name)
+	}
+	return p
+}
+
+// applyObjects prepares, checks against the render policy and applies
+// rendered objects to the target. It returns the references of every
+// object it rendered and of those it applied (all of them unless it
+// failed). Nothing is applied unless every object passes the policy.
+func (e *Engine) applyObjects(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, t *clusters.Target, r rendered, namespace string, labels map[string]string, fieldOwner string) (refs, applied []osbv1alpha1.Source, o outcome) {
+	objs := r.objs
 	refs, defaulted, err := t.Applier.Prepare(objs, namespace, labels)
 	if err != nil {
 		if apply.IsPermanent(err) {
 			return nil, nil, failed(ReasonInvalidResource, "%v", err)
 		}
 		return nil, nil, transient(err)
+	}
+	if o := policyOutcome(t.Applier.Check(ctx, objs, r.policy)); !o.ok() {
+		return nil, nil, o
 	}
 	if defaulted {
 		if err := t.Applier.EnsureNamespace(ctx, namespace); err != nil {
@@ -253,6 +294,68 @@ func (e *Engine) applyObjects(ctx context.Context, cfg *interoperatorv1alpha1.Pr
 		return refs, applied, e.requestFailed(ctx, cfg, t, err)
 	}
 	return refs, applied, outcome{}
+}
+
+// policyOutcome classifies an error of the render policy's checks.
+func policyOutcome(err error) outcome {
+	var refused *apply.RefusedError
+	var tooLarge *apply.TooLargeError
+	var invalid *apply.InvalidObjectError
+	switch {
+	case err == nil:
+		return outcome{}
+	case errors.As(err, &refused):
+		reason := ReasonRenderedObjectRefused
+		if refused.Rule == apply.RuleOwnSources {
+			reason = ReasonSourceRefused
+		}
+		return failed(reason, "%v", err)
+	case errors.As(err, &tooLarge):
+		return failed(ReasonResourceTooLarge, "%v", err)
+	case errors.As(err, &invalid):
+		return failed(ReasonInvalidResource, "%v", err)
+	}
+	return transient(err)
+}
+
+// Limits of what a request and a status template may make the
+// provisioner record, so that every status and Secret it writes fits into
+// etcd (1.5 MiB a request by default).
+const (
+	// MaxParametersBytes bounds the JSON parameters of an instance or
+	// binding. Their object holds them twice (spec and
+	// status.appliedSpec), and the API server's managedFields may list
+	// every key of both again: four times this stays well below etcd's
+	// limit.
+	MaxParametersBytes = 256 << 10
+	// MaxResponseBytes bounds a bind response, written into a Secret.
+	MaxResponseBytes = 512 << 10
+	// maxStatusText bounds the description, error and dashboard URL a
+	// status template reports; longer text is cut.
+	maxStatusText = 16 << 10
+)
+
+// checkParameters fails an operation whose parameters are larger than
+// MaxParametersBytes, before anything is rendered or applied: the
+// instance or binding could not record what it applied.
+func checkParameters(what string, params *runtime.RawExtension) outcome {
+	if params == nil || len(params.Raw) <= MaxParametersBytes {
+		return outcome{}
+	}
+	return failed(ReasonParametersTooLarge, "the %s's parameters are %d bytes of JSON, more than the limit of %d bytes", what, len(params.Raw), MaxParametersBytes)
+}
+
+// truncate cuts s to at most maxStatusText bytes, at a rune boundary.
+func truncate(s string) string {
+	if len(s) <= maxStatusText {
+		return s
+	}
+	const mark = "… (truncated)"
+	cut := maxStatusText - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
 }
 
 // requestFailed classifies an error of a request to the target cluster.
@@ -289,23 +392,30 @@ func (e *Engine) evaluate(ctx context.Context, cfg *interoperatorv1alpha1.Provid
 		if err != nil {
 			return render.Status{}, failed(ReasonTemplateFailed, "sources template: %v", err)
 		}
+		policy := renderPolicy(cfg, vals, namespace)
 		for name, ref := range refs {
-			if ref.Namespace == "" {
-				namespaced, err := t.Applier.Namespaced(ref)
-				if err != nil {
-					// A kind the cluster does not serve: the source
-					// stays unset, as a missing object does.
-					continue
-				}
-				if namespaced {
-					ref.Namespace = namespace
-				}
-			}
-			obj, err := t.Applier.Get(ctx, ref)
+			namespaced, err := t.Applier.Namespaced(ref)
 			if err != nil {
+				// A kind the cluster does not serve: the source stays
+				// unset, as a missing object does.
+				continue
+			}
+			if !namespaced {
+				ref.Namespace = ""
+			} else if ref.Namespace == "" {
+				ref.Namespace = namespace
+			}
+			obj, err := t.Applier.GetSource(ctx, ref, namespaced, policy)
+			if err != nil {
+				if o := policyOutcome(err); o.permanent != nil {
+					o.permanent.message = fmt.Sprintf("sources template: source %s: %s", name, o.permanent.message)
+					return render.Status{}, o
+				}
 				return render.Status{}, e.requestFailed(ctx, cfg, t, err)
 			}
-			sources[name] = obj
+			if obj != nil {
+				sources[name] = obj
+			}
 		}
 	}
 	rendered, err := r.RenderMap(ctx, render.Input{Template: statusTemplate, Values: render.WithSources(vals, sources), Namespace: namespace})
@@ -319,6 +429,10 @@ func (e *Engine) evaluate(ctx context.Context, cfg *interoperatorv1alpha1.Provid
 	if err != nil {
 		return render.Status{}, failed(ReasonTemplateFailed, "status template: %v", err)
 	}
+	if len(st.Response) > MaxResponseBytes {
+		return render.Status{}, failed(ReasonResourceTooLarge, "status template: the %s response is %d bytes, more than the limit of %d bytes", op, len(st.Response), MaxResponseBytes)
+	}
+	st.Description, st.Error, st.DashboardURL = truncate(st.Description), truncate(st.Error), truncate(st.DashboardURL)
 	return st, outcome{}
 }
 

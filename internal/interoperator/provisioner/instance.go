@@ -111,6 +111,11 @@ func (r *InstanceReconciler) provision(ctx context.Context, inst *osbv1alpha1.SF
 		}
 		return ctrl.Result{}, err
 	}
+	// After persist, so that a failed instance is scheduled like any other
+	// and its deprovision reports succeeded.
+	if o := checkParameters("instance", inst.Spec.Parameters); !o.ok() {
+		return ctrl.Result{}, r.engine.settle(inst.UID, cfg, o, fail)
+	}
 	vals, err := values(svc, plan, inst, nil, t)
 	if err != nil {
 		return ctrl.Result{}, err

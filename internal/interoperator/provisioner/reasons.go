@@ -1,5 +1,7 @@
 package provisioner
 
+import "github.com/marketplane/marketplane/internal/interoperator/apply"
+
 // Reason is a reason of an instance's or binding's Ready condition.
 type Reason string
 
@@ -43,6 +45,19 @@ const (
 	// ReasonNotScheduled: an instance being deleted was never scheduled;
 	// there is nothing to delete.
 	ReasonNotScheduled Reason = "NotScheduled"
+	// ReasonRenderedObjectRefused: the render policy refused a rendered
+	// object (a cluster-scoped kind, a namespace that is not the
+	// instance's, a role binding to cluster-admin…); nothing was applied.
+	ReasonRenderedObjectRefused Reason = "RenderedObjectRefused"
+	// ReasonSourceRefused: the render policy refused a source (an object
+	// of another instance, or outside the instance's namespaces).
+	ReasonSourceRefused Reason = "SourceRefused"
+	// ReasonResourceTooLarge: a rendered object, or a bind response, is
+	// larger than etcd would store; nothing was applied.
+	ReasonResourceTooLarge Reason = "ResourceTooLarge"
+	// ReasonParametersTooLarge: the parameters of the request are larger
+	// than an instance or binding can record.
+	ReasonParametersTooLarge Reason = "ParametersTooLarge"
 )
 
 // Labels the provisioner puts on every object it applies, so that the
@@ -51,10 +66,10 @@ const (
 	// LabelInstanceID holds the name of the SFServiceInstance (its OSB
 	// instance id, or a hash of it when the id is not a valid label
 	// value).
-	LabelInstanceID = "interoperator.servicefabrik.io/instance-id"
+	LabelInstanceID = apply.LabelInstanceID
 	// LabelBindingID holds the name of the SFServiceBinding of bind
 	// resources.
-	LabelBindingID = "interoperator.servicefabrik.io/binding-id"
+	LabelBindingID = apply.LabelBindingID
 )
 
 // BindingSecretPrefix starts the name of the Secret with a binding's bind

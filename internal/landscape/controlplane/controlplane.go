@@ -297,9 +297,16 @@ func (c *ControlPlane) StartCluster(ctx context.Context, name string) (_ *Runnin
 		return nil, fmt.Errorf("cluster %s is already running", name)
 	}
 	c.mu.Unlock()
-	id, err := c.clusterIdentity(name, rec.Port)
+	id, err := c.clusterIdentity(name, rec.Port, rec.ServiceAccountIssuer)
 	if err != nil {
 		return nil, err
+	}
+	if rec.ServiceAccountIssuer == "" {
+		// Recorded before the first start, so that a later move of the
+		// port keeps the issuer of every token handed out.
+		if err := c.Store.Update(func(s *State) error { s.Clusters[name].ServiceAccountIssuer = id.serviceAccountIssuer; return nil }); err != nil {
+			return nil, err
+		}
 	}
 	rc := &RunningCluster{Name: name, KubeconfigPath: c.Layout.Kubeconfig(name), Host: id.host}
 	defer func() {
@@ -384,10 +391,15 @@ type identity struct {
 // clusterIdentity creates or loads a cluster's certificates and keys. Each
 // cluster has its own client CA and service-account key, so that neither
 // an admin certificate nor a token of one cluster is accepted by another.
-func (c *ControlPlane) clusterIdentity(name string, port int) (*identity, error) {
+// issuer is the recorded service-account issuer; empty means the URL of
+// port. The serving certificate names the loopback address, not a port,
+// so it stays valid when the port moves.
+func (c *ControlPlane) clusterIdentity(name string, port int, issuer string) (*identity, error) {
 	dir := c.Layout.ClusterPKIDir(name)
-	id := &identity{host: "https://127.0.0.1:" + strconv.Itoa(port)}
-	id.serviceAccountIssuer = id.host
+	id := &identity{host: apiServerURL(port), serviceAccountIssuer: issuer}
+	if id.serviceAccountIssuer == "" {
+		id.serviceAccountIssuer = id.host
+	}
 	var err error
 	if id.serving, err = c.servingCA.Issue(dir, "apiserver", pki.LoopbackServer("kube-apiserver-"+name)); err != nil {
 		return nil, err

@@ -5,6 +5,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -162,5 +164,54 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMoveTakenPorts holds two recorded ports and checks that they move,
+// to free ports no record uses, that each move is reported, and that a
+// moved cluster keeps the service-account issuer of its first port.
+func TestMoveTakenPorts(t *testing.T) {
+	// The held ports are this test's own listeners, so they are taken for
+	// sure; the others are merely free now, and may be taken by another
+	// process meanwhile (then they move too, reported like the others).
+	var held []int
+	for range 2 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		must(t, err)
+		defer l.Close()
+		held = append(held, l.Addr().(*net.TCPAddr).Port)
+	}
+	free, err := FreePorts(2)
+	must(t, err)
+	s := &State{
+		Etcd: Etcd{ClientPort: held[0], PeerPort: free[0]},
+		Clusters: map[string]*Cluster{
+			"a": {Name: "a", Port: held[1]},
+			"b": {Name: "b", Port: free[1], ServiceAccountIssuer: "https://127.0.0.1:1"},
+		},
+	}
+	moves, err := MoveTakenPorts(s)
+	must(t, err)
+	moved := map[int]int{}
+	for _, m := range moves {
+		moved[m.From] = m.To
+		if !strings.Contains(m.String(), "127.0.0.1:"+strconv.Itoa(m.From)) || !strings.Contains(m.String(), m.Use) {
+			t.Errorf("move %q does not name the port and its use", m)
+		}
+		if slices.Contains(held, m.To) || slices.Contains(free, m.To) {
+			t.Errorf("moved to %d, a port the state already records", m.To)
+		}
+	}
+	if moved[held[0]] == 0 || moved[held[0]] != s.Etcd.ClientPort || moved[held[1]] == 0 || moved[held[1]] != s.Clusters["a"].Port {
+		t.Fatalf("moves %+v, state etcd %+v, a %+v; want the held etcd client port and cluster a's port moved", moves, s.Etcd, s.Clusters["a"])
+	}
+	if (s.Etcd.PeerPort != free[0]) != (moved[free[0]] != 0) || (s.Clusters["b"].Port != free[1]) != (moved[free[1]] != 0) {
+		t.Errorf("a port changed without a reported move: etcd peer %d (was %d), b %d (was %d), moves %+v", s.Etcd.PeerPort, free[0], s.Clusters["b"].Port, free[1], moves)
+	}
+	if want := "https://127.0.0.1:" + strconv.Itoa(held[1]); s.Clusters["a"].ServiceAccountIssuer != want {
+		t.Errorf("cluster a's issuer after the move = %q, want %q (its first port)", s.Clusters["a"].ServiceAccountIssuer, want)
+	}
+	if s.Clusters["b"].ServiceAccountIssuer != "https://127.0.0.1:1" {
+		t.Errorf("cluster b's recorded issuer changed to %q", s.Clusters["b"].ServiceAccountIssuer)
 	}
 }

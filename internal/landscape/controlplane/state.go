@@ -88,8 +88,14 @@ type Cluster struct {
 	// Name is the cluster's name, also the name of its Cluster object for
 	// a provisioned cluster.
 	Name string `json:"name"`
-	// Port is the API server's loopback port.
+	// Port is the API server's loopback port. It may change when the
+	// landscape resumes and the port is taken (MoveTakenPorts).
 	Port int `json:"port"`
+	// ServiceAccountIssuer is the API server's --service-account-issuer:
+	// the URL of the port it first ran on, kept when the port moves so that
+	// service-account tokens issued before stay valid. Empty means the URL
+	// of Port.
+	ServiceAccountIssuer string `json:"serviceAccountIssuer,omitempty"`
 	// EtcdPrefix is the API server's --etcd-prefix.
 	EtcdPrefix string `json:"etcdPrefix"`
 	// Kubeconfig is the path of the admin kubeconfig.

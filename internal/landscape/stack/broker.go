@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,7 +42,8 @@ const brokerSecret = "broker-credentials"
 // startBroker starts marketplane-broker on a loopback port with generated
 // credentials (kept in a Secret on the platform cluster, which the broker
 // reads, and in broker.json for the user), and waits until it serves the
-// catalog. A resumed landscape reuses port and credentials.
+// catalog. A resumed landscape reuses port and credentials (a new port
+// when the recorded one is taken).
 func startBroker(ctx context.Context, l *landscape.Landscape, timeout time.Duration) error {
 	info, err := brokerInfo(l)
 	if err != nil {
@@ -91,7 +94,9 @@ func startBroker(ctx context.Context, l *landscape.Landscape, timeout time.Durat
 }
 
 // brokerInfo reads broker.json, or creates it with a free port and random
-// credentials.
+// credentials. A recorded port that another process took while the
+// landscape was stopped is replaced by a free one: broker.json and
+// broker.env are rewritten and the summary says so.
 func brokerInfo(l *landscape.Landscape) (BrokerInfo, error) {
 	path := l.Layout.Path(BrokerCredentialsFile)
 	var info BrokerInfo
@@ -101,7 +106,25 @@ func brokerInfo(l *landscape.Landscape) (BrokerInfo, error) {
 		if err := json.Unmarshal(raw, &info); err != nil {
 			return info, fmt.Errorf("read %s: %w", path, err)
 		}
-		return info, nil
+		u, err := url.Parse(info.URL)
+		if err != nil {
+			return info, fmt.Errorf("read %s: url: %w", path, err)
+		}
+		port, err := strconv.Atoi(u.Port())
+		if err != nil {
+			return info, fmt.Errorf("read %s: url %q has no port: %w", path, info.URL, err)
+		}
+		if controlplane.CheckPortFree(port, "broker") == nil {
+			return info, nil
+		}
+		if port, err = controlplane.FreePort(); err != nil {
+			return info, err
+		}
+		old := info.URL
+		info.URL = fmt.Sprintf("http://127.0.0.1:%d", port)
+		l.Logger().Info("The broker's recorded port is taken by another process; moving the broker", "from", old, "to", info.URL)
+		l.AddSummary(fmt.Sprintf("The broker moved from %s (taken by another process) to %s; %s has the new URL.", old, info.URL, l.Layout.Path(BrokerEnvFile)))
+		return info, writeBrokerInfo(l, info)
 	case !errors.Is(err, os.ErrNotExist):
 		return info, fmt.Errorf("read %s: %w", path, err)
 	}
@@ -114,16 +137,22 @@ func brokerInfo(l *landscape.Landscape) (BrokerInfo, error) {
 		return info, fmt.Errorf("generate broker password: %w", err)
 	}
 	info = BrokerInfo{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Username: "marketplane", Password: hex.EncodeToString(secret)}
-	raw, err = json.MarshalIndent(info, "", "  ")
+	return info, writeBrokerInfo(l, info)
+}
+
+// writeBrokerInfo writes broker.json and broker.env (mode 0600).
+func writeBrokerInfo(l *landscape.Landscape, info BrokerInfo) error {
+	raw, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {
-		return info, err
+		return err
 	}
+	path := l.Layout.Path(BrokerCredentialsFile)
 	if err := os.WriteFile(path, append(raw, '\n'), 0o600); err != nil {
-		return info, fmt.Errorf("write %s: %w", path, err)
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	env := fmt.Sprintf("BROKER_URL=%s\nBROKER_USER=%s\nBROKER_PASSWORD=%s\n", info.URL, info.Username, info.Password)
 	if err := os.WriteFile(l.Layout.Path(BrokerEnvFile), []byte(env), 0o600); err != nil {
-		return info, fmt.Errorf("write %s: %w", BrokerEnvFile, err)
+		return fmt.Errorf("write %s: %w", BrokerEnvFile, err)
 	}
-	return info, nil
+	return nil
 }

@@ -19,6 +19,7 @@ import (
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	catalogfiles "github.com/marketplane/marketplane/examples/catalog"
+	"github.com/marketplane/marketplane/internal/interoperator"
 	"github.com/marketplane/marketplane/internal/interoperator/catalog"
 	"github.com/marketplane/marketplane/internal/landscape"
 	"github.com/marketplane/marketplane/pkg/testenv"
@@ -37,11 +38,11 @@ const (
 // interoperatorProvider is the inter-operator deployed as a ServiceProvider.
 func interoperatorProvider(cfg *unstructured.Unstructured) provider {
 	return provider{
-		name:        interoperatorName,
-		binary:      "marketplane-interoperator",
-		metricsPort: 18082,
-		config:      cfg,
-		configCRD:   "providerconfigs.interoperator.services.openmcp.cloud",
+		name:      interoperatorName,
+		binary:    "marketplane-interoperator",
+		config:    cfg,
+		configCRD: "providerconfigs.interoperator.services.openmcp.cloud",
+		policy:    interoperator.AccessPolicy(),
 	}
 }
 

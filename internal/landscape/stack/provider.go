@@ -24,12 +24,13 @@ type provider struct {
 	name string
 	// binary in bin/ that the image maps to.
 	binary string
-	// metricsPort keeps local providers from sharing a port.
-	metricsPort int32
 	// config is the ProviderConfig to create once its CRD is installed.
 	config *unstructured.Unstructured
 	// configCRD names the ProviderConfig's CRD.
 	configCRD string
+	// policy is the ServiceProvider's spec.accessPolicy; nil for the
+	// defaults.
+	policy *providerv1alpha1.AccessPolicy
 }
 
 // start creates the ServiceProvider (the operator then runs its init and
@@ -38,23 +39,39 @@ type provider struct {
 func (p provider) start(ctx context.Context, l *landscape.Landscape, timeout time.Duration) error {
 	c := l.Platform.Client
 	sp := &providerv1alpha1.ServiceProvider{ObjectMeta: metav1.ObjectMeta{Name: p.name}}
-	port := p.metricsPort
 	if err := ensure(ctx, c, sp, func() {
 		sp.Spec.Image = landscape.Image(p.binary)
-		sp.Spec.Metrics = &providerv1alpha1.MetricsConfiguration{Port: &port}
+		// Nothing scrapes a landscape's providers and the process
+		// deployer puts no Service in front of them; a fixed port could
+		// be taken by another program on the machine.
+		sp.Spec.Metrics = &providerv1alpha1.MetricsConfiguration{Disabled: true}
+		sp.Spec.AccessPolicy = p.policy
 	}); err != nil {
 		return err
 	}
 	if p.config != nil {
-		if err := waitFor(ctx, timeout, fmt.Sprintf("CRD %s (installed by %s init)", p.configCRD, p.name), func(ctx context.Context) (bool, error) {
-			err := c.Get(ctx, client.ObjectKey{Name: p.configCRD}, &apiextensionsv1.CustomResourceDefinition{})
-			return err == nil, client.IgnoreNotFound(err)
+		if err := waitFor(ctx, timeout, fmt.Sprintf("CRD %s (installed by %s init) established", p.configCRD, p.name), func(ctx context.Context) (bool, error) {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			if err := c.Get(ctx, client.ObjectKey{Name: p.configCRD}, crd); err != nil {
+				return false, client.IgnoreNotFound(err)
+			}
+			return crdEstablished(crd), nil
 		}); err != nil {
 			return err
 		}
-		cfg := p.config.DeepCopy()
-		if err := c.Create(ctx, cfg); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create ProviderConfig %s: %w", p.name, err)
+		// An established CRD can still be missing from the discovery
+		// the client maps kinds with for a moment: retry on no match.
+		if err := waitFor(ctx, timeout, "ProviderConfig "+p.name+" created", func(ctx context.Context) (bool, error) {
+			err := c.Create(ctx, p.config.DeepCopy())
+			switch {
+			case err == nil || apierrors.IsAlreadyExists(err):
+				return true, nil
+			case apimeta.IsNoMatchError(err):
+				return false, nil
+			}
+			return false, fmt.Errorf("create ProviderConfig %s: %w", p.name, err)
+		}); err != nil {
+			return err
 		}
 	}
 	return waitFor(ctx, timeout, "ServiceProvider "+p.name+" Ready", func(ctx context.Context) (bool, error) {
@@ -93,4 +110,14 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 		return fmt.Errorf("waiting for %s: %w", what, err)
 	}
 	return nil
+}
+
+// crdEstablished reports whether the API server serves crd.
+func crdEstablished(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }

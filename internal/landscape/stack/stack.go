@@ -37,10 +37,9 @@ func sampleProvider() provider {
 		"spec":       map[string]any{"pollInterval": "1m", "versions": []any{"v1"}},
 	}}
 	return provider{
-		name:        "sample",
-		binary:      "sample",
-		metricsPort: 18081,
-		config:      cfg,
-		configCRD:   "providerconfigs.sample.services.openmcp.cloud",
+		name:      "sample",
+		binary:    "sample",
+		config:    cfg,
+		configCRD: "providerconfigs.sample.services.openmcp.cloud",
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/internal/operator/clusters"
+	"github.com/marketplane/marketplane/internal/operator/policy"
 )
 
 // ControllerName is the default name of the AccessRequest controller, also
@@ -99,4 +100,10 @@ const (
 	// ReasonInvalidSpec: neither clusterRef nor requestRef, or no token,
 	// is given.
 	ReasonInvalidSpec Reason = "InvalidSpec"
+	// ReasonPolicyViolation: the access policy does not allow the request
+	// (docs/operator.md, "Access policy"); the message names the rule.
+	ReasonPolicyViolation Reason = policy.ReasonPolicyViolation
+	// ReasonPolicyCheckFailed: the access policy could not be checked (a
+	// cluster it reads did not answer); retried with backoff.
+	ReasonPolicyCheckFailed Reason = "PolicyCheckFailed"
 )

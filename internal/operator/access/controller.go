@@ -27,6 +27,7 @@ import (
 	"github.com/marketplane/marketplane/api/common"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/operator/clusters"
+	"github.com/marketplane/marketplane/internal/operator/policy"
 )
 
 var _ reconcile.Reconciler = &Reconciler{}
@@ -41,6 +42,8 @@ type Reconciler struct {
 	resync          time.Duration
 	now             func() time.Time
 	recorder        events.EventRecorder
+	onboarding      policy.OnboardingSource
+	enforcer        *policy.Enforcer
 }
 
 // Option configures a Reconciler.
@@ -68,8 +71,16 @@ func WithResyncInterval(d time.Duration) Option {
 	return func(r *Reconciler) { r.resync = d }
 }
 
+// WithOnboarding sets how the access policy reaches the onboarding cluster
+// to find a provider's tenants (default: the admin kubeconfig of the
+// Cluster with purpose onboarding).
+func WithOnboarding(src policy.OnboardingSource) Option {
+	return func(r *Reconciler) { r.onboarding = src }
+}
+
 // NewReconciler returns an AccessRequest controller working through c, a
-// client of the platform cluster.
+// client of the platform cluster. It enforces the access policy on the
+// requests in provider namespaces.
 func NewReconciler(c client.Client, opts ...Option) *Reconciler {
 	r := &Reconciler{
 		client:          c,
@@ -82,15 +93,22 @@ func NewReconciler(c client.Client, opts ...Option) *Reconciler {
 	for _, opt := range opts {
 		opt(r)
 	}
+	if r.onboarding == nil {
+		r.onboarding = onboardingFromClusters(c)
+	}
+	r.enforcer = policy.NewEnforcer(c, r.onboarding, r.accessNamespace)
 	return r
 }
 
 // SetupWithManager registers the controller with mgr. It watches the
 // kubeconfig Secrets it owns (a deleted or edited Secret is rewritten), the
-// ClusterRequests that requests refer to (a grant proceeds at once) and the
-// Clusters (a cluster becoming ready retries the requests waiting for it).
+// ClusterRequests that requests refer to (a grant proceeds at once), the
+// Clusters (a cluster becoming ready retries the requests waiting for it)
+// and the providers (a changed spec.accessPolicy checks their requests
+// again).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.recorder = mgr.GetEventRecorder(r.name)
+	spec := builder.WithPredicates(predicate.GenerationChangedPredicate{})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(r.name).
 		For(&clustersv1alpha1.AccessRequest{}, builder.WithPredicates(predicate.Or(
@@ -98,6 +116,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Secret{}).
 		Watches(&clustersv1alpha1.ClusterRequest{}, handler.EnqueueRequestsFromMapFunc(r.requestsForClusterRequest)).
 		Watches(&clustersv1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.requestsForCluster)).
+		Watches(&providerv1alpha1.ServiceProvider{}, handler.EnqueueRequestsFromMapFunc(r.requestsForProvider(policy.KindServiceProvider)), spec).
+		Watches(&providerv1alpha1.ClusterProvider{}, handler.EnqueueRequestsFromMapFunc(r.requestsForProvider(policy.KindClusterProvider)), spec).
+		Watches(&providerv1alpha1.PlatformService{}, handler.EnqueueRequestsFromMapFunc(r.requestsForProvider(policy.KindPlatformService)), spec).
 		Complete(r)
 }
 
@@ -179,7 +200,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	switch {
 	case !ar.DeletionTimestamp.IsZero():
 		o, err = r.revoke(ctx, ar)
-	case ar.Spec.OIDC != nil || ar.Spec.Token == nil:
+	case ar.Spec.OIDC != nil || ar.Spec.Token == nil || ttlError(ar) != nil:
 		o, err = r.refuse(ctx, ar)
 	default:
 		o, next, err = r.grant(ctx, ar)
@@ -190,9 +211,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	return r.report(ctx, ar, o), nil
 }
 
-// refuse reports a request the controller cannot serve (OIDC, or no
-// token). Anything a token request created earlier is revoked first: it
-// must not outlive a change of the spec.
+// refuse reports a request the controller cannot serve (OIDC, no token, or
+// a spec.ttl that is not a duration). Anything a token request created
+// earlier is revoked first: it must not outlive a change of the spec.
 func (r *Reconciler) refuse(ctx context.Context, ar *clustersv1alpha1.AccessRequest) (*outcome, error) {
 	if o, err := r.revoke(ctx, ar); o != nil || err != nil {
 		return o, err
@@ -202,7 +223,10 @@ func (r *Reconciler) refuse(ctx context.Context, ar *clustersv1alpha1.AccessRequ
 		return &outcome{phase: clustersv1alpha1.RequestDenied, reason: ReasonOIDCNotSupported,
 			message: "OIDC access is not supported on Marketplane's clusters; request token access"}, nil
 	}
-	return &outcome{phase: clustersv1alpha1.RequestDenied, reason: ReasonInvalidSpec, message: "spec.token is not set"}, nil
+	if ar.Spec.Token == nil {
+		return &outcome{phase: clustersv1alpha1.RequestDenied, reason: ReasonInvalidSpec, message: "spec.token is not set"}, nil
+	}
+	return &outcome{phase: clustersv1alpha1.RequestDenied, reason: ReasonInvalidSpec, message: ttlError(ar).Error()}, nil
 }
 
 // report turns an outcome into the status (Ready=False) and the result:
@@ -336,13 +360,41 @@ func targetError(err error) *outcome {
 // resync interval.
 func (r *Reconciler) grant(ctx context.Context, ar *clustersv1alpha1.AccessRequest) (*outcome, time.Duration, error) {
 	log := logf.FromContext(ctx)
+	// The access policy is checked step by step as the request is
+	// resolved, before anything is read through its reference or written
+	// to its cluster.
+	check, v, err := r.enforcer.CheckReference(ctx, ar)
+	if err != nil {
+		return policyError(err), 0, nil
+	}
+	if v != nil {
+		o, err := r.deny(ctx, ar, v)
+		return o, 0, err
+	}
 	cluster, o, err := r.resolve(ctx, ar)
 	if o != nil || err != nil {
 		return o, 0, err
 	}
+	var ceilings []policy.Ceiling
+	if check != nil {
+		if ceilings, v = check.Ceiling(cluster); v != nil {
+			o, err := r.deny(ctx, ar, v)
+			return o, 0, err
+		}
+	}
 	target, ep, o, err := r.connect(ctx, cluster)
 	if o != nil || err != nil {
 		return o, 0, err
+	}
+	if check != nil {
+		v, err := policy.CheckToken(ctx, target, ceilings, ar.Spec.Token)
+		if err != nil {
+			return targetError(err), 0, nil
+		}
+		if v != nil {
+			o, err := r.deny(ctx, ar, v)
+			return o, 0, err
+		}
 	}
 	// Read before anything is written, so that a request to an unreachable
 	// cluster gets no finalizer it could never be released from.

@@ -135,7 +135,7 @@ func TestTokenAccessExactRules(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "exact", Namespace: ns},
 		Spec: clustersv1alpha1.AccessRequestSpec{
 			ClusterRef: &common.ObjectReference{Name: "target", Namespace: ns},
-			TTL:        &metav1.Duration{Duration: time.Hour},
+			TTL:        common.DurationOf(time.Hour),
 			Token: &clustersv1alpha1.TokenConfig{
 				Permissions: []clustersv1alpha1.PermissionsRequest{
 					{Namespace: "team-a", Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"}}}},
@@ -229,8 +229,9 @@ func TestTokenAccessExactRules(t *testing.T) {
 
 	// Least privilege: nothing the controller created binds cluster-admin
 	// (the request did not ask for it), and everything carries the labels.
+	// Other tests share the target, so only this request's bindings count.
 	crbs := &rbacv1.ClusterRoleBindingList{}
-	if err := optest.Target.Client.List(ctx, crbs, client.MatchingLabels{providerv1alpha1.ManagedByLabel: access.ManagedByValue}); err != nil {
+	if err := optest.Target.Client.List(ctx, crbs, client.MatchingLabels{providerv1alpha1.ManagedByLabel: access.ManagedByValue, access.RequestUIDLabel: string(ar.UID)}); err != nil {
 		t.Fatal(err)
 	}
 	if len(crbs.Items) != 2 {

@@ -21,6 +21,13 @@
 // before the finalizer goes. Namespaces the controller created are left in
 // place.
 //
+// Requests in a provider namespace are checked against the access policy
+// (package policy) before anything is read through their reference or
+// created on their cluster: which clusters a provider may reach, and which
+// rules and roles it may ask for there. A request outside the policy is
+// Denied with reason PolicyViolation, and what an earlier grant created is
+// revoked.
+//
 // OIDC access is not supported on the clusters Marketplane provides and is
 // reported as Ready=False with reason OIDCNotSupported.
 package access

@@ -33,13 +33,26 @@ func (t token) refreshAt() time.Time {
 }
 
 // requestedTTL returns the token lifetime to ask for: spec.ttl, else
-// DefaultTTL, at least MinTTL (the TokenRequest API refuses less).
+// DefaultTTL, at least MinTTL (the TokenRequest API refuses less). A
+// spec.ttl that does not parse never gets here: Reconcile denies the
+// request first (ttlError); should one, it gets DefaultTTL rather than a
+// lifetime nobody asked for.
 func requestedTTL(ar *clustersv1alpha1.AccessRequest) time.Duration {
 	ttl := DefaultTTL
 	if ar.Spec.TTL != nil {
-		ttl = ar.Spec.TTL.Duration
+		if d, err := ar.Spec.TTL.Parse(); err == nil {
+			ttl = d
+		}
 	}
 	return max(ttl, MinTTL)
+}
+
+// ttlError reports why spec.ttl is not a usable duration, or nil. The API
+// server refuses such a value, but an AccessRequest stored before that rule
+// existed may hold one; it still decodes (common.Duration), so only that
+// request is denied and the controller's list of all requests keeps working.
+func ttlError(ar *clustersv1alpha1.AccessRequest) error {
+	return ar.Spec.TTL.Validate("spec.ttl")
 }
 
 // tokenFromSecret reads the token the Secret holds; ok is false when the

@@ -11,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/api/common"
@@ -110,13 +111,16 @@ func TestSecretName(t *testing.T) {
 
 func TestRequestedTTL(t *testing.T) {
 	cases := map[string]struct {
-		ttl  *metav1.Duration
+		ttl  *common.Duration
 		want time.Duration
 	}{
 		"Unset":     {nil, DefaultTTL},
-		"Given":     {&metav1.Duration{Duration: 2 * time.Hour}, 2 * time.Hour},
-		"BelowMin":  {&metav1.Duration{Duration: time.Minute}, MinTTL},
-		"ZeroIsMin": {&metav1.Duration{}, MinTTL},
+		"Given":     {common.DurationOf(2 * time.Hour), 2 * time.Hour},
+		"BelowMin":  {common.DurationOf(time.Minute), MinTTL},
+		"ZeroIsMin": {common.DurationOf(0), MinTTL},
+		// Reconcile denies such a request before it asks for a token;
+		// requestedTTL must still not invent a lifetime.
+		"InvalidIsDefault": {ptr.To(common.Duration("1 fortnight")), DefaultTTL},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -19,11 +19,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/api/install"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
+	"github.com/marketplane/marketplane/internal/metricsauth"
 	"github.com/marketplane/marketplane/internal/operator/access"
 	"github.com/marketplane/marketplane/internal/operator/clusters"
 	"github.com/marketplane/marketplane/internal/operator/deploy"
@@ -47,7 +47,7 @@ type runOptions struct {
 	imageMap       string
 	stateDir       string
 	leaderElect    bool
-	metricsAddr    string
+	metrics        metricsauth.Flags
 	probeAddr      string
 	tenancies      map[string]string
 	onboardingWait time.Duration
@@ -78,8 +78,8 @@ func newRunCommand(o *options) *cobra.Command {
 	f.StringVar(&ro.imageMap, "process-images", "", "with --deployer=process: file mapping provider images to local binaries")
 	f.StringVar(&ro.stateDir, "state-dir", "", "with --deployer=process: directory for logs, tokens and init records")
 	f.BoolVar(&ro.leaderElect, "leader-elect", false, "elect a leader, so that several replicas can run")
-	f.StringVar(&ro.metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint; 0 disables it")
-	f.StringVar(&ro.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints; 0 disables them")
+	ro.metrics.AddFlags(f, metricsauth.DefaultBindAddress)
+	f.StringVar(&ro.probeAddr, "health-probe-bind-address", metricsauth.DefaultProbeBindAddress, `address of the /healthz and /readyz endpoints ("0" disables them); loopback by default, set ":8081" in a pod for the kubelet's probes`)
 	f.StringToStringVar(&ro.tenancies, "tenancy", nil, "purpose=Exclusive|Shared overrides of the ClusterRequest tenancy (default mcp=Exclusive, others Shared)")
 	f.DurationVar(&ro.onboardingWait, "onboarding-retry-interval", 10*time.Second, "how often to look for the onboarding Cluster until it is registered")
 	return cmd
@@ -105,8 +105,9 @@ func run(ctx context.Context, o *options, ro *runOptions) error {
 		LeaderElection:          ro.leaderElect,
 		LeaderElectionID:        "marketplane-operator-" + o.ProviderName,
 		LeaderElectionNamespace: ro.namespace,
-		Metrics:                 metricsserver.Options{BindAddress: ro.metricsAddr},
-		HealthProbeBindAddress:  ro.probeAddr,
+		// Exposed metrics are authorized by the platform cluster itself.
+		Metrics:                metricsauth.ServerOptions(ro.metrics, nil),
+		HealthProbeBindAddress: ro.probeAddr,
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&batchv1.Job{}:       {Label: managed},
 			&appsv1.Deployment{}: {Label: managed},

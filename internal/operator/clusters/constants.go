@@ -4,6 +4,7 @@ import (
 	"time"
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
+	"github.com/marketplane/marketplane/internal/operator/policy"
 )
 
 // MarketplaneGroup prefixes the labels and annotations that are specific to
@@ -86,4 +87,9 @@ const (
 	ReasonProvisioningFailed Reason = "ProvisioningFailed"
 	// ReasonClusterNotFound: the granted Cluster no longer exists.
 	ReasonClusterNotFound Reason = "ClusterNotFound"
+	// ReasonPolicyViolation: the access policy does not allow the request
+	// (a platform cluster, or beyond the provider's limits); the message
+	// names the rule. It is re-evaluated when a request of the namespace
+	// comes or goes and when the provider's spec changes.
+	ReasonPolicyViolation = Reason(policy.ReasonPolicyViolation)
 )

@@ -23,6 +23,8 @@ import (
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/api/common"
+	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
+	"github.com/marketplane/marketplane/internal/operator/policy"
 )
 
 var _ reconcile.Reconciler = &RequestReconciler{}
@@ -91,15 +93,59 @@ func (r *RequestReconciler) Tenancy(purpose string) clustersv1alpha1.Tenancy {
 
 // SetupWithManager registers the controller with mgr. Every change of a
 // Cluster re-evaluates the requests that are not granted yet (and those
-// being deleted, which may wait for a cluster to go).
+// being deleted, which may wait for a cluster to go). The access policy's
+// limits are re-evaluated when a request of the same namespace comes or
+// goes, and when a provider's spec (spec.accessPolicy) changes.
 func (r *RequestReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.recorder = mgr.GetEventRecorder(r.name)
+	spec := builder.WithPredicates(predicate.GenerationChangedPredicate{})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(r.name).
 		For(&clustersv1alpha1.ClusterRequest{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Watches(&clustersv1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.openRequests)).
+		Watches(&clustersv1alpha1.ClusterRequest{}, handler.EnqueueRequestsFromMapFunc(r.deniedSiblings)).
+		Watches(&providerv1alpha1.ServiceProvider{}, handler.EnqueueRequestsFromMapFunc(r.providerRequests(policy.KindServiceProvider)), spec).
+		Watches(&providerv1alpha1.ClusterProvider{}, handler.EnqueueRequestsFromMapFunc(r.providerRequests(policy.KindClusterProvider)), spec).
+		Watches(&providerv1alpha1.PlatformService{}, handler.EnqueueRequestsFromMapFunc(r.providerRequests(policy.KindPlatformService)), spec).
 		Complete(r)
+}
+
+// deniedSiblings returns the requests of obj's namespace that the access
+// policy denied: one more or one less request there can change the count.
+func (r *RequestReconciler) deniedSiblings(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.policyDenied(ctx, obj.GetNamespace(), obj.GetName())
+}
+
+// providerRequests returns the requests in the namespace of a provider
+// whose spec changed that are not granted: its limits may have changed.
+func (r *RequestReconciler) providerRequests(kind string) func(context.Context, client.Object) []reconcile.Request {
+	return func(ctx context.Context, obj client.Object) []reconcile.Request {
+		var out []reconcile.Request
+		for _, ns := range policy.WatchedNamespaces(ctx, r.client, kind, obj) {
+			out = append(out, r.policyDenied(ctx, ns, "")...)
+		}
+		return out
+	}
+}
+
+// policyDenied returns the requests in namespace, other than skip, that the
+// access policy denied.
+func (r *RequestReconciler) policyDenied(ctx context.Context, namespace, skip string) []reconcile.Request {
+	list := &clustersv1alpha1.ClusterRequestList{}
+	if err := r.client.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		logf.FromContext(ctx).Error(err, "list ClusterRequests", "namespace", namespace)
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		cr := &list.Items[i]
+		c := apimeta.FindStatusCondition(cr.Status.Conditions, common.ConditionTypeReady)
+		if cr.Name != skip && cr.Status.Cluster == nil && c != nil && c.Reason == string(ReasonPolicyViolation) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(cr)})
+		}
+	}
+	return out
 }
 
 // openRequests returns every ClusterRequest that a Cluster change can
@@ -185,6 +231,17 @@ func (r *RequestReconciler) schedule(ctx context.Context, cr *clustersv1alpha1.C
 	cluster := clusterWithFinalizer(list.Items, cr.FinalizerForCluster())
 	provisioned := false
 	if cluster == nil {
+		// The access policy first: a request beyond the provider's limits
+		// gets no cluster, and above all no new one.
+		v, err := policy.CheckClusterRequest(ctx, r.client, cr, func(p string) bool { return r.Tenancy(p) == clustersv1alpha1.TenancyExclusive })
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("check the access policy for ClusterRequest %s/%s: %w", cr.Namespace, cr.Name, err)
+		}
+		if v != nil {
+			r.setPhase(cr, clustersv1alpha1.RequestDenied, ReasonPolicyViolation, v.Error())
+			log.V(1).Info("denied by the access policy", "rule", v.Rule)
+			return ctrl.Result{}, nil
+		}
 		cluster = choose(list.Items, purpose, tenancy)
 	}
 	if cluster == nil && tenancy == clustersv1alpha1.TenancyExclusive && r.provisioner != nil {
@@ -276,7 +333,7 @@ func (r *RequestReconciler) setReady(cr *clustersv1alpha1.ClusterRequest, status
 		return
 	}
 	eventType := corev1.EventTypeNormal
-	if reason == ReasonNoMatchingCluster || reason == ReasonProvisioningFailed || reason == ReasonClusterNotFound {
+	if reason == ReasonNoMatchingCluster || reason == ReasonProvisioningFailed || reason == ReasonClusterNotFound || reason == ReasonPolicyViolation {
 		eventType = corev1.EventTypeWarning
 	}
 	r.recorder.Eventf(cr, nil, eventType, string(reason), "Schedule", "%s", msg)

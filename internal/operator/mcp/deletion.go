@@ -23,7 +23,7 @@ import (
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/api/common"
 	corev2alpha1 "github.com/marketplane/marketplane/api/core/v2alpha1"
-	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
+	"github.com/marketplane/marketplane/internal/operator/policy"
 )
 
 // reconcileDelete tears an MCP down in order: its service objects on the
@@ -85,20 +85,31 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, m *corev2alpha1.Manage
 }
 
 // deleteServices deletes, on the onboarding cluster, the object with the
-// MCP's name and namespace of every kind in any ServiceProvider's
-// status.resources, and returns what is still there (including the service
-// finalizers on the MCP itself). A kind that the onboarding cluster does not
-// serve has nothing to delete.
+// MCP's name and namespace of every kind that a ServiceProvider registered
+// in status.resources and owns the API group of, and returns what is still
+// there (including the service finalizers on the MCP itself). A kind that
+// the onboarding cluster does not serve has nothing to delete.
+//
+// status.resources is written by the provider itself: a kind whose group
+// the provider does not own (a Secret, another provider's kind) is never
+// deleted, or any provider could make MCP deletion delete a tenant's
+// objects of that name (issue #10). The provider learns of it from its
+// ResourcesAccepted condition.
 func (r *Reconciler) deleteServices(ctx context.Context, m *corev2alpha1.ManagedControlPlane) ([]string, error) {
 	logger := log.FromContext(ctx)
-	sps := &providerv1alpha1.ServiceProviderList{}
-	if err := r.platform.GetClient().List(ctx, sps); err != nil {
-		return nil, fmt.Errorf("list ServiceProviders: %w", err)
+	// From the API server, not the cache: deletion is rare, and the cache
+	// would need informers for every provider kind.
+	own, err := policy.LoadOwnership(ctx, r.platform.GetAPIReader())
+	if err != nil {
+		return nil, err
 	}
 	kinds := map[schema.GroupKind]bool{}
-	for _, sp := range sps.Items {
-		for _, gvk := range sp.Status.Resources {
+	for _, sp := range own.Providers(policy.KindServiceProvider) {
+		for _, gvk := range own.Kinds(policy.KindServiceProvider, sp) {
 			kinds[schema.GroupKind{Group: gvk.Group, Kind: gvk.Kind}] = true
+		}
+		if rejected := own.Rejected(policy.KindServiceProvider, sp); len(rejected) > 0 {
+			logger.V(1).Info("not deleting service kinds whose API group the provider does not own", "serviceProvider", sp, "rejected", len(rejected))
 		}
 	}
 	sorted := make([]schema.GroupKind, 0, len(kinds))

@@ -30,7 +30,9 @@
 //
 // Deleting a ManagedControlPlane first deletes the service objects that
 // belong to it: for every kind a ServiceProvider registered in
-// status.resources, the object of that kind named M in NS on the onboarding
+// status.resources and owns the API group of (policy.Ownership; a Secret or
+// another provider's kind is never deleted), the object of that kind named
+// M in NS on the onboarding
 // cluster (kinds the onboarding cluster does not serve, and cluster-scoped
 // kinds, are skipped). Service finalizers (services.openmcp.cloud/...) on the
 // MCP are waited for too (AllServicesDeleted, polled). Then the

@@ -19,11 +19,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/api/common"
 	corev2alpha1 "github.com/marketplane/marketplane/api/core/v2alpha1"
-	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/operator/mcp"
 )
 
@@ -35,6 +35,7 @@ func TestManagedControlPlane(t *testing.T) {
 
 	t.Run("gets a cluster and access", e.testClusterAndAccess)
 	t.Run("deletion deletes service objects first", e.testDeletion)
+	t.Run("deletion deletes only kinds the provider owns", e.testDeletionOwnership)
 	t.Run("bad input is a condition without a hot loop", e.testBadInput)
 }
 
@@ -232,18 +233,10 @@ func (e *env) testDeletion(t *testing.T) {
 	ctx := context.Background()
 	installFooCRD(t, e.onboarding.Client)
 	fooGVK := metav1.GroupVersionKind{Group: fooGroup, Version: "v1alpha1", Kind: "Foo"}
-	sp := &providerv1alpha1.ServiceProvider{
-		ObjectMeta: metav1.ObjectMeta{Name: "foo"},
-		Spec:       providerv1alpha1.ServiceProviderSpec{DeploymentSpec: providerv1alpha1.DeploymentSpec{Image: "example.com/foo:v1"}},
-	}
-	create(t, e.platform.Client, sp)
-	mutate(t, e.platform.Client, sp, true, func(sp *providerv1alpha1.ServiceProvider) {
-		sp.Status.Resources = []metav1.GroupVersionKind{
-			fooGVK,
-			// Registered, but its CRD is not installed on the onboarding cluster.
-			{Group: "bar.services.openmcp.cloud", Version: "v1alpha1", Kind: "Bar"},
-		}
-	})
+	e.serviceProvider(t, "foo", nil,
+		fooGVK,
+		// Registered, but its CRD is not installed on the onboarding cluster.
+		metav1.GroupVersionKind{Group: "bar.services.openmcp.cloud", Version: "v1alpha1", Kind: "Bar"})
 
 	m := &corev2alpha1.ManagedControlPlane{
 		ObjectMeta: metav1.ObjectMeta{Name: "svc", Namespace: "tenant-a"},
@@ -348,6 +341,60 @@ func (e *env) testDeletion(t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: platformNS}}
 	if err := deleting(ctx, e.platform.Client, ns); err != nil && gone(ctx, e.platform.Client, ns) != nil {
 		t.Errorf("platform namespace %s: %v", platformNS, err)
+	}
+}
+
+// testDeletionOwnership is issue #10 item 2: a provider adds the core
+// group's Secret and ConfigMap and another provider's kind to its own
+// status.resources, then MCP v1 in tenant-v is deleted. The objects named
+// v1 in tenant-v of those kinds must survive: the MCP deletes only the
+// kinds of groups the provider owns.
+func (e *env) testDeletionOwnership(t *testing.T) {
+	ctx := context.Background()
+	ensureFooCRD(t, e.onboarding.Client)
+	ensureNamespace(t, e.onboarding.Client, "tenant-v")
+	// The platform operator gives Foo's group to another provider.
+	e.serviceProvider(t, "foo-owner", []string{fooGroup})
+	e.serviceProvider(t, "evil", nil,
+		metav1.GroupVersionKind{Group: "", Version: "v1", Kind: "Secret"},
+		metav1.GroupVersionKind{Group: "", Version: "v1", Kind: "ConfigMap"},
+		metav1.GroupVersionKind{Group: fooGroup, Version: "v1alpha1", Kind: "Foo"})
+
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "v1", Namespace: "tenant-v"}, StringData: map[string]string{"k": "v"}}
+	configMap := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "v1", Namespace: "tenant-v"}}
+	foo := &unstructured.Unstructured{}
+	foo.SetGroupVersionKind(schema.GroupVersionKind{Group: fooGroup, Version: "v1alpha1", Kind: "Foo"})
+	foo.SetNamespace("tenant-v")
+	foo.SetName("v1")
+	for _, o := range []client.Object{secret, configMap, foo} {
+		create(t, e.onboarding.Client, o)
+	}
+
+	m := &corev2alpha1.ManagedControlPlane{ObjectMeta: metav1.ObjectMeta{Name: "v1", Namespace: "tenant-v"}}
+	create(t, e.onboarding.Client, m)
+	eventually(t, "MCP has its finalizer", func(ctx context.Context) error {
+		if err := e.onboarding.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+			return err
+		}
+		if !controllerutil.ContainsFinalizer(m, corev2alpha1.MCPFinalizer) {
+			return errors.New("no finalizer yet")
+		}
+		return nil
+	})
+	if err := e.onboarding.Client.Delete(ctx, m); err != nil {
+		t.Fatalf("delete MCP: %v", err)
+	}
+	eventually(t, "MCP gone", func(ctx context.Context) error { return gone(ctx, e.onboarding.Client, m) })
+
+	for kind, o := range map[string]client.Object{"Secret": secret, "ConfigMap": configMap, "Foo": foo} {
+		err := e.onboarding.Client.Get(ctx, client.ObjectKeyFromObject(o), o)
+		switch {
+		case err != nil:
+			t.Errorf("%s %s after the MCP's deletion: %v; a kind registered by a provider that does not own its group must not be deleted",
+				kind, client.ObjectKeyFromObject(o), err)
+		case o.GetDeletionTimestamp() != nil:
+			t.Errorf("%s %s is being deleted; a kind registered by a provider that does not own its group must not be deleted", kind, client.ObjectKeyFromObject(o))
+		}
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/api/common"
+	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/operator/mcp"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
@@ -336,6 +337,32 @@ func installFooCRD(t *testing.T, c client.Client) {
 		}
 		return errors.New("not established")
 	})
+}
+
+// serviceProvider creates a ServiceProvider on the platform cluster whose
+// spec.accessPolicy lists apiGroups and which registers kinds in
+// status.resources.
+func (e *env) serviceProvider(t *testing.T, name string, apiGroups []string, kinds ...metav1.GroupVersionKind) {
+	t.Helper()
+	sp := &providerv1alpha1.ServiceProvider{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	sp.Spec.Image = "example.com/" + name + ":v1"
+	if apiGroups != nil {
+		sp.Spec.AccessPolicy = &providerv1alpha1.AccessPolicy{APIGroups: apiGroups}
+	}
+	create(t, e.platform.Client, sp)
+	if len(kinds) > 0 {
+		mutate(t, e.platform.Client, sp, true, func(sp *providerv1alpha1.ServiceProvider) { sp.Status.Resources = kinds })
+	}
+}
+
+// ensureFooCRD installs Foo unless an earlier subtest did.
+func ensureFooCRD(t *testing.T, c client.Client) {
+	t.Helper()
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "foos." + fooGroup}, crd); err == nil {
+		return
+	}
+	installFooCRD(t, c)
 }
 
 const fooGroup = "foo.services.openmcp.cloud"

@@ -125,7 +125,7 @@ func TestServiceProviderContract(t *testing.T) {
 	if diff := cmp.Diff(wantPorts, rc.Ports); diff != "" {
 		t.Errorf("run container ports: -want +got:\n%s", diff)
 	}
-	wantAnnotations := map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "8080", "prometheus.io/path": "/metrics"}
+	wantAnnotations := map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "8080", "prometheus.io/path": "/metrics", "prometheus.io/scheme": "https"}
 	if diff := cmp.Diff(wantAnnotations, dep.Spec.Template.Annotations); diff != "" {
 		t.Errorf("run pod annotations: -want +got:\n%s", diff)
 	}
@@ -339,7 +339,14 @@ func TestRunOptions(t *testing.T) {
 // waitForEvent waits for an event with the given reason about obj.
 func waitForEvent(t *testing.T, obj client.Object, reason string) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("event %s about %s", reason, obj.GetName()), func(ctx context.Context) (bool, string, error) {
+	waitForTypedEvent(t, obj, "", reason)
+}
+
+// waitForTypedEvent waits for an event of eventType (any type when empty)
+// with the given reason about obj.
+func waitForTypedEvent(t *testing.T, obj client.Object, eventType, reason string) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%s event %s about %s", eventType, reason, obj.GetName()), func(ctx context.Context) (bool, string, error) {
 		list := &eventsv1.EventList{}
 		if err := k8s.List(ctx, list); err != nil {
 			return false, err.Error(), nil
@@ -349,10 +356,10 @@ func waitForEvent(t *testing.T, obj client.Object, reason string) {
 			if e.Regarding.UID != obj.GetUID() {
 				continue
 			}
-			if e.Reason == reason {
+			if e.Reason == reason && (eventType == "" || e.Type == eventType) {
 				return true, "", nil
 			}
-			seen = append(seen, e.Reason)
+			seen = append(seen, e.Type+"/"+e.Reason)
 		}
 		return false, fmt.Sprintf("events about it: %q", seen), nil
 	})

@@ -6,7 +6,7 @@
 // For each provider object the reconciler sets up what is common to every
 // way of running a provider: its own namespace on the platform cluster, an
 // init and a run ServiceAccount with least-privilege RBAC (the run role
-// follows the API groups a ServiceProvider registers in status.resources),
+// follows the API groups the provider owns, policy.Ownership),
 // copies of the image pull secrets, and the contract arguments and
 // environment of seed 04. It then hands a deploy.Workload to a
 // deploy.Deployer, which runs init once per generation and, after init
@@ -28,10 +28,16 @@
 //     run instances rolled out.
 //   - The verbosity is passed in the contract's upper-case spelling even
 //     when the object uses openMCP's lower-case one.
-//   - Only groups that cannot widen a provider's reach are granted from
-//     status.resources (which the provider writes itself): the core group,
-//     other built-in groups (no dot, or *.k8s.io) and openmcp.cloud are
-//     never granted.
+//   - status.resources is the provider's own word: only the API groups the
+//     provider owns (policy.Ownership: reserved groups only when
+//     spec.accessPolicy.apiGroups lists them, other groups first come, first
+//     served) are granted; the rest is reported as ResourcesAccepted=False
+//     with a Warning event. Every provider is re-evaluated when any
+//     provider's claims change.
+//   - The admission policy marketplane-provider-crd-groups (admission.go)
+//     lets providers' ServiceAccounts write only CRDs of groups the
+//     provider owns or can still claim, which the init role's cluster-wide
+//     RBAC on CRDs cannot express.
 //   - An object annotated openmcp.cloud/operation: ignore is not touched at
 //     all, not even while it is deleted: its finalizer stays until the
 //     annotation is removed.

@@ -1,9 +1,6 @@
 package provider
 
 import (
-	"sort"
-	"strings"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -32,6 +29,9 @@ type Kind[T client.Object] struct {
 	// Resources returns the kinds a provider registered in
 	// status.resources. It is nil for kinds without that field.
 	Resources func(T) []metav1.GroupVersionKind
+	// NewList returns an empty list of the kind, for re-evaluating every
+	// provider of the kind when API group ownership may have changed.
+	NewList func() client.ObjectList
 }
 
 // ServiceProviders is the Kind of ServiceProvider objects.
@@ -41,6 +41,7 @@ func ServiceProviders() Kind[*providerv1alpha1.ServiceProvider] {
 		Prefix:   "sp",
 		Resource: "serviceproviders",
 		New:      func() *providerv1alpha1.ServiceProvider { return &providerv1alpha1.ServiceProvider{} },
+		NewList:  func() client.ObjectList { return &providerv1alpha1.ServiceProviderList{} },
 		Spec: func(o *providerv1alpha1.ServiceProvider) *providerv1alpha1.DeploymentSpec {
 			return &o.Spec.DeploymentSpec
 		},
@@ -60,6 +61,7 @@ func ClusterProviders() Kind[*providerv1alpha1.ClusterProvider] {
 		Prefix:   "cp",
 		Resource: "clusterproviders",
 		New:      func() *providerv1alpha1.ClusterProvider { return &providerv1alpha1.ClusterProvider{} },
+		NewList:  func() client.ObjectList { return &providerv1alpha1.ClusterProviderList{} },
 		Spec: func(o *providerv1alpha1.ClusterProvider) *providerv1alpha1.DeploymentSpec {
 			return &o.Spec.DeploymentSpec
 		},
@@ -76,6 +78,7 @@ func PlatformServices() Kind[*providerv1alpha1.PlatformService] {
 		Prefix:   "ps",
 		Resource: "platformservices",
 		New:      func() *providerv1alpha1.PlatformService { return &providerv1alpha1.PlatformService{} },
+		NewList:  func() client.ObjectList { return &providerv1alpha1.PlatformServiceList{} },
 		Spec: func(o *providerv1alpha1.PlatformService) *providerv1alpha1.DeploymentSpec {
 			return &o.Spec.DeploymentSpec
 		},
@@ -83,47 +86,4 @@ func PlatformServices() Kind[*providerv1alpha1.PlatformService] {
 			return &o.Status.DeploymentStatus
 		},
 	}
-}
-
-// registeredGroups returns the API groups of the kinds obj registered in
-// status.resources that the run role may grant read access to, sorted and
-// without duplicates. status.resources is written by the provider itself,
-// so a group is only honoured when it cannot widen the provider's reach
-// into Kubernetes or the platform: see grantableGroup.
-func (k Kind[T]) registeredGroups(obj T) (groups, refused []string) {
-	if k.Resources == nil {
-		return nil, nil
-	}
-	seen := map[string]bool{}
-	for _, gvk := range k.Resources(obj) {
-		if seen[gvk.Group] {
-			continue
-		}
-		seen[gvk.Group] = true
-		if grantableGroup(gvk.Group) {
-			groups = append(groups, gvk.Group)
-		} else {
-			refused = append(refused, gvk.Group)
-		}
-	}
-	sort.Strings(groups)
-	sort.Strings(refused)
-	return groups, refused
-}
-
-// grantableGroup reports whether a group registered in status.resources
-// may appear in the run role. Refused are the core group and the other
-// built-in groups (no dot, or ending in .k8s.io) and openmcp.cloud, the
-// group of the provider objects themselves: registering one of them would
-// otherwise let a provider read, say, every Secret of the cluster.
-func grantableGroup(group string) bool {
-	switch {
-	case !strings.Contains(group, "."):
-		return false
-	case group == "k8s.io" || strings.HasSuffix(group, ".k8s.io"):
-		return false
-	case group == providerv1alpha1.GroupName:
-		return false
-	}
-	return true
 }

@@ -47,14 +47,22 @@ func namespaceRules() []rbacv1.PolicyRule {
 }
 
 // runClusterRules are the run ServiceAccount's cluster-wide rules: read
-// the groups the provider registered, read the cluster APIs, its own
-// object.
-func runClusterRules(groups []string, resource, name string) []rbacv1.PolicyRule {
+// the API groups the provider owns, read the cluster APIs, its own object.
+func runClusterRules(groups []string, resource, name string, metrics bool) []rbacv1.PolicyRule {
 	var rules []rbacv1.PolicyRule
 	for _, g := range groups {
 		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{g}, Resources: []string{"*"}, Verbs: readVerbs})
 	}
 	rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{clustersGroup}, Resources: clusterKinds, Verbs: readVerbs})
+	if metrics {
+		// An exposed metrics endpoint admits only scrapers whose token the
+		// platform cluster authenticates and authorizes
+		// (internal/metricsauth): the provider asks the API server.
+		rules = append(rules,
+			rbacv1.PolicyRule{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+			rbacv1.PolicyRule{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
+		)
+	}
 	return append(rules, ownObjectRules(resource, name)...)
 }
 
@@ -93,10 +101,9 @@ type grant struct {
 }
 
 // grants returns the init and run grants of obj. The run grant follows the
-// groups obj registered in status.resources, so applying it on every
+// API groups obj owns (see policy.Ownership), so applying it on every
 // reconcile recomputes it whenever they change.
-func (r *Reconciler[T]) grants(obj T, w *deploy.Workload, n names) []grant {
-	groups, _ := r.kind.registeredGroups(obj)
+func (r *Reconciler[T]) grants(obj T, w *deploy.Workload, n names, groups []string) []grant {
 	return []grant{
 		{
 			serviceAccount: w.InitServiceAccount,
@@ -108,7 +115,7 @@ func (r *Reconciler[T]) grants(obj T, w *deploy.Workload, n names) []grant {
 		{
 			serviceAccount: w.RunServiceAccount,
 			clusterRole:    n.RunClusterRole,
-			clusterRules:   runClusterRules(groups, r.kind.Resource, obj.GetName()),
+			clusterRules:   runClusterRules(groups, r.kind.Resource, obj.GetName(), w.Metrics.Enabled),
 			role:           n.Run,
 			roleRules:      runRoleRules(),
 		},

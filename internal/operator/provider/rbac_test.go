@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -64,6 +66,11 @@ func TestRBACLeastPrivilege(t *testing.T) {
 	checkForbidden(t, "run: list Clusters", run.List(ctx, &clustersv1alpha1.ClusterList{}), false)
 	checkForbidden(t, "run: create an AccessRequest in its namespace", run.Create(ctx, accessRequest(ns), client.DryRunAll), false)
 	checkForbidden(t, "run: get its own ServiceProvider", run.Get(ctx, client.ObjectKeyFromObject(sp), &providerv1alpha1.ServiceProvider{}), false)
+	// Metrics are on by default; an exposed endpoint asks the API server
+	// who a scraper is and whether it may read /metrics.
+	checkForbidden(t, "run: create a TokenReview", run.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: "not-a-token"}}), false)
+	checkForbidden(t, "run: create a SubjectAccessReview", run.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: "scraper", NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"}}}), false)
 
 	// What run may not do.
 	checkForbidden(t, "run: list Secrets in the operator namespace", run.List(ctx, &corev1.SecretList{}, client.InNamespace(operatorNamespace)), true)
@@ -85,6 +92,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 	checkForbidden(t, "init: list Secrets in the operator namespace", initC.List(ctx, &corev1.SecretList{}, client.InNamespace(operatorNamespace)), true)
 	checkForbidden(t, "init: create an AccessRequest in its namespace", initC.Create(ctx, accessRequest(ns), client.DryRunAll), false)
 	checkForbidden(t, "init: delete CRDs", initC.Delete(ctx, gadgets, client.DryRunAll), true)
+	checkForbidden(t, "init: create a TokenReview", initC.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: "not-a-token"}}), true)
 
 	// The operator's status writes keep what the provider registered.
 	completeJob(t, job)

@@ -13,8 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -52,12 +54,18 @@ func ControllerName(kind string) string { return strings.ToLower(kind) }
 
 // SetupWithManager registers the Reconciler with mgr. It watches the
 // provider objects and the Jobs and Deployments they own (through the
-// controller references the Kubernetes deployer sets).
+// controller references the Kubernetes deployer sets), and re-evaluates
+// every provider of its kind when any provider's claim on API groups
+// changes, since that can change what the others own.
 func (r *Reconciler[T]) SetupWithManager(mgr ctrl.Manager) error {
+	enqueueAll := handler.EnqueueRequestsFromMapFunc(r.enqueueAll(mgr.GetClient()))
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(r.kind.New()).
 		Owns(&batchv1.Job{}).
 		Owns(&appsv1.Deployment{}).
+		Watches(&providerv1alpha1.ServiceProvider{}, enqueueAll, builder.WithPredicates(ownershipChanged)).
+		Watches(&providerv1alpha1.ClusterProvider{}, enqueueAll, builder.WithPredicates(ownershipChanged)).
+		Watches(&providerv1alpha1.PlatformService{}, enqueueAll, builder.WithPredicates(ownershipChanged)).
 		Named(ControllerName(r.kind.Name)).
 		WithOptions(r.opts.controllerOptions)
 	if r.opts.notifier != nil {
@@ -195,10 +203,21 @@ func (r *Reconciler[T]) reconcileNormal(ctx context.Context, obj T, n names) (ct
 		initBlocked(providerv1alpha1.ReasonInitJobCreationFailed, "%s", missing)
 		return ctrl.Result{RequeueAfter: r.opts.missingSecretInterval}, nil
 	}
-	if _, refused := r.kind.registeredGroups(obj); len(refused) > 0 {
-		log.V(1).Info("Not granting read access to groups in status.resources", "groups", refused)
+	// The run role grants only the API groups the provider owns;
+	// status.resources is the provider's own word and may name anything.
+	own, err := r.ownership(ctx)
+	if err != nil {
+		ready(metav1.ConditionFalse, providerv1alpha1.ReasonProviderInstallationFailed, "computing the API groups the provider owns failed: %v", err)
+		return ctrl.Result{}, err
 	}
-	grants := r.grants(obj, w, n)
+	r.setResourcesAccepted(ctx, st, obj, own)
+	// Before init runs: init may write CRDs, but only of groups the
+	// provider owns or can still claim.
+	if err := r.ensureCRDGroupsPolicy(ctx, own); err != nil {
+		initBlocked(providerv1alpha1.ReasonInitJobCreationFailed, "applying the admission policy on provider CRDs failed: %v", err)
+		return ctrl.Result{}, err
+	}
+	grants := r.grants(obj, w, n, own.Groups(r.kind.Name, obj.GetName()))
 	if err := r.ensureGrant(ctx, w, grants[0]); err != nil {
 		initBlocked(providerv1alpha1.ReasonInitJobCreationFailed, "setting up RBAC of the init service account failed: %v", err)
 		return ctrl.Result{}, err

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
+	"github.com/marketplane/marketplane/internal/operator/policy"
 )
 
 // Reasons that docs/operator.md names but the API package does not define
@@ -33,6 +34,10 @@ var warningReasons = map[providerv1alpha1.ConditionReason]bool{
 	providerv1alpha1.ReasonInitJobCreationFailed:      true,
 	providerv1alpha1.ReasonProviderInstallationFailed: true,
 	providerv1alpha1.ReasonUninstallFailed:            true,
+	policy.ReasonGroupReserved:                        true,
+	policy.ReasonGroupNotOwned:                        true,
+	policy.ReasonGroupConflict:                        true,
+	policy.ReasonGroupInvalid:                         true,
 }
 
 // setCondition sets a condition of the given type on st for generation.
@@ -68,7 +73,10 @@ func recordTransitions(rec events.EventRecorder, obj runtime.Object, before, now
 	}
 	for _, c := range now {
 		old := apimeta.FindStatusCondition(before, c.Type)
-		if old != nil && old.Status == c.Status && old.Reason == c.Reason {
+		// A change of the rejected entries is worth a new warning even when
+		// the reason stays the same: it names a new group.
+		messageMatters := c.Type == string(ConditionResourcesAccepted) && c.Status == metav1.ConditionFalse
+		if old != nil && old.Status == c.Status && old.Reason == c.Reason && (!messageMatters || old.Message == c.Message) {
 			continue
 		}
 		eventType := corev1.EventTypeNormal

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/operator/deploy"
@@ -114,25 +113,5 @@ func TestRunArgs(t *testing.T) {
 				t.Errorf("%s\nrunArgs: -want +got:\n%s", tc.reason, diff)
 			}
 		})
-	}
-}
-
-func TestRegisteredGroups(t *testing.T) {
-	sp := &providerv1alpha1.ServiceProvider{}
-	sp.Status.Resources = []metav1.GroupVersionKind{
-		{Group: "velero.services.openmcp.cloud", Version: "v1alpha1", Kind: "Velero"},
-		{Group: "velero.services.openmcp.cloud", Version: "v1alpha1", Kind: "ProviderConfig"},
-		{Group: "osb.servicefabrik.io", Version: "v1alpha1", Kind: "SFServiceInstance"},
-		{Group: "", Version: "v1", Kind: "Secret"},
-		{Group: "apps", Version: "v1", Kind: "Deployment"},
-		{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"},
-		{Group: "openmcp.cloud", Version: "v1alpha1", Kind: "ServiceProvider"},
-	}
-	groups, refused := ServiceProviders().registeredGroups(sp)
-	if diff := cmp.Diff([]string{"osb.servicefabrik.io", "velero.services.openmcp.cloud"}, groups); diff != "" {
-		t.Errorf("granted groups: -want +got:\n%s", diff)
-	}
-	if diff := cmp.Diff([]string{"", "apps", "openmcp.cloud", "rbac.authorization.k8s.io"}, refused); diff != "" {
-		t.Errorf("refused groups (built-in and provider groups must never be granted): -want +got:\n%s", diff)
 	}
 }

@@ -21,6 +21,7 @@ const (
 	annotationScrape = "prometheus.io/scrape"
 	annotationPort   = "prometheus.io/port"
 	annotationPath   = "prometheus.io/path"
+	annotationScheme = "prometheus.io/scheme"
 )
 
 // Run applies the run Deployment and, with metrics on, the metrics Service
@@ -69,6 +70,10 @@ func runDeployment(w *deploy.Workload) *appsv1.Deployment {
 			annotationScrape: "true",
 			annotationPort:   strconv.Itoa(int(w.Metrics.Port)),
 			annotationPath:   w.Metrics.Path,
+			// The provider serves metrics on a pod address over HTTPS to
+			// authorized bearer tokens only (providerapp's
+			// --metrics-secure, on by default).
+			annotationScheme: "https",
 		}
 	}
 	return &appsv1.Deployment{

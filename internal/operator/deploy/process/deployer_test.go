@@ -102,7 +102,7 @@ func TestInitThenRun(t *testing.T) {
 	waitReady(t, d, w)
 	runs := f.waitReports("sp-probe-0", 1)
 	run := runs[0]
-	wantArgs := []string{"run", "--environment=test", "--provider-name=probe", "--verbosity=INFO", "--leader-elect=false", "--metrics-bind-address=:18090"}
+	wantArgs := []string{"run", "--environment=test", "--provider-name=probe", "--verbosity=INFO", "--leader-elect=false", "--metrics-bind-address=127.0.0.1:18090"}
 	if diff := cmp.Diff(wantArgs, run.Args); diff != "" {
 		t.Errorf("run args (-want +got):\n%s", diff)
 	}
@@ -261,7 +261,7 @@ func TestRunReplicasAndChanges(t *testing.T) {
 	waitReady(t, d, w)
 
 	var pids []int
-	for i, port := range []string{":18080", ":18081"} {
+	for i, port := range []string{"127.0.0.1:18080", "127.0.0.1:18081"} {
 		pod := "sp-probe-" + string(rune('0'+i))
 		r := f.waitReports(pod, 1)[0]
 		if r.Env["POD_NAME"] != pod {

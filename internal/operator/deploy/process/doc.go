@@ -73,10 +73,13 @@
 //
 // Replicas share the loopback address, so replica i listens for metrics on
 // port Metrics.Port+i: the deployer rewrites the port of the
-// --metrics-bind-address=<host>:<port> run argument per replica. Providers
-// that all keep the default port clash with each other locally; give each
-// provider its own spec.metrics.port (or disable metrics) in a landscape
-// that runs several.
+// --metrics-bind-address=<host>:<port> run argument per replica, and an
+// empty or unspecified host (":8080") to 127.0.0.1: a local process is not
+// scraped from other hosts, so it does not listen on their interfaces. With
+// metrics off it passes --metrics-bind-address=0. Providers that all keep
+// the default port clash with each other locally; give each provider its
+// own spec.metrics.port (or disable metrics) in a landscape that runs
+// several.
 //
 // # Lifetime
 //

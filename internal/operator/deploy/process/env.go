@@ -92,21 +92,33 @@ func initArgs(w *deploy.Workload) []string {
 
 // runArgs are the arguments of run replica i: the run command, the
 // contract arguments and the run arguments, with the metrics port moved to
-// Metrics.Port+i so that replicas on one host do not clash.
+// Metrics.Port+i so that replicas on one host do not clash. A local process
+// serves metrics on loopback only: an empty or unspecified host (":8080",
+// "0.0.0.0:8080") becomes 127.0.0.1, since nothing outside the host is
+// meant to scrape it and no Service stands in front of it. With metrics
+// off, --metrics-bind-address=0 is added: the provider's default port
+// would otherwise be shared by every local provider.
 func runArgs(w *deploy.Workload, i int) []string {
 	runOnly := slices.Clone(w.RunArgs)
-	if w.Metrics.Enabled {
-		for j, a := range runOnly {
-			addr, ok := strings.CutPrefix(a, metricsFlag+"=")
-			if !ok {
-				continue
-			}
-			host, _, err := net.SplitHostPort(addr)
-			if err != nil {
-				continue // not host:port (e.g. "0" to disable): leave it
-			}
-			runOnly[j] = metricsFlag + "=" + net.JoinHostPort(host, strconv.Itoa(int(w.Metrics.Port)+i))
+	if !w.Metrics.Enabled {
+		if !slices.ContainsFunc(runOnly, func(a string) bool { return strings.HasPrefix(a, metricsFlag+"=") }) {
+			runOnly = append(runOnly, metricsFlag+"=0")
 		}
+		return slices.Concat(w.RunCommand, w.Args, runOnly)
+	}
+	for j, a := range runOnly {
+		addr, ok := strings.CutPrefix(a, metricsFlag+"=")
+		if !ok {
+			continue
+		}
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			continue // not host:port (e.g. "0" to disable): leave it
+		}
+		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+			host = "127.0.0.1"
+		}
+		runOnly[j] = metricsFlag + "=" + net.JoinHostPort(host, strconv.Itoa(int(w.Metrics.Port)+i))
 	}
 	return slices.Concat(w.RunCommand, w.Args, runOnly)
 }

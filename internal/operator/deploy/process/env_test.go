@@ -21,16 +21,22 @@ func TestRunArgs(t *testing.T) {
 		want    []string
 	}{
 		"NoMetrics": {
-			reason:  "without metrics the run args pass unchanged",
+			reason:  "without metrics the endpoint is switched off, so that local providers do not share the default port",
 			runArgs: []string{"--leader-elect=true"},
 			replica: 1,
-			want:    []string{"run", "--environment=e", "--provider-name=p", "--verbosity=INFO", "--leader-elect=true"},
+			want:    []string{"run", "--environment=e", "--provider-name=p", "--verbosity=INFO", "--leader-elect=true", "--metrics-bind-address=0"},
 		},
 		"FirstReplica": {
-			reason:  "replica 0 gets the configured port",
+			reason:  "replica 0 gets the configured port, on loopback only",
 			runArgs: []string{"--leader-elect=true", "--metrics-bind-address=:8080"},
 			metrics: deploy.Metrics{Enabled: true, Port: 8080},
-			want:    []string{"run", "--environment=e", "--provider-name=p", "--verbosity=INFO", "--leader-elect=true", "--metrics-bind-address=:8080"},
+			want:    []string{"run", "--environment=e", "--provider-name=p", "--verbosity=INFO", "--leader-elect=true", "--metrics-bind-address=127.0.0.1:8080"},
+		},
+		"Unspecified": {
+			reason:  "all interfaces become loopback: a local process is not scraped from outside",
+			runArgs: []string{"--metrics-bind-address=0.0.0.0:8080"},
+			metrics: deploy.Metrics{Enabled: true, Port: 8080},
+			want:    []string{"run", "--environment=e", "--provider-name=p", "--verbosity=INFO", "--metrics-bind-address=127.0.0.1:8080"},
 		},
 		"ThirdReplica": {
 			reason:  "replica i gets port+i, host kept",

@@ -30,6 +30,7 @@ import (
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/api/common"
+	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/operator/clusters"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
@@ -87,16 +88,51 @@ func NewNamespace(t *testing.T, name string) string {
 	return name
 }
 
+// NewProviderNamespace creates a provider namespace on the Platform cluster
+// as the operator does for the provider obj of kind: labelled with the
+// provider and owned by it, which makes the access policy apply to the
+// requests in it.
+func NewProviderNamespace(t *testing.T, name, kind string, obj client.Object) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: name,
+		Labels: map[string]string{
+			providerv1alpha1.ManagedByLabel: "marketplane-operator",
+			"openmcp.cloud/provider-kind":   kind,
+			"openmcp.cloud/provider-name":   obj.GetName(),
+		},
+		OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: providerv1alpha1.GroupVersion.String(), Kind: kind,
+			Name: obj.GetName(), UID: obj.GetUID(), Controller: ptr.To(true),
+		}},
+	}}
+	if err := Platform.Client.Create(t.Context(), ns); err != nil {
+		t.Fatalf("create provider namespace %s: %v", name, err)
+	}
+	return name
+}
+
 // StartManager runs a manager whose cache sees only namespace, so that a
 // test's controllers see only the test's objects, with the controllers setup
 // registers. It stops when the test ends.
 func StartManager(t *testing.T, namespace string, setup func(mgr ctrl.Manager) error) {
 	t.Helper()
+	StartManagerFor(t, []string{namespace}, setup)
+}
+
+// StartManagerFor is StartManager for a test whose objects live in several
+// namespaces.
+func StartManagerFor(t *testing.T, namespaces []string, setup func(mgr ctrl.Manager) error) {
+	t.Helper()
+	cached := map[string]cache.Config{}
+	for _, ns := range namespaces {
+		cached[ns] = cache.Config{}
+	}
 	mgr, err := ctrl.NewManager(Platform.Config, ctrl.Options{
 		Scheme:                 Platform.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}},
+		Cache:                  cache.Options{DefaultNamespaces: cached},
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {

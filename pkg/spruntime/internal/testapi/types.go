@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/marketplane/marketplane/api/common"
 	"github.com/marketplane/marketplane/pkg/spruntime"
 )
 
@@ -84,7 +85,7 @@ type ProviderConfigSpec struct {
 	// PollInterval is how often objects are reconciled; unset means the
 	// runtime's default.
 	// +optional
-	PollInterval *metav1.Duration `json:"pollInterval,omitempty"`
+	PollInterval *common.Duration `json:"pollInterval,omitempty"`
 	// Greeting is copied into every managed ConfigMap.
 	// +optional
 	Greeting string `json:"greeting,omitempty"`
@@ -118,10 +119,23 @@ type ProviderConfigList struct {
 var _ spruntime.Config = &ProviderConfig{}
 
 // PollInterval implements spruntime.Config. It is safe on a nil receiver and
-// an unset field, which openMCP's template was not.
+// an unset field, which openMCP's template was not; an invalid value is zero
+// (Validate reports it).
 func (c *ProviderConfig) PollInterval() time.Duration {
-	if c == nil || c.Spec.PollInterval == nil {
+	if c == nil {
 		return 0
 	}
-	return c.Spec.PollInterval.Duration
+	d, _ := c.Spec.PollInterval.Parse()
+	return d
+}
+
+var _ spruntime.ConfigValidator = &ProviderConfig{}
+
+// Validate implements spruntime.ConfigValidator: a pollInterval stored
+// before the API server's rule existed must not be used.
+func (c *ProviderConfig) Validate() error {
+	if c == nil {
+		return nil
+	}
+	return c.Spec.PollInterval.Validate("spec.pollInterval")
 }

@@ -9,6 +9,7 @@ Copyright 2026 The Marketplane Authors.
 package testapi
 
 import (
+	"github.com/marketplane/marketplane/api/common"
 	"k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -76,7 +77,7 @@ func (in *ProviderConfigSpec) DeepCopyInto(out *ProviderConfigSpec) {
 	*out = *in
 	if in.PollInterval != nil {
 		in, out := &in.PollInterval, &out.PollInterval
-		*out = new(v1.Duration)
+		*out = new(common.Duration)
 		**out = **in
 	}
 }

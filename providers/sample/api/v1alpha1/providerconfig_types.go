@@ -5,6 +5,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/marketplane/marketplane/api/common"
 	"github.com/marketplane/marketplane/pkg/spruntime"
 )
 
@@ -14,7 +15,7 @@ type ProviderConfigSpec struct {
 	// nothing changes, e.g. "30s" or "5m". Unset means the runtime's
 	// default of one minute.
 	// +optional
-	PollInterval *metav1.Duration `json:"pollInterval,omitempty"`
+	PollInterval *common.Duration `json:"pollInterval,omitempty"`
 	// Versions are the versions of the domain service tenants may choose
 	// (Sample spec.version); the first is the default.
 	// +kubebuilder:validation:MinItems=1
@@ -51,13 +52,30 @@ func init() {
 	SchemeBuilder.Register(&ProviderConfig{}, &ProviderConfigList{})
 }
 
-var _ spruntime.Config = &ProviderConfig{}
+var (
+	_ spruntime.Config          = &ProviderConfig{}
+	_ spruntime.ConfigValidator = &ProviderConfig{}
+)
 
 // PollInterval implements spruntime.Config. Unset (or a nil config) is zero,
-// which means the runtime's default.
+// which means the runtime's default; so is an invalid value, which Validate
+// reports.
 func (c *ProviderConfig) PollInterval() time.Duration {
-	if c == nil || c.Spec.PollInterval == nil {
+	if c == nil {
 		return 0
 	}
-	return c.Spec.PollInterval.Duration
+	d, _ := c.Spec.PollInterval.Parse()
+	return d
+}
+
+// Validate implements spruntime.ConfigValidator. The API server refuses a
+// pollInterval that is not a duration, but one stored before that rule
+// existed still decodes (common.Duration keeps it verbatim): the runtime
+// then gives every object the reason InvalidProviderConfig instead of
+// failing to read the ProviderConfig.
+func (c *ProviderConfig) Validate() error {
+	if c == nil {
+		return nil
+	}
+	return c.Spec.PollInterval.Validate("spec.pollInterval")
 }

@@ -5,6 +5,7 @@
 package v1alpha1
 
 import (
+	"github.com/marketplane/marketplane/api/common"
 	"k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 )
@@ -72,7 +73,7 @@ func (in *ProviderConfigSpec) DeepCopyInto(out *ProviderConfigSpec) {
 	*out = *in
 	if in.PollInterval != nil {
 		in, out := &in.PollInterval, &out.PollInterval
-		*out = new(v1.Duration)
+		*out = new(common.Duration)
 		**out = **in
 	}
 	if in.Versions != nil {

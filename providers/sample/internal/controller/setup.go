@@ -45,7 +45,10 @@ func MCPPermissions() clusteraccess.Permissions {
 // cluster: manage namespaces, one per Sample.
 func WorkloadPermissions() clusteraccess.Permissions {
 	return clusteraccess.Permissions{Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create", "update", "patch", "delete"}},
+		// No update or patch: the namespace is created with its labels,
+		// and relabelling namespaces on a shared cluster is outside the
+		// default access policy (docs/security.md).
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create", "delete"}},
 	}}
 }
 

@@ -31,6 +31,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
+	"github.com/marketplane/marketplane/api/common"
 	marketplanecrds "github.com/marketplane/marketplane/api/crds"
 	"github.com/marketplane/marketplane/pkg/clusteraccess"
 	"github.com/marketplane/marketplane/pkg/contract"
@@ -226,7 +227,7 @@ func (p *provider) createConfig(t *testing.T, pollInterval time.Duration, versio
 		Spec:       apiv1alpha1.ProviderConfigSpec{Versions: versions},
 	}
 	if pollInterval > 0 {
-		cfg.Spec.PollInterval = &metav1.Duration{Duration: pollInterval}
+		cfg.Spec.PollInterval = common.DurationOf(pollInterval)
 	}
 	if err := platformC.Create(context.Background(), cfg); err != nil {
 		t.Fatalf("create ProviderConfig: %v", err)

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -131,5 +132,26 @@ func TestWorkloadNamespace(t *testing.T) {
 	}
 	if msgs := validation.IsDNS1123Label(WorkloadNamespace(a)); len(msgs) > 0 {
 		t.Errorf("WorkloadNamespace %q is not a valid namespace name: %v", WorkloadNamespace(a), msgs)
+	}
+}
+
+// TestProviderConfigToleratesBadDuration: a ProviderConfig stored before the
+// API server checked spec.pollInterval still decodes (a decoding error
+// would make the runtime's cache fail to list every ProviderConfig), and
+// Validate reports the value, which the runtime turns into the reason
+// InvalidProviderConfig on every object.
+func TestProviderConfigToleratesBadDuration(t *testing.T) {
+	cfg := &apiv1alpha1.ProviderConfig{}
+	if err := json.Unmarshal([]byte(`{"spec":{"pollInterval":"often","versions":["v1"]}}`), cfg); err != nil {
+		t.Fatalf("decode a ProviderConfig with pollInterval %q: %v; it must decode", "often", err)
+	}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "spec.pollInterval") {
+		t.Errorf("Validate() = %v, want an error naming spec.pollInterval", err)
+	}
+	if got := cfg.PollInterval(); got != 0 {
+		t.Errorf("PollInterval() = %s for an invalid value, want 0 (the runtime's default)", got)
+	}
+	if err := json.Unmarshal([]byte(`{"spec":{"pollInterval":"30s","versions":["v1"]}}`), cfg); err != nil || cfg.Validate() != nil {
+		t.Errorf("a valid pollInterval: decode %v, Validate %v; want both nil", err, cfg.Validate())
 	}
 }

@@ -1,0 +1,54 @@
+package v1alpha1
+
+import (
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// AccessPolicy is what the platform operator lets one provider ask for,
+// beyond the defaults every provider gets (a Marketplane extension; see
+// docs/security.md). The operator enforces it on the provider's
+// AccessRequests and ClusterRequests and on the kinds it registers in
+// status.resources. The provider itself cannot change it: it can write only
+// its status.
+type AccessPolicy struct {
+	// APIGroups are API groups the provider may own although they are
+	// reserved (the core and built-in groups, openmcp.cloud and its
+	// subdomains other than *.services.openmcp.cloud, servicefabrik.io and
+	// its subdomains), or that it must own although another provider
+	// registered them first. A provider owns the groups it may register in
+	// status.resources, get rights on, and request rights on in other
+	// clusters.
+	// +optional
+	// +listType=set
+	APIGroups []string `json:"apiGroups,omitempty"`
+
+	// Onboarding are rules the provider may request on the onboarding
+	// cluster in addition to the default ceiling (its own groups, CRDs of its
+	// own groups, events, reading ManagedControlPlanes).
+	// +optional
+	Onboarding []rbacv1.PolicyRule `json:"onboarding,omitempty"`
+
+	// MCP are rules the provider may request on the MCP clusters of its
+	// tenants in addition to the default ceiling.
+	// +optional
+	MCP []rbacv1.PolicyRule `json:"mcp,omitempty"`
+
+	// Workload are rules the provider may request on shared workload
+	// clusters in addition to the default ceiling.
+	// +optional
+	Workload []rbacv1.PolicyRule `json:"workload,omitempty"`
+
+	// MaxClusterRequests is how many ClusterRequests the provider may have
+	// in its namespace at once; 8 when unset.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	MaxClusterRequests *int32 `json:"maxClusterRequests,omitempty"`
+
+	// MaxExclusiveClusters is how many of those may ask for a cluster of an
+	// Exclusive purpose (each can be a new cluster); 0 when unset.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	MaxExclusiveClusters *int32 `json:"maxExclusiveClusters,omitempty"`
+}

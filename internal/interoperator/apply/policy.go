@@ -1,0 +1,341 @@
+package apply
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+)
+
+// Labels the provisioner puts on every object it applies. The render
+// policy reads them to tell an instance's objects and namespaces from
+// everyone else's.
+const (
+	// LabelInstanceID holds the name of the SFServiceInstance (or a hash
+	// of it when the name is not a valid label value).
+	LabelInstanceID = "interoperator.servicefabrik.io/instance-id"
+	// LabelBindingID holds the name of the SFServiceBinding of bind
+	// resources.
+	LabelBindingID = "interoperator.servicefabrik.io/binding-id"
+)
+
+// DefaultMaxObjectBytes bounds the JSON encoding of one rendered object.
+// etcd refuses requests above 1.5 MiB (its --max-request-bytes default,
+// 1572864), and the API server stores more than the object a template
+// renders (managedFields, labels, its own metadata): the limit leaves half a
+// MiB for that. An object above it would fail with "etcdserver: request is
+// too large" on every attempt.
+const DefaultMaxObjectBytes = 1 << 20
+
+// Rules of the render policy, as a RefusedError names them.
+const (
+	// RuleOwnNamespaces: namespaced objects and sources live in the
+	// instance's own namespaces or in namespaces a grant names.
+	RuleOwnNamespaces = "own-namespaces"
+	// RuleOwnNamespaceObjects: a rendered Namespace is the instance's: new,
+	// its default namespace, or labelled with its instance id.
+	RuleOwnNamespaceObjects = "own-namespace-objects"
+	// RuleNamespacedKinds: no cluster-scoped kinds besides Namespaces
+	// unless a grant names the kind.
+	RuleNamespacedKinds = "namespaced-kinds-only"
+	// RuleBindableClusterRoles: role bindings refer to admin, edit, view or
+	// a ClusterRole a grant names; never to cluster-admin by default.
+	RuleBindableClusterRoles = "bindable-cluster-roles"
+	// RuleNoRoleAggregation: a rendered ClusterRole neither aggregates
+	// into nor replaces the built-in roles, unless a grant names every
+	// ClusterRole ("*").
+	RuleNoRoleAggregation = "no-role-aggregation"
+	// RuleOwnSources: a source is never an object of another instance or
+	// of another binding.
+	RuleOwnSources = "own-sources"
+)
+
+// Policy is what the rendered objects of one operation, and the sources it
+// reads, may be: by default only namespaced objects in the instance's own
+// namespaces, the instance's own Namespaces, and role bindings to the
+// aggregated user roles. The platform operator widens it per plan with
+// grants (the ProviderConfig's renderPolicies); plan authors and tenants
+// cannot.
+type Policy struct {
+	// Instance is the instance-id label value of the instance.
+	Instance string
+	// Binding is the binding-id label value of the binding, empty for an
+	// instance's own operations.
+	Binding string
+	// DefaultNamespace is the namespace objects without one are given. It
+	// is always the instance's.
+	DefaultNamespace string
+	// Namespaces are further namespaces granted; "*" is every namespace.
+	Namespaces []string
+	// ClusterScopedKinds are cluster-scoped kinds granted; "*" as group or
+	// kind matches every one.
+	ClusterScopedKinds []schema.GroupKind
+	// ClusterRoles are the ClusterRoles granted to role bindings besides
+	// admin, edit and view; "*" is every one.
+	ClusterRoles []string
+	// MaxObjectBytes bounds the JSON encoding of one object
+	// (DefaultMaxObjectBytes when zero or less).
+	MaxObjectBytes int64
+}
+
+// bindableClusterRoles are the ClusterRoles role bindings may refer to
+// without a grant: Kubernetes' user-facing roles, which a RoleBinding
+// confines to its namespace.
+var bindableClusterRoles = []string{"admin", "edit", "view"}
+
+const all = "*"
+
+func (p Policy) maxObjectBytes() int64 {
+	if p.MaxObjectBytes <= 0 {
+		return DefaultMaxObjectBytes
+	}
+	return p.MaxObjectBytes
+}
+
+func (p Policy) grantsNamespace(ns string) bool {
+	return slices.Contains(p.Namespaces, ns) || slices.Contains(p.Namespaces, all)
+}
+
+func (p Policy) grantsKind(gk schema.GroupKind) bool {
+	for _, g := range p.ClusterScopedKinds {
+		if (g.Group == gk.Group || g.Group == all) && (g.Kind == gk.Kind || g.Kind == all) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p Policy) grantsClusterRole(name string) bool {
+	return slices.Contains(bindableClusterRoles, name) || slices.Contains(p.ClusterRoles, name) || slices.Contains(p.ClusterRoles, all)
+}
+
+// RefusedError is a rendered object, or a source, that the render policy
+// refuses. It is found before anything is applied or read.
+type RefusedError struct {
+	// Ref is the object.
+	Ref osbv1alpha1.Source
+	// Rule is the rule it breaks (one of the Rule constants).
+	Rule string
+	// Problem says why.
+	Problem string
+}
+
+// Error implements error.
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("%s %s is refused by the render policy (rule %s): %s", e.Ref.APIVersion, describe(e.Ref), e.Rule, e.Problem)
+}
+
+// TooLargeError is a rendered object larger than the policy's
+// MaxObjectBytes.
+type TooLargeError struct {
+	// Ref is the object.
+	Ref osbv1alpha1.Source
+	// Size is the size of its JSON encoding.
+	Size int
+	// Limit is the limit.
+	Limit int64
+}
+
+// Error implements error.
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("%s %s renders to %d bytes, more than the limit of %d bytes per object (etcd refuses requests above 1.5 MiB)", e.Ref.APIVersion, describe(e.Ref), e.Size, e.Limit)
+}
+
+// Check checks objects prepared by Prepare against p, before any of them is
+// applied. It returns a *RefusedError or a *TooLargeError for the first
+// object that breaks a rule, and another error when it could not read a
+// namespace it needed to look at.
+func (a *Applier) Check(ctx context.Context, objs []*unstructured.Unstructured, p Policy) error {
+	own := map[string]bool{}
+	// Namespaces first: the objects of a Namespace the render creates are
+	// in an own namespace.
+	for _, o := range objs {
+		if !isNamespace(o.GroupVersionKind().GroupKind()) {
+			continue
+		}
+		ok, why, err := a.ownNamespace(ctx, o.GetName(), p, true)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return &RefusedError{Ref: ref(o), Rule: RuleOwnNamespaceObjects, Problem: why}
+		}
+		own[o.GetName()] = true
+	}
+	for _, o := range objs {
+		r := ref(o)
+		b, err := json.Marshal(o.Object)
+		if err != nil {
+			return &InvalidObjectError{Index: slices.Index(objs, o) + 1, What: describe(r), Problem: "it cannot be encoded as JSON: " + err.Error()}
+		}
+		if max := p.maxObjectBytes(); int64(len(b)) > max {
+			return &TooLargeError{Ref: r, Size: len(b), Limit: max}
+		}
+		gk := o.GroupVersionKind().GroupKind()
+		switch ns := o.GetNamespace(); {
+		case isNamespace(gk):
+		case ns == "":
+			// Prepare leaves a namespace on namespaced objects only.
+			if !p.grantsKind(gk) {
+				return &RefusedError{Ref: r, Rule: RuleNamespacedKinds, Problem: fmt.Sprintf("%s is a cluster-scoped kind; plans render namespaced objects in the instance's namespaces unless the ProviderConfig's renderPolicies grant the kind", kindName(gk))}
+			}
+		case !own[ns]:
+			ok, why, err := a.ownNamespace(ctx, ns, p, false)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				if why == "" {
+					why = fmt.Sprintf("namespace %s neither exists nor is rendered by the template; objects go into the instance's namespaces (its default namespace %s, Namespaces it renders or owns) or namespaces the ProviderConfig's renderPolicies grant the plan", ns, p.DefaultNamespace)
+				}
+				return &RefusedError{Ref: r, Rule: RuleOwnNamespaces, Problem: why}
+			}
+			own[ns] = true
+		}
+		if err := checkRBAC(o, gk, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+const rbacGroup = "rbac.authorization.k8s.io"
+
+// checkRBAC refuses role bindings to ClusterRoles that are not granted
+// (cluster-admin above all), and ClusterRoles that would widen the built-in
+// roles for everyone who holds them.
+func checkRBAC(o *unstructured.Unstructured, gk schema.GroupKind, p Policy) error {
+	if gk.Group != rbacGroup {
+		return nil
+	}
+	switch gk.Kind {
+	case "RoleBinding", "ClusterRoleBinding":
+		kind, _, _ := unstructured.NestedString(o.Object, "roleRef", "kind")
+		name, _, _ := unstructured.NestedString(o.Object, "roleRef", "name")
+		if kind == "ClusterRole" && !p.grantsClusterRole(name) {
+			return &RefusedError{Ref: ref(o), Rule: RuleBindableClusterRoles, Problem: fmt.Sprintf("it refers to the ClusterRole %q; role bindings may refer to %s or a ClusterRole the ProviderConfig's renderPolicies grant", name, strings.Join(bindableClusterRoles, ", "))}
+		}
+	case "ClusterRole":
+		if slices.Contains(p.ClusterRoles, all) {
+			return nil
+		}
+		name := o.GetName()
+		if slices.Contains(bindableClusterRoles, name) || name == "cluster-admin" || strings.HasPrefix(name, "system:") {
+			return &RefusedError{Ref: ref(o), Rule: RuleNoRoleAggregation, Problem: "it would replace a built-in ClusterRole"}
+		}
+		for k, v := range o.GetLabels() {
+			if strings.HasPrefix(k, rbacGroup+"/aggregate-to-") && v == "true" {
+				return &RefusedError{Ref: ref(o), Rule: RuleNoRoleAggregation, Problem: fmt.Sprintf("its label %s would add its rules to a role others hold", k)}
+			}
+		}
+	}
+	return nil
+}
+
+// ownNamespace reports whether the namespace name is one of p's instance:
+// its default namespace, a granted one, or one labelled with its instance
+// id (and, for a binding's operation, with no other binding's id). A
+// namespace that does not exist is the instance's only when the render
+// itself creates it (rendered); otherwise ownNamespace returns false and
+// an empty reason. When an existing namespace is not the instance's, the
+// string says why.
+func (a *Applier) ownNamespace(ctx context.Context, name string, p Policy, rendered bool) (bool, string, error) {
+	if name == p.DefaultNamespace || p.grantsNamespace(name) {
+		return true, "", nil
+	}
+	ns := &corev1.Namespace{}
+	err := a.client.Get(ctx, client.ObjectKey{Name: name}, ns)
+	switch {
+	case apierrors.IsNotFound(err):
+		// A namespace the render itself creates is the instance's. For
+		// objects in a namespace that neither exists nor is rendered, the
+		// caller says what it makes of that (the empty reason).
+		return rendered, "", nil
+	case err != nil:
+		return false, "", fmt.Errorf("get namespace %s: %w", name, err)
+	}
+	if ownedBy(ns.Labels, p) {
+		return true, "", nil
+	}
+	return false, fmt.Sprintf("namespace %s exists and is not the instance's (it lacks the label %s=%s); the instance's namespaces are its default namespace %s, Namespaces it renders or owns, and namespaces the ProviderConfig's renderPolicies grant the plan", name, LabelInstanceID, p.Instance, p.DefaultNamespace), nil
+}
+
+// ownedBy reports whether labels mark an object of p's instance that is
+// not another binding's.
+func ownedBy(labels map[string]string, p Policy) bool {
+	if p.Instance == "" || labels[LabelInstanceID] != p.Instance {
+		return false
+	}
+	b, ok := labels[LabelBindingID]
+	return !ok || p.Binding == "" || b == p.Binding
+}
+
+// foreign reports, for an object's labels, whether it is another
+// instance's, or another binding's of the same instance.
+func foreign(labels map[string]string, p Policy) (bool, string) {
+	if id, ok := labels[LabelInstanceID]; ok && id != p.Instance {
+		return true, "it belongs to another instance"
+	}
+	if id, ok := labels[LabelBindingID]; ok && p.Binding != "" && id != p.Binding {
+		return true, "it belongs to another binding"
+	}
+	return false, ""
+}
+
+// GetSource reads a source, ref, for an operation under p: namespaced
+// sources only from the instance's own namespaces (or granted ones),
+// cluster-scoped ones only when they are the instance's (its Namespaces,
+// objects with its label) or of a granted kind, and never an object that
+// carries another instance's or binding's label. ref's namespace must be
+// set for namespaced kinds. A refused source is a *RefusedError; a source
+// that does not exist is nil, and no error.
+func (a *Applier) GetSource(ctx context.Context, ref osbv1alpha1.Source, namespaced bool, p Policy) (*unstructured.Unstructured, error) {
+	if namespaced {
+		// Decided before the object is read: an object outside the
+		// instance's namespaces is not even fetched. In a namespace that
+		// does not exist there is nothing to read, and nothing to refuse.
+		ok, why, err := a.ownNamespace(ctx, ref.Namespace, p, false)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			if why == "" {
+				return nil, nil
+			}
+			return nil, &RefusedError{Ref: ref, Rule: RuleOwnSources, Problem: why}
+		}
+	}
+	obj, err := a.Get(ctx, ref)
+	if err != nil || obj == nil {
+		return nil, err
+	}
+	if bad, why := foreign(obj.GetLabels(), p); bad {
+		return nil, &RefusedError{Ref: ref, Rule: RuleOwnSources, Problem: why}
+	}
+	if namespaced || ownedBy(obj.GetLabels(), p) {
+		return obj, nil
+	}
+	gk := obj.GroupVersionKind().GroupKind()
+	if isNamespace(gk) && (obj.GetName() == p.DefaultNamespace || p.grantsNamespace(obj.GetName())) || p.grantsKind(gk) {
+		return obj, nil
+	}
+	return nil, &RefusedError{Ref: ref, Rule: RuleOwnSources, Problem: fmt.Sprintf("a cluster-scoped source must be the instance's (labelled %s=%s) or of a kind the ProviderConfig's renderPolicies grant the plan", LabelInstanceID, p.Instance)}
+}
+
+func isNamespace(gk schema.GroupKind) bool { return gk == schema.GroupKind{Kind: "Namespace"} }
+
+func kindName(gk schema.GroupKind) string {
+	if gk.Group == "" {
+		return gk.Kind
+	}
+	return gk.Kind + "." + gk.Group
+}
