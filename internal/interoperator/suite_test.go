@@ -303,6 +303,23 @@ func (e *env) reconciles(t *testing.T) float64 {
 	return metricValue(t, "controller_runtime_reconcile_total", map[string]string{"controller": e.name + "-" + interoperator.InstanceControllerName})
 }
 
+// expectQuiet checks that the instance controller reconciles at most once
+// more during quietPeriod (what says why it should be quiet): settled and
+// failed operations are not retried in a loop. It stops at the first
+// reconcile too many.
+func (e *env) expectQuiet(t *testing.T, what string) {
+	t.Helper()
+	before := e.reconciles(t)
+	deadline := time.Now().Add(quietPeriod)
+	for time.Now().Before(deadline) {
+		if n := e.reconciles(t) - before; n > 1 {
+			t.Errorf("%v reconciles %s, want at most 1 within %s (no hot loop)", n, what, quietPeriod)
+			return
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
 // events returns the notes of the events regarding the named object in the
 // env's namespace on the onboarding cluster.
 func (e *env) events(t *testing.T, name string) []string {

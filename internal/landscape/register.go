@@ -92,10 +92,8 @@ func (l *Landscape) waitClustersReady(ctx context.Context) error {
 			pending = fmt.Sprintf("CRD %s on the onboarding cluster: %v", mcpCRD, err)
 			return false, client.IgnoreNotFound(err)
 		}
-		for _, c := range crd.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
-			}
+		if crdinstall.Established(crd) {
+			return true, nil
 		}
 		pending = fmt.Sprintf("CRD %s on the onboarding cluster is not established", mcpCRD)
 		return false, nil

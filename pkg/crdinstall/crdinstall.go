@@ -49,7 +49,7 @@ func Apply(ctx context.Context, c client.Client, fieldOwner string, timeout time
 			if err := c.Get(ctx, client.ObjectKey{Name: crd.Name}, got); err != nil {
 				return false, fmt.Errorf("get CRD %s: %w", crd.Name, err)
 			}
-			if !established(got) {
+			if !Established(got) {
 				pending = append(pending, crd.Name)
 			}
 		}
@@ -64,7 +64,8 @@ func Apply(ctx context.Context, c client.Client, fieldOwner string, timeout time
 	return nil
 }
 
-func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
+// Established reports whether the API server serves crd.
+func Established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 	for _, c := range crd.Status.Conditions {
 		if c.Type == apiextensionsv1.Established {
 			return c.Status == apiextensionsv1.ConditionTrue

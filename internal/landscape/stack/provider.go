@@ -15,6 +15,7 @@ import (
 
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/landscape"
+	"github.com/marketplane/marketplane/pkg/crdinstall"
 )
 
 // provider is a ServiceProvider the landscape starts, and its
@@ -55,7 +56,7 @@ func (p provider) start(ctx context.Context, l *landscape.Landscape, timeout tim
 			if err := c.Get(ctx, client.ObjectKey{Name: p.configCRD}, crd); err != nil {
 				return false, client.IgnoreNotFound(err)
 			}
-			return crdEstablished(crd), nil
+			return crdinstall.Established(crd), nil
 		}); err != nil {
 			return err
 		}
@@ -110,14 +111,4 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 		return fmt.Errorf("waiting for %s: %w", what, err)
 	}
 	return nil
-}
-
-// crdEstablished reports whether the API server serves crd.
-func crdEstablished(crd *apiextensionsv1.CustomResourceDefinition) bool {
-	for _, c := range crd.Status.Conditions {
-		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -81,6 +82,25 @@ func Reserved(group string) bool {
 		}
 	}
 	return false
+}
+
+// ReservedCEL returns a CEL expression, over the string expression g, that
+// is true exactly when Reserved is. The admission policy that the API server
+// evaluates for providers' CRD writes is built from it, so both read the
+// same lists. It needs the Kubernetes CEL library (lowerAscii).
+func ReservedCEL(g string) string {
+	return fmt.Sprintf(`(!%[1]s.contains('.') || (%[1]s.lowerAscii().matches('(^|\\.)(%[2]s)$') && !%[1]s.lowerAscii().matches('\\.(%[3]s)$')))`,
+		g, celAlternatives(reservedDomains), celAlternatives(serviceDomains))
+}
+
+// celAlternatives is a regular expression matching any of domains, quoted
+// for a single-quoted CEL string.
+func celAlternatives(domains []string) string {
+	quoted := make([]string, len(domains))
+	for i, d := range domains {
+		quoted[i] = strings.ReplaceAll(regexp.QuoteMeta(d), `\`, `\\`)
+	}
+	return strings.Join(quoted, "|")
 }
 
 // validGroup reports whether group can name an API group a provider owns:

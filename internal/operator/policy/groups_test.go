@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/ext"
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -40,10 +42,30 @@ func TestReserved(t *testing.T) {
 		"ThirdParty":            {"Any other domain is a provider's to claim.", "example.com", false},
 		"SuffixLookalike":       {"notk8s.io is not k8s.io.", "notk8s.io", false},
 	}
+	// The admission policy decides with ReservedCEL; it must agree.
+	env, err := cel.NewEnv(cel.Variable("g", cel.StringType), ext.Strings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ast, iss := env.Compile(policy.ReservedCEL("g"))
+	if iss.Err() != nil {
+		t.Fatalf("compile ReservedCEL: %v", iss.Err())
+	}
+	prg, err := env.Program(ast)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			if got := policy.Reserved(tc.group); got != tc.want {
 				t.Errorf("%s\nReserved(%q) = %v, want %v", tc.reason, tc.group, got, tc.want)
+			}
+			out, _, err := prg.Eval(map[string]any{"g": tc.group})
+			if err != nil {
+				t.Fatalf("evaluate ReservedCEL for %q: %v", tc.group, err)
+			}
+			if got, ok := out.Value().(bool); !ok || got != tc.want {
+				t.Errorf("%s\nReservedCEL(%q) = %v, want %v", tc.reason, tc.group, out.Value(), tc.want)
 			}
 		})
 	}

@@ -36,11 +36,9 @@ const providerUser = `request.userInfo.username.startsWith('system:serviceaccoun
 
 // crdGroupRule is policy.MayOwn in CEL: a group in the owners ConfigMap
 // belongs to the namespace it maps to; any other group may be claimed unless
-// it is reserved (policy.Reserved).
-const crdGroupRule = `variables.groups.all(g, (has(params.data) && g in params.data) ? params.data[g] == variables.providerNamespace : ` +
-	`!(!g.contains('.') || ` +
-	`(g.lowerAscii().matches('(^|\\.)(k8s\\.io|kubernetes\\.io|openmcp\\.cloud|open-control-plane\\.io|servicefabrik\\.io|marketplane\\.io)$') && ` +
-	`!g.lowerAscii().matches('\\.services\\.(openmcp\\.cloud|open-control-plane\\.io)$'))))`
+// it is reserved (policy.ReservedCEL, built from policy.Reserved's lists).
+var crdGroupRule = `variables.groups.all(g, (has(params.data) && g in params.data) ? params.data[g] == variables.providerNamespace : !` +
+	policy.ReservedCEL("g") + `)`
 
 // crdGroupsPolicy is the ValidatingAdmissionPolicy, served by the API
 // server itself, that lets a provider's ServiceAccounts create, update or
