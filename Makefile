@@ -23,8 +23,11 @@ KUBE_MINOR    := $(word 2,$(subst ., ,$(KUBE_VERSION)))
 KUBE_LDFLAGS  := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
 	-X $(p).gitVersion=$(KUBE_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=$(KUBE_MINOR) -X $(p).gitTreeState=clean)
 
+# The openMCP compatibility test: its own module (openMCP's libraries stay out of ours).
+COMPAT := test/openmcp-compat
+
 # Generated files whose staleness `verify-generate` detects.
-GENERATED = find api -name 'zz_generated.deepcopy.go' -o -path 'api/crds/manifests/*.yaml' | sort
+GENERATED = find api $(COMPAT)/api -name 'zz_generated.deepcopy.go' -o -path '*/api/crds/manifests/*.yaml' | sort
 
 TEST_FLAGS ?= -count=1 -timeout=30m
 
@@ -43,6 +46,9 @@ generate: ## Generate deepcopy code and CRD manifests from the API types.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	rm -f api/crds/manifests/*.yaml
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=api/crds/manifests
+	cd $(COMPAT) && $(CONTROLLER_GEN) object:headerFile=$(ROOT)/hack/boilerplate.go.txt paths=./api/... && \
+		rm -f api/crds/manifests/*.yaml && \
+		$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=api/crds/manifests
 
 .PHONY: manifests
 manifests: generate ## Alias of generate (CRDs are generated with the deepcopy code).
@@ -60,6 +66,7 @@ verify-generate: ## Fail when `make generate` would change a generated file.
 .PHONY: lint
 lint: ## go vet and gofmt.
 	$(GO) vet ./...
+	cd $(COMPAT) && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
@@ -72,6 +79,11 @@ build: ## Build every binary (cmd/* and the sample provider) into bin/.
 .PHONY: test
 test: tools verify-generate lint ## Build the API-server binaries if missing, then run all tests against real API servers.
 	KUBEBUILDER_ASSETS=$(BIN) $(GO) test $(TEST_FLAGS) ./...
+	$(MAKE) --no-print-directory test-compat
+
+.PHONY: test-compat
+test-compat: tools ## The openMCP compatibility test alone: a provider built on openMCP's libraries, deployed unchanged (part of test).
+	cd $(COMPAT) && KUBEBUILDER_ASSETS=$(BIN) $(GO) test $(TEST_FLAGS) ./...
 
 .PHONY: test-e2e
 test-e2e: tools build ## Run the landscape and the README quick start end to end (about 2 minutes).

@@ -10,6 +10,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
+	controlplanev2alpha1 "github.com/marketplane/marketplane/api/controlplane/v2alpha1"
 	corev2alpha1 "github.com/marketplane/marketplane/api/core/v2alpha1"
 	interoperatorv1alpha1 "github.com/marketplane/marketplane/api/interoperator/v1alpha1"
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
@@ -26,6 +27,7 @@ func AddToScheme(s *runtime.Scheme) error {
 		providerv1alpha1.AddToScheme,
 		clustersv1alpha1.AddToScheme,
 		corev2alpha1.AddToScheme,
+		controlplanev2alpha1.AddToScheme,
 		osbv1alpha1.AddToScheme,
 		resourcev1alpha1.AddToScheme,
 		interoperatorv1alpha1.AddToScheme,

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -31,6 +32,11 @@ type landscapeOptions struct {
 	// and for debugging.
 	controlPlaneOnly bool
 	startTimeout     time.Duration
+	// imageMaps (IMAGE=BINARY) and imageMapFiles map provider images to
+	// local binaries; manifests are applied to the platform cluster.
+	imageMaps     []string
+	imageMapFiles []string
+	manifests     []string
 }
 
 func newLandscapeCommand() *cobra.Command {
@@ -68,6 +74,9 @@ func newLandscapeUpCommand(o *landscapeOptions) *cobra.Command {
 	f.BoolVar(&o.foreground, "foreground", false, "run in this terminal until Ctrl-C instead of in the background")
 	f.StringVar(&o.binDir, "bin-dir", "", "directory with etcd, kube-apiserver, kube-controller-manager and provider binaries (default: beside this binary, $KUBEBUILDER_ASSETS, or bin/ above the working directory)")
 	f.DurationVar(&o.startTimeout, "start-timeout", landscape.DefaultStartTimeout, "how long each part of the start may take")
+	f.StringArrayVar(&o.imageMaps, "image-map", nil, "run the provider image IMAGE from the local binary BINARY: IMAGE=BINARY, IMAGE is repo:tag, repo@digest or repo:* for every tag (repeatable)")
+	f.StringArrayVar(&o.imageMapFiles, "image-map-file", nil, "image map file, the format of marketplane-operator --image-map (YAML: images: [{image, binary}]; repeatable)")
+	f.StringArrayVar(&o.manifests, "manifest", nil, "YAML file applied to the platform cluster once the landscape runs, e.g. your ServiceProvider and its ProviderConfig; up waits until its providers are Ready (repeatable)")
 	f.BoolVar(&o.detached, "detached", false, "set by 'up' for the background process it starts")
 	_ = f.MarkHidden("detached")
 	f.BoolVar(&o.controlPlaneOnly, "control-plane-only", false, "start only the control plane and the operator, without providers, catalog and broker")
@@ -81,12 +90,17 @@ func configureLandscape(l *landscape.Landscape) error { return stack.Configure(l
 
 // runLandscape runs the landscape in this process until SIGINT or SIGTERM.
 func runLandscape(ctx context.Context, out io.Writer, o *landscapeOptions) error {
+	images, err := landscape.UserImages(o.imageMaps, o.imageMapFiles)
+	if err != nil {
+		return err
+	}
 	l, err := landscape.New(landscape.Config{
 		StateDir:     o.stateDir,
 		BinDir:       o.binDir,
 		Out:          out,
 		StartTimeout: o.startTimeout,
 		Detached:     o.detached,
+		Images:       images,
 	})
 	if err != nil {
 		return err
@@ -99,6 +113,9 @@ func runLandscape(ctx context.Context, out io.Writer, o *landscapeOptions) error
 		if err := configureLandscape(l); err != nil {
 			return err
 		}
+	}
+	if err := stack.AddManifests(l, o.manifests); err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -119,6 +136,19 @@ func runLandscape(ctx context.Context, out io.Writer, o *landscapeOptions) error
 // its output in logs/landscape.log, shows that output until the landscape
 // is ready (or failed), and returns. Ctrl-C meanwhile stops it.
 func startDetached(ctx context.Context, out io.Writer, o *landscapeOptions) error {
+	// Bad flags fail here, before anything is created or started, not in
+	// the background process; the child gets them with absolute paths.
+	images, err := landscape.UserImages(o.imageMaps, o.imageMapFiles)
+	if err != nil {
+		return err
+	}
+	manifests, err := absPaths(o.manifests)
+	if err != nil {
+		return err
+	}
+	if err := stack.CheckManifests(manifests); err != nil {
+		return err
+	}
 	layout, err := landscape.PrepareStateDir(o.stateDir)
 	if err != nil {
 		return err
@@ -152,6 +182,12 @@ func startDetached(ctx context.Context, out io.Writer, o *landscapeOptions) erro
 		"--state-dir=" + layout.Dir, "--bin-dir=" + binDir, "--start-timeout=" + o.startTimeout.String()}
 	if o.controlPlaneOnly {
 		args = append(args, "--control-plane-only")
+	}
+	for _, m := range images {
+		args = append(args, "--image-map="+m.Image+"="+m.Binary)
+	}
+	for _, m := range manifests {
+		args = append(args, "--manifest="+m)
 	}
 	child := exec.Command(exe, args...)
 	child.Stdout, child.Stderr = logFile, logFile
@@ -201,6 +237,19 @@ func startDetached(ctx context.Context, out io.Writer, o *landscapeOptions) erro
 			}
 		}
 	}
+}
+
+// absPaths makes paths absolute against the working directory.
+func absPaths(paths []string) ([]string, error) {
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		out = append(out, abs)
+	}
+	return out, nil
 }
 
 // logTail copies what is appended to a file to out.

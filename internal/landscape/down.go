@@ -96,9 +96,12 @@ func stopSupervisor(ctx context.Context, p *controlplane.Process) error {
 		return nil
 	}
 	_ = syscall.Kill(p.PID, syscall.SIGKILL)
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		return !controlplane.Alive(p), nil
-	})
+	}); err != nil {
+		return fmt.Errorf("waiting for the supervisor (pid %d) to exit: still alive %s after SIGTERM and 10s after SIGKILL: %w", p.PID, DownTimeout, err)
+	}
+	return nil
 }
 
 // waitLock takes the state directory's lock, waiting a little for a

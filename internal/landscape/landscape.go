@@ -70,7 +70,9 @@ type Config struct {
 	// Environment is the operator's --environment (DefaultEnvironment).
 	Environment string
 	// Images are image map entries besides those WriteImageMap writes for
-	// the binaries in BinDir (an image may be mapped only once).
+	// the binaries in BinDir (an image may be mapped only once), e.g. from
+	// UserImages. When empty, a resumed landscape keeps the entries of its
+	// earlier run.
 	Images []process.ImageMapping
 	// StartTimeout and StopTimeout override DefaultStartTimeout and
 	// DefaultStopTimeout.

@@ -40,6 +40,10 @@ import (
 // without --foreground starts its own executable as the landscape's
 // supervisor, which, in a test, is this binary.
 func TestMain(m *testing.M) {
+	// Started by the process deployer as a provider (TestProviderCannotBind).
+	if addr := os.Getenv(fakeProviderEnv); addr != "" {
+		os.Exit(fakeProvider(addr, os.Args[1:]))
+	}
 	if len(os.Args) > 1 && os.Args[1] == "landscape" {
 		if err := cli.NewRootCommand(os.Stdout).Execute(); err != nil {
 			os.Exit(1)

@@ -50,7 +50,15 @@ func (l *Landscape) OperatorStateDir() string { return l.Layout.Path("providers"
 // the platform cluster, like `marketplane-operator run --deployer=process`,
 // with the local cluster provider.
 func (l *Landscape) startOperator(ctx context.Context) error {
-	if err := WriteImageMap(l.ImageMapFile(), l.Binaries.Dir, l.cfg.Images); err != nil {
+	images := l.cfg.Images
+	if len(images) == 0 {
+		// A resumed landscape runs the providers the user mapped before
+		// (their objects are still there) without the flags again.
+		if images = recordedUserImages(l.ImageMapFile()); len(images) > 0 {
+			l.progress("keeping the %d image mapping(s) of the earlier run (--image-map replaces them)", len(images))
+		}
+	}
+	if err := WriteImageMap(l.ImageMapFile(), l.Binaries.Dir, images); err != nil {
 		return err
 	}
 	scheme, err := install.NewScheme()

@@ -9,9 +9,12 @@
 //
 //   - The tenant's MCP cluster of a service object (Manager.Clusters, or
 //     For to use the Manager as the runtime's spruntime.ClusterAccess). A
-//     service object is named like its ManagedControlPlane; the
-//     ManagedControlPlane's ClusterRequest is named like it too, in the
-//     platform namespace corev2alpha1.StableMCPNamespace(namespace, name).
+//     service object is named like its ManagedControlPlane or ControlPlane;
+//     the control plane's ClusterRequest is named like it too, in the
+//     platform namespace corev2alpha1.StableMCPNamespace(namespace, name)
+//     (openMCP's), or, for a control plane created by an earlier
+//     Marketplane version, in corev2alpha1.LegacyMCPNamespace(namespace,
+//     name), where the Manager looks when the first has none.
 //     For each object the Manager creates one AccessRequest in the
 //     provider's namespace, named "<provider>--mcp-<hash of namespace/name>",
 //     labelled openmcp.cloud/onboarding-name and -namespace, whose

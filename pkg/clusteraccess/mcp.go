@@ -35,9 +35,44 @@ func (a access[T]) Release(ctx context.Context, obj T) (bool, error) {
 }
 
 // MCPClusterRequest returns the key of the ClusterRequest of the
-// ManagedControlPlane that the service object namespace/name belongs to.
+// ManagedControlPlane or ControlPlane that the service object namespace/name
+// belongs to, in openMCP's platform namespace. A control plane created by a
+// Marketplane version before openMCP's namespace was adopted has it in
+// LegacyMCPClusterRequest instead; the Manager looks in both.
 func MCPClusterRequest(namespace, name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: corev2alpha1.StableMCPNamespace(namespace, name), Name: name}
+}
+
+// LegacyMCPClusterRequest returns the key of the ClusterRequest of a control
+// plane namespace/name created by an earlier Marketplane version, in its
+// legacy platform namespace (corev2alpha1.LegacyMCPNamespace).
+func LegacyMCPClusterRequest(namespace, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: corev2alpha1.LegacyMCPNamespace(namespace, name), Name: name}
+}
+
+// mcpClusterRequest finds the ClusterRequest of the control plane of the
+// service object obj: in openMCP's platform namespace, or else in the legacy
+// one, where control planes of earlier versions keep theirs. A request found
+// in the legacy namespace counts only when it carries the MCP labels of obj's
+// namespace and name. found is false when neither exists.
+func (m *Manager) mcpClusterRequest(ctx context.Context, obj client.Object) (cr *clustersv1alpha1.ClusterRequest, found bool, err error) {
+	for i, key := range []types.NamespacedName{
+		MCPClusterRequest(obj.GetNamespace(), obj.GetName()),
+		LegacyMCPClusterRequest(obj.GetNamespace(), obj.GetName()),
+	} {
+		cr := &clustersv1alpha1.ClusterRequest{}
+		err := m.reader.Get(ctx, key, cr)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, false, fmt.Errorf("get ClusterRequest %s of the control plane %s/%s: %w", key, obj.GetNamespace(), obj.GetName(), err)
+		case i > 0 && (cr.Labels[corev2alpha1.MCPNameLabel] != obj.GetName() || cr.Labels[corev2alpha1.MCPNamespaceLabel] != obj.GetNamespace()):
+			continue
+		}
+		return cr, true, nil
+	}
+	return nil, false, nil
 }
 
 // mcpAccessRequestKey is the key of obj's MCP AccessRequest.
@@ -75,19 +110,19 @@ func (m *Manager) Clusters(ctx context.Context, obj client.Object) (spruntime.Cl
 
 // mcpCluster obtains the MCP cluster of obj.
 func (m *Manager) mcpCluster(ctx context.Context, obj client.Object) (*spruntime.Cluster, bool, error) {
-	crKey := MCPClusterRequest(obj.GetNamespace(), obj.GetName())
-	cr := &clustersv1alpha1.ClusterRequest{}
-	if err := m.reader.Get(ctx, crKey, cr); err != nil {
-		if apierrors.IsNotFound(err) {
-			// No AccessRequest is made: it would wait for a cluster that
-			// may never come.
-			return nil, false, fmt.Errorf("%w: %w", ErrMCPNotFound, spruntime.InvalidUserInput(ReasonMCPNotFound,
-				"no ManagedControlPlane %s/%s: its ClusterRequest %s does not exist; create a ManagedControlPlane with the same name and namespace as this object",
-				obj.GetNamespace(), obj.GetName(), crKey))
-		}
-		return nil, false, fmt.Errorf("get ClusterRequest %s of ManagedControlPlane %s/%s: %w", crKey, obj.GetNamespace(), obj.GetName(), err)
+	cr, found, err := m.mcpClusterRequest(ctx, obj)
+	if err != nil {
+		return nil, false, err
 	}
-	if err := clusterRequestDenied(cr, fmt.Sprintf("the MCP cluster of ManagedControlPlane %s/%s", obj.GetNamespace(), obj.GetName())); err != nil {
+	if !found {
+		// No AccessRequest is made: it would wait for a cluster that may
+		// never come.
+		return nil, false, fmt.Errorf("%w: %w", ErrMCPNotFound, spruntime.InvalidUserInput(ReasonMCPNotFound,
+			"no ManagedControlPlane or ControlPlane %s/%s: its ClusterRequest %s does not exist; create a ManagedControlPlane or ControlPlane with the same name and namespace as this object",
+			obj.GetNamespace(), obj.GetName(), MCPClusterRequest(obj.GetNamespace(), obj.GetName())))
+	}
+	crKey := client.ObjectKeyFromObject(cr)
+	if err := clusterRequestDenied(cr, fmt.Sprintf("the MCP cluster of control plane %s/%s", obj.GetNamespace(), obj.GetName())); err != nil {
 		return nil, false, err
 	}
 	arKey := m.mcpAccessRequestKey(obj)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -24,7 +25,10 @@ import (
 	"github.com/marketplane/marketplane/api/common"
 	"github.com/marketplane/marketplane/internal/operator/access"
 	"github.com/marketplane/marketplane/internal/operator/clusters"
+	"github.com/marketplane/marketplane/internal/operator/deploy/process"
 	"github.com/marketplane/marketplane/internal/operator/mcp"
+	"github.com/marketplane/marketplane/internal/operator/mcpaccess"
+	"github.com/marketplane/marketplane/internal/operator/provider"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
@@ -76,6 +80,10 @@ type Landscape struct {
 	done     chan error
 	stopOnce sync.Once
 	stopErr  error
+	// deployer runs the providers' processes, with WithProviderImages.
+	deployer *process.Deployer
+	// stateDir is the deployer's state directory, removed by Stop.
+	stateDir string
 }
 
 // Option configures a Landscape.
@@ -86,6 +94,7 @@ type options struct {
 	workload    bool
 	log         logr.Logger
 	timeout     time.Duration
+	images      map[string]string
 }
 
 // WithMCPClusters starts n MCP clusters (default 1). MCP clusters are
@@ -94,6 +103,17 @@ func WithMCPClusters(n int) Option { return func(o *options) { o.mcpClusters = n
 
 // WithWorkloadCluster also starts a shared workload cluster.
 func WithWorkloadCluster() Option { return func(o *options) { o.workload = true } }
+
+// WithProviderImages also runs the operator's provider deployment
+// controller with the process deployer: a ServiceProvider, ClusterProvider
+// or PlatformService created on the platform cluster is deployed as local
+// processes by the init/run contract, exactly as the local landscape does.
+// images maps each provider image (repo:tag, repo@digest or repo:*) to the
+// binary that stands for it. The processes' logs are in
+// Landscape.ProviderLogDir.
+func WithProviderImages(images map[string]string) Option {
+	return func(o *options) { o.images = images }
+}
 
 // WithLogger sets the logger of the landscape's controllers (default:
 // discard).
@@ -212,11 +232,61 @@ func (l *Landscape) startControllers() error {
 			return fmt.Errorf("providertest: setup controller: %w", err)
 		}
 	}
+	if l.opts.images != nil {
+		if err := l.setupDeployer(mgr); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel, l.done = cancel, make(chan error, 1)
 	go func() { l.done <- mgr.Start(ctx) }()
 	return nil
 }
+
+// setupDeployer adds the provider deployment controller with a process
+// deployer whose state lives in a temporary directory.
+func (l *Landscape) setupDeployer(mgr ctrl.Manager) error {
+	images := process.ImageMap{Source: "providertest.WithProviderImages"}
+	for image, binary := range l.opts.images {
+		images.Images = append(images.Images, process.ImageMapping{Image: image, Binary: binary})
+	}
+	// The operator's namespace holds the parameters of its admission
+	// policies; in a real installation the operator runs there.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: provider.DefaultOperatorNamespace}}
+	if err := l.Platform.Client.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("providertest: create namespace %s: %w", ns.Name, err)
+	}
+	dir, err := os.MkdirTemp("", "providertest-providers-")
+	if err != nil {
+		return fmt.Errorf("providertest: provider state directory: %w", err)
+	}
+	l.stateDir = dir
+	notifier := provider.NewNotifier()
+	d, err := process.New(process.Config{
+		StateDir: dir,
+		Images:   images,
+		Platform: mgr.GetConfig(),
+		Client:   mgr.GetClient(),
+	}, process.WithOnChange(notifier.Notify))
+	if err != nil {
+		return fmt.Errorf("providertest: %w", err)
+	}
+	l.deployer = d
+	if err := provider.Setup(mgr, d, provider.WithNotifier(notifier), provider.WithEnvironment("providertest")); err != nil {
+		return fmt.Errorf("providertest: setup provider controller: %w", err)
+	}
+	// Providers built on openMCP's libraries keep their requests for a
+	// tenant in the tenant's MCP namespace.
+	if err := mcpaccess.Setup(mgr, provider.DefaultOperatorNamespace); err != nil {
+		return fmt.Errorf("providertest: setup MCP namespace access controller: %w", err)
+	}
+	return nil
+}
+
+// ProviderLogDir is the directory below which the process deployer keeps
+// the providers' logs and state (one directory per provider), or "" without
+// WithProviderImages.
+func (l *Landscape) ProviderLogDir() string { return l.stateDir }
 
 // register creates the Clusters and their kubeconfig Secrets and waits until
 // every Cluster is Ready.
@@ -293,6 +363,18 @@ func (l *Landscape) Stop() error {
 			l.cancel()
 			if err := <-l.done; err != nil {
 				errs = append(errs, fmt.Errorf("providertest: controllers: %w", err))
+			}
+		}
+		if l.deployer != nil {
+			// The providers' processes go before their API servers, so
+			// that they do not log a storm of connection errors.
+			if err := l.deployer.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("providertest: stop providers: %w", err))
+			}
+		}
+		if l.stateDir != "" {
+			if err := os.RemoveAll(l.stateDir); err != nil {
+				errs = append(errs, fmt.Errorf("providertest: remove provider state: %w", err))
 			}
 		}
 		all := append([]*testenv.Cluster{l.Platform, l.Onboarding, l.Workload}, l.MCPClusters...)

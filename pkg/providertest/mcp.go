@@ -16,6 +16,7 @@ import (
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/api/common"
+	controlplanev2alpha1 "github.com/marketplane/marketplane/api/controlplane/v2alpha1"
 	corev2alpha1 "github.com/marketplane/marketplane/api/core/v2alpha1"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
@@ -24,7 +25,8 @@ import (
 // has: a ServiceAccount bound to cluster-admin, the tenant's own access.
 const AdminTokenName = "admin"
 
-// MCP is a Ready ManagedControlPlane and access to its cluster.
+// MCP is a Ready ManagedControlPlane or ControlPlane and access to its
+// cluster.
 type MCP struct {
 	// Name and Namespace are the ManagedControlPlane's, on the onboarding
 	// cluster; service objects for it carry the same.
@@ -41,6 +43,14 @@ type MCP struct {
 	Admin *testenv.Cluster
 }
 
+// controlPlane is a control plane of either kind: ManagedControlPlane or
+// ControlPlane.
+type controlPlane interface {
+	client.Object
+	ControlPlaneSpec() *corev2alpha1.ManagedControlPlaneSpec
+	ControlPlaneStatus() *corev2alpha1.ManagedControlPlaneStatus
+}
+
 // CreateMCP creates the ManagedControlPlane name in namespace on the
 // onboarding cluster (creating the namespace when missing), waits until it
 // is Ready and returns access to its cluster. The MCP is deleted when the
@@ -50,24 +60,48 @@ type MCP struct {
 // with DeleteMCP before the provider stops.
 func (l *Landscape) CreateMCP(t testing.TB, name, namespace string) *MCP {
 	t.Helper()
+	return l.createControlPlane(t, &corev2alpha1.ManagedControlPlane{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}})
+}
+
+// CreateControlPlane is CreateMCP for openMCP's current kind: it creates the
+// core.open-control-plane.io ControlPlane name in namespace, waits until it
+// is Ready and returns access to its cluster. The same controller serves
+// both kinds, so a provider sees no difference. The ControlPlane is deleted
+// when the test ends (or with DeleteControlPlane), like CreateMCP's.
+func (l *Landscape) CreateControlPlane(t testing.TB, name, namespace string) *MCP {
+	t.Helper()
+	return l.createControlPlane(t, &controlplanev2alpha1.ControlPlane{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}})
+}
+
+// kindOf names the kind of m for messages.
+func kindOf(m controlPlane) string {
+	if _, ok := m.(*controlplanev2alpha1.ControlPlane); ok {
+		return "ControlPlane"
+	}
+	return "ManagedControlPlane"
+}
+
+// createControlPlane creates m (named, with an empty spec) with the admin
+// token, waits until it is Ready and returns access to its cluster.
+func (l *Landscape) createControlPlane(t testing.TB, m controlPlane) *MCP {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.timeout)
 	defer cancel()
+	name, namespace, kind := m.GetName(), m.GetNamespace(), kindOf(m)
 	oc := l.Onboarding.Client
 	if err := oc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("providertest: create namespace %s on the onboarding cluster: %v", namespace, err)
 	}
-	m := &corev2alpha1.ManagedControlPlane{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
-		Spec: corev2alpha1.ManagedControlPlaneSpec{IAM: corev2alpha1.IAMConfig{Tokens: []corev2alpha1.TokenConfig{{
-			Name:        AdminTokenName,
-			TokenConfig: clustersv1alpha1.TokenConfig{RoleRefs: []common.RoleRef{{Name: "cluster-admin", Kind: common.RoleKindClusterRole}}},
-		}}}},
-	}
+	*m.ControlPlaneSpec() = corev2alpha1.ManagedControlPlaneSpec{IAM: corev2alpha1.IAMConfig{Tokens: []corev2alpha1.TokenConfig{{
+		Name:        AdminTokenName,
+		TokenConfig: clustersv1alpha1.TokenConfig{RoleRefs: []common.RoleRef{{Name: "cluster-admin", Kind: common.RoleKindClusterRole}}},
+	}}}}
 	if err := oc.Create(ctx, m); err != nil {
-		t.Fatalf("providertest: create ManagedControlPlane %s/%s: %v", namespace, name, err)
+		t.Fatalf("providertest: create %s %s/%s: %v", kind, namespace, name, err)
 	}
+	empty := copyOf(m)
 	t.Cleanup(func() {
-		if err := l.deleteMCP(name, namespace); err != nil {
+		if err := l.deleteControlPlane(copyOf(empty)); err != nil {
 			t.Errorf("providertest: clean up: %v", err)
 		}
 	})
@@ -77,8 +111,8 @@ func (l *Landscape) CreateMCP(t testing.TB, name, namespace string) *MCP {
 		if err := oc.Get(ctx, key, m); err != nil {
 			return err
 		}
-		if !apimeta.IsStatusConditionTrue(m.Status.Conditions, common.ConditionTypeReady) {
-			return fmt.Errorf("ManagedControlPlane %s is not Ready: %s", key, conditionsText(m.Status.Conditions))
+		if !apimeta.IsStatusConditionTrue(m.ControlPlaneStatus().Conditions, common.ConditionTypeReady) {
+			return fmt.Errorf("%s %s is not Ready: %s", kind, key, conditionsText(m.ControlPlaneStatus().Conditions))
 		}
 		return nil
 	})
@@ -86,27 +120,27 @@ func (l *Landscape) CreateMCP(t testing.TB, name, namespace string) *MCP {
 		t.Fatalf("providertest: %v", err)
 	}
 
-	ref, ok := m.Status.Access[AdminTokenName]
+	ref, ok := m.ControlPlaneStatus().Access[AdminTokenName]
 	if !ok {
-		t.Fatalf("providertest: ManagedControlPlane %s is Ready but publishes no %q access", key, AdminTokenName)
+		t.Fatalf("providertest: %s %s is Ready but publishes no %q access", kind, key, AdminTokenName)
 	}
 	secret := &corev1.Secret{}
 	if err := oc.Get(ctx, ref.NamespacedName(namespace), secret); err != nil {
-		t.Fatalf("providertest: kubeconfig Secret of ManagedControlPlane %s: %v", key, err)
+		t.Fatalf("providertest: kubeconfig Secret of %s %s: %v", kind, key, err)
 	}
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[clustersv1alpha1.SecretKeyKubeconfig])
 	if err != nil {
-		t.Fatalf("providertest: kubeconfig of ManagedControlPlane %s cannot be read", key)
+		t.Fatalf("providertest: kubeconfig of %s %s cannot be read", kind, key)
 	}
 	c, err := client.New(cfg, client.Options{Scheme: l.Platform.Scheme})
 	if err != nil {
-		t.Fatalf("providertest: client for ManagedControlPlane %s: %v", key, err)
+		t.Fatalf("providertest: client for %s %s: %v", kind, key, err)
 	}
 
 	cr := &clustersv1alpha1.ClusterRequest{}
-	crKey := client.ObjectKey{Namespace: corev2alpha1.StableMCPNamespace(namespace, name), Name: name}
+	crKey := client.ObjectKey{Namespace: corev2alpha1.PlatformNamespace(m), Name: name}
 	if err := l.Platform.Client.Get(ctx, crKey, cr); err != nil || cr.Status.Cluster == nil {
-		t.Fatalf("providertest: ClusterRequest %s of ManagedControlPlane %s: %v (status.cluster %v)", crKey, key, err, cr.Status.Cluster)
+		t.Fatalf("providertest: ClusterRequest %s of %s %s: %v (status.cluster %v)", crKey, kind, key, err, cr.Status.Cluster)
 	}
 	return &MCP{
 		Name:        name,
@@ -118,6 +152,17 @@ func (l *Landscape) CreateMCP(t testing.TB, name, namespace string) *MCP {
 	}
 }
 
+// copyOf returns a copy of m with only its name and namespace.
+func copyOf(m controlPlane) controlPlane {
+	var out controlPlane = &corev2alpha1.ManagedControlPlane{}
+	if _, ok := m.(*controlplanev2alpha1.ControlPlane); ok {
+		out = &controlplanev2alpha1.ControlPlane{}
+	}
+	out.SetName(m.GetName())
+	out.SetNamespace(m.GetNamespace())
+	return out
+}
+
 // DeleteMCP deletes the ManagedControlPlane name in namespace and waits
 // until it is gone.
 func (l *Landscape) DeleteMCP(t testing.TB, name, namespace string) {
@@ -127,15 +172,29 @@ func (l *Landscape) DeleteMCP(t testing.TB, name, namespace string) {
 	}
 }
 
+// DeleteControlPlane deletes the ControlPlane name in namespace and waits
+// until it is gone.
+func (l *Landscape) DeleteControlPlane(t testing.TB, name, namespace string) {
+	t.Helper()
+	if err := l.deleteControlPlane(&controlplanev2alpha1.ControlPlane{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}); err != nil {
+		t.Fatalf("providertest: %v", err)
+	}
+}
+
 func (l *Landscape) deleteMCP(name, namespace string) error {
+	return l.deleteControlPlane(&corev2alpha1.ManagedControlPlane{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}})
+}
+
+// deleteControlPlane deletes m (which names it) and waits until it is gone.
+func (l *Landscape) deleteControlPlane(m controlPlane) error {
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.timeout)
 	defer cancel()
-	m := &corev2alpha1.ManagedControlPlane{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
+	kind, namespace, name := kindOf(m), m.GetNamespace(), m.GetName()
 	if err := l.Onboarding.Client.Delete(ctx, m); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("delete ManagedControlPlane %s/%s: %w", namespace, name, err)
+		return fmt.Errorf("delete %s %s/%s: %w", kind, namespace, name, err)
 	}
 	return poll(ctx, func(ctx context.Context) error {
 		err := l.Onboarding.Client.Get(ctx, client.ObjectKeyFromObject(m), m)
@@ -145,7 +204,7 @@ func (l *Landscape) deleteMCP(name, namespace string) error {
 		case err != nil:
 			return err
 		}
-		return fmt.Errorf("ManagedControlPlane %s/%s is still being deleted: %s", namespace, name, conditionsText(m.Status.Conditions))
+		return fmt.Errorf("%s %s/%s is still being deleted: %s", kind, namespace, name, conditionsText(m.ControlPlaneStatus().Conditions))
 	})
 }
 

@@ -7,6 +7,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // ServiceAccountToken creates the ServiceAccount namespace/name and returns
@@ -46,4 +49,24 @@ func (c *Cluster) AllowNonResourceURL(t testing.TB, namespace, name, verb, path 
 	}); err != nil {
 		t.Fatalf("testenv: create ClusterRoleBinding %s: %v", role, err)
 	}
+}
+
+// ActAs returns a client of the cluster that impersonates the
+// ServiceAccount namespace/name with the groups the API server gives a
+// ServiceAccount, for tests of what that identity may do without issuing
+// it a token. The ServiceAccount need not exist: RBAC and admission see the
+// same user either way.
+func (c *Cluster) ActAs(t testing.TB, namespace, name string) client.Client {
+	t.Helper()
+	cfg := rest.CopyConfig(c.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: serviceaccount.MakeUsername(namespace, name),
+		Groups:   serviceaccount.MakeGroupNames(namespace),
+	}
+	cfg.Impersonate.Groups = append(cfg.Impersonate.Groups, "system:authenticated")
+	cl, err := client.New(cfg, client.Options{Scheme: c.Scheme})
+	if err != nil {
+		t.Fatalf("testenv: client acting as %s/%s: %v", namespace, name, err)
+	}
+	return cl
 }

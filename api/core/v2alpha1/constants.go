@@ -28,6 +28,25 @@ const (
 	// replaces the purpose of its ClusterRequest. It cannot be added,
 	// removed or changed later.
 	MCPPurposeOverrideLabel = GroupName + "/purpose-override"
+	// MCPPurposeLabel is openMCP's purpose label (openMCP calls it
+	// MCPPurposeOverrideLabel). It is accepted as well as
+	// MCPPurposeOverrideLabel, with the same rules; when both are set,
+	// MCPPurposeOverrideLabel wins.
+	MCPPurposeLabel = GroupName + "/purpose"
+	// MCPKindLabel, on a platform namespace of a control plane, names the
+	// kind that holds it: ManagedControlPlane or ControlPlane. The two kinds
+	// map the same namespace/name to the same platform namespace, so only
+	// one of them can have it. A platform namespace with the MCPNameLabel but
+	// without this label was created by an earlier version for a
+	// ManagedControlPlane.
+	MCPKindLabel = GroupName + "/mcp-kind"
+	// PlatformNamespaceAnnotation, on a ManagedControlPlane or ControlPlane,
+	// records the platform namespace that holds its requests. The controller
+	// sets it; PlatformNamespace reads it. Control planes created before
+	// Marketplane adopted openMCP's namespace algorithm keep their legacy
+	// namespace through it (LegacyMCPNamespace); new ones get
+	// StableMCPNamespace. Only those two values are honoured.
+	PlatformNamespaceAnnotation = GroupName + "/platform-namespace"
 
 	// MCPFinalizer is the controller's own finalizer on a
 	// ManagedControlPlane.

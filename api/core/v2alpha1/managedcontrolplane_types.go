@@ -112,6 +112,14 @@ type ManagedControlPlane struct {
 	Status ManagedControlPlaneStatus `json:"status,omitempty"`
 }
 
+// ControlPlaneSpec returns the spec, for code that serves both control-plane
+// kinds (ManagedControlPlane and ControlPlane).
+func (m *ManagedControlPlane) ControlPlaneSpec() *ManagedControlPlaneSpec { return &m.Spec }
+
+// ControlPlaneStatus returns the status, for code that serves both
+// control-plane kinds.
+func (m *ManagedControlPlane) ControlPlaneStatus() *ManagedControlPlaneStatus { return &m.Status }
+
 // ManagedControlPlaneList is a list of ManagedControlPlanes.
 //
 // +kubebuilder:object:root=true

@@ -39,16 +39,46 @@ type AccessPolicy struct {
 	Workload []rbacv1.PolicyRule `json:"workload,omitempty"`
 
 	// MaxClusterRequests is how many ClusterRequests the provider may have
-	// in its namespace at once; 8 when unset.
+	// at once in its namespace, and again in the platform namespace of each
+	// of its tenants' ManagedControlPlanes (each counted on its own); 8 when
+	// unset.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
 	MaxClusterRequests *int32 `json:"maxClusterRequests,omitempty"`
 
-	// MaxExclusiveClusters is how many of those may ask for a cluster of an
-	// Exclusive purpose (each can be a new cluster); 0 when unset.
+	// MaxExclusiveClusters is how many of its ClusterRequests, in its
+	// namespace and all its tenants' MCP namespaces together, may ask for a
+	// cluster of an Exclusive purpose (each can be a new cluster); 0 when
+	// unset.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	MaxExclusiveClusters *int32 `json:"maxExclusiveClusters,omitempty"`
+
+	// Secrets is where the provider's run ServiceAccount may read Secrets
+	// on the platform cluster: OwnNamespace (the default) or ClusterWide.
+	// ClusterWide adds get, list and watch on Secrets in every namespace,
+	// which openMCP's opencontrolplane-runtime needs when its Secret
+	// watcher is on. It lets the provider read every kubeconfig on the
+	// platform cluster, the other providers' and the tenants' MCP admin
+	// kubeconfigs included: grant it only to a provider trusted that far.
+	// +optional
+	// +kubebuilder:validation:Enum=OwnNamespace;ClusterWide
+	Secrets SecretAccess `json:"secrets,omitempty"`
 }
+
+// SecretAccess is where a provider may read Secrets on the platform
+// cluster.
+type SecretAccess string
+
+// The values of spec.accessPolicy.secrets.
+const (
+	// SecretAccessOwnNamespace: Secrets of the provider's own namespace
+	// only, and the kubeconfig Secrets of its own AccessRequests in its
+	// tenants' MCP namespaces (the default).
+	SecretAccessOwnNamespace SecretAccess = "OwnNamespace"
+	// SecretAccessClusterWide: get, list and watch on Secrets in every
+	// namespace.
+	SecretAccessClusterWide SecretAccess = "ClusterWide"
+)

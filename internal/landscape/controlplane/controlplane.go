@@ -519,7 +519,8 @@ func (c *ControlPlane) poll(ctx context.Context, what string, procs []*Proc, con
 	case err == nil:
 		return nil
 	case ctx.Err() != nil:
-		return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		last := procs[len(procs)-1].Record
+		return fmt.Errorf("waiting for %s: %w; last lines of %s:\n%s", what, ctx.Err(), last.Log, LogTail(last.Log, 15))
 	}
 	for _, p := range procs {
 		if p.Exited() {

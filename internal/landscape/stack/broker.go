@@ -57,20 +57,27 @@ func startBroker(ctx context.Context, l *landscape.Landscape, timeout time.Durat
 	}
 	binary := filepath.Join(l.Binaries.Dir, "marketplane-broker")
 	addr := info.URL[len("http://"):]
-	if _, err := l.StartProcess("broker", binary, []string{
+	proc, err := l.StartProcess("broker", binary, []string{
 		"--kubeconfig=" + l.Platform.KubeconfigPath,
 		"--onboarding-kubeconfig=" + l.Onboarding.KubeconfigPath,
 		"--catalog-namespace=" + CatalogNamespace,
 		"--bind-address=" + addr,
 		"--metrics-bind-address=0",
 		"--credentials-secret=" + landscape.Namespace + "/" + brokerSecret,
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("start the broker: %w", err)
 	}
 	if err := l.SetEndpoint("broker", info.URL); err != nil {
 		return err
 	}
+	var last lastError
 	if err := waitFor(ctx, timeout, "the broker's catalog at "+info.URL, func(ctx context.Context) (bool, error) {
+		// A broker that exited (say, its port was taken) will not
+		// answer: fail with its log now rather than at the timeout.
+		if proc.Exited() {
+			return false, proc.ExitError()
+		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, info.URL+"/v2/catalog", nil)
 		if err != nil {
 			return false, err
@@ -79,10 +86,15 @@ func startBroker(ctx context.Context, l *landscape.Landscape, timeout time.Durat
 		req.Header.Set("X-Broker-API-Version", "2.17")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			return false, nil
+			return last.note(err)
 		}
 		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
+		if resp.StatusCode != http.StatusOK {
+			return last.note(fmt.Errorf("GET /v2/catalog: %s", resp.Status))
+		}
+		return true, nil
+	}, func() string {
+		return joinSeen(last.String(), fmt.Sprintf("last lines of %s:\n%s", proc.Record.Log, controlplane.LogTail(proc.Record.Log, 10)))
 	}); err != nil {
 		return err
 	}

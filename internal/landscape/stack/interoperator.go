@@ -91,10 +91,11 @@ func startInteroperator(ctx context.Context, l *landscape.Landscape, timeout tim
 			return fmt.Errorf("create %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
 	}
+	plans := &osbv1alpha1.SFPlanList{}
+	var last lastError
 	return waitFor(ctx, timeout, "the sample catalog's plans Ready", func(ctx context.Context) (bool, error) {
-		plans := &osbv1alpha1.SFPlanList{}
 		if err := c.List(ctx, plans, client.InNamespace(CatalogNamespace)); err != nil {
-			return false, err
+			return last.note(err)
 		}
 		for _, p := range plans.Items {
 			if !apimeta.IsStatusConditionTrue(p.Status.Conditions, "Ready") {
@@ -102,6 +103,18 @@ func startInteroperator(ctx context.Context, l *landscape.Landscape, timeout tim
 			}
 		}
 		return len(plans.Items) > 0, nil
+	}, func() string {
+		var parts []string
+		if len(plans.Items) == 0 {
+			parts = append(parts, "no SFPlans in namespace "+CatalogNamespace)
+		}
+		for _, p := range plans.Items {
+			if !apimeta.IsStatusConditionTrue(p.Status.Conditions, "Ready") {
+				parts = append(parts, "SFPlan "+p.Name+" "+describeConditions(p.Status.Conditions))
+			}
+		}
+		parts = append(parts, last.String())
+		return joinSeen(parts...) + newProviderWatch(l, "ServiceProvider", interoperatorName).runLogTails()
 	})
 }
 

@@ -5,17 +5,14 @@ import (
 	"fmt"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/landscape"
-	"github.com/marketplane/marketplane/pkg/crdinstall"
 )
 
 // provider is a ServiceProvider the landscape starts, and its
@@ -50,37 +47,42 @@ func (p provider) start(ctx context.Context, l *landscape.Landscape, timeout tim
 	}); err != nil {
 		return err
 	}
+	watch := newProviderWatch(l, "ServiceProvider", p.name)
 	if p.config != nil {
-		if err := waitFor(ctx, timeout, fmt.Sprintf("CRD %s (installed by %s init) established", p.configCRD, p.name), func(ctx context.Context) (bool, error) {
-			crd := &apiextensionsv1.CustomResourceDefinition{}
-			if err := c.Get(ctx, client.ObjectKey{Name: p.configCRD}, crd); err != nil {
-				return false, client.IgnoreNotFound(err)
-			}
-			return crdinstall.Established(crd), nil
-		}); err != nil {
+		// The ProviderConfig's kind is served once init installed its CRD
+		// and the CRD is Established; a provider whose init fails ends
+		// the wait at once.
+		if err := waitCRDEstablished(ctx, c, timeout, p.configCRD, p.name+" init", watch.failed); err != nil {
 			return err
 		}
-		// An established CRD can still be missing from the discovery
-		// the client maps kinds with for a moment: retry on no match.
-		if err := waitFor(ctx, timeout, "ProviderConfig "+p.name+" created", func(ctx context.Context) (bool, error) {
-			err := c.Create(ctx, p.config.DeepCopy())
-			switch {
-			case err == nil || apierrors.IsAlreadyExists(err):
-				return true, nil
-			case apimeta.IsNoMatchError(err):
-				return false, nil
-			}
-			return false, fmt.Errorf("create ProviderConfig %s: %w", p.name, err)
-		}); err != nil {
+		if err := createOnceServed(ctx, c, timeout, p.config, watch.failed); err != nil {
 			return err
 		}
 	}
-	return waitFor(ctx, timeout, "ServiceProvider "+p.name+" Ready", func(ctx context.Context) (bool, error) {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(sp), sp); err != nil {
-			return false, err
+	return watch.waitReady(ctx, timeout)
+}
+
+// createOnceServed creates obj (an existing one is left as it is), retrying
+// while its kind is missing from the client's discovery: a CRD that was
+// just Established can be for a moment. check may end the wait.
+func createOnceServed(ctx context.Context, c client.Client, timeout time.Duration, obj *unstructured.Unstructured, check func(context.Context) error) error {
+	var last lastError
+	what := obj.GetKind() + " " + obj.GetName()
+	return waitFor(ctx, timeout, what+" created", func(ctx context.Context) (bool, error) {
+		if check != nil {
+			if err := check(ctx); err != nil {
+				return false, err
+			}
 		}
-		return apimeta.IsStatusConditionTrue(sp.Status.Conditions, string(providerv1alpha1.ConditionReady)), nil
-	})
+		err := c.Create(ctx, obj.DeepCopy())
+		switch {
+		case err == nil || apierrors.IsAlreadyExists(err):
+			return true, nil
+		case apimeta.IsNoMatchError(err):
+			return last.note(err)
+		}
+		return false, fmt.Errorf("create %s: %w", what, err)
+	}, last.String)
 }
 
 // ensure creates obj after mutate, or updates an existing one with mutate
@@ -100,15 +102,6 @@ func ensure(ctx context.Context, c client.Client, obj client.Object, mutate func
 	mutate()
 	if err := c.Update(ctx, obj); err != nil {
 		return fmt.Errorf("update %T %s: %w", obj, key, err)
-	}
-	return nil
-}
-
-// waitFor polls cond until it holds or timeout passes; the error names what
-// it waited for.
-func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) (bool, error)) error {
-	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, cond); err != nil {
-		return fmt.Errorf("waiting for %s: %w", what, err)
 	}
 	return nil
 }

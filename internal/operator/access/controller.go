@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -94,14 +95,16 @@ func NewReconciler(c client.Client, opts ...Option) *Reconciler {
 		opt(r)
 	}
 	if r.onboarding == nil {
-		r.onboarding = onboardingFromClusters(c)
+		r.onboarding = clusters.OnboardingFromClusters(c, TargetTimeout)
 	}
 	r.enforcer = policy.NewEnforcer(c, r.onboarding, r.accessNamespace)
 	return r
 }
 
 // SetupWithManager registers the controller with mgr. It watches the
-// kubeconfig Secrets it owns (a deleted or edited Secret is rewritten), the
+// kubeconfig Secrets it owns (a deleted or edited Secret is rewritten) and
+// the Roles and RoleBindings that let a provider read one in an MCP
+// namespace, the
 // ClusterRequests that requests refer to (a grant proceeds at once), the
 // Clusters (a cluster becoming ready retries the requests waiting for it)
 // and the providers (a changed spec.accessPolicy checks their requests
@@ -114,6 +117,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&clustersv1alpha1.AccessRequest{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Owns(&corev1.Secret{}).
+		Owns(&rbacv1.Role{}).
+		Owns(&rbacv1.RoleBinding{}).
 		Watches(&clustersv1alpha1.ClusterRequest{}, handler.EnqueueRequestsFromMapFunc(r.requestsForClusterRequest)).
 		Watches(&clustersv1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.requestsForCluster)).
 		Watches(&providerv1alpha1.ServiceProvider{}, handler.EnqueueRequestsFromMapFunc(r.requestsForProvider(policy.KindServiceProvider)), spec).
@@ -273,7 +278,7 @@ func (r *Reconciler) setReady(ar *clustersv1alpha1.AccessRequest, status metav1.
 
 // resolve finds the Cluster the request is for. It returns an outcome when
 // there is none (yet).
-func (r *Reconciler) resolve(ctx context.Context, ar *clustersv1alpha1.AccessRequest) (*clustersv1alpha1.Cluster, *outcome, error) {
+func (r *Reconciler) resolve(ctx context.Context, ar *clustersv1alpha1.AccessRequest, check *policy.AccessCheck) (*clustersv1alpha1.Cluster, *outcome, *policy.Violation, error) {
 	var key types.NamespacedName
 	switch {
 	case ar.Spec.ClusterRef != nil:
@@ -284,9 +289,16 @@ func (r *Reconciler) resolve(ctx context.Context, ar *clustersv1alpha1.AccessReq
 		if err := r.client.Get(ctx, ref, cr); err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil, &outcome{phase: clustersv1alpha1.RequestPending, reason: ReasonClusterRequestNotFound,
-					message: fmt.Sprintf("ClusterRequest %s does not exist", ref)}, nil
+					message: fmt.Sprintf("ClusterRequest %s does not exist", ref)}, nil, nil
 			}
-			return nil, nil, fmt.Errorf("get ClusterRequest %s: %w", ref, err)
+			return nil, nil, nil, fmt.Errorf("get ClusterRequest %s: %w", ref, err)
+		}
+		if check != nil {
+			// Whose ClusterRequest it is decides whether the request may
+			// use it, before its cluster is even looked at.
+			if v := check.CheckClusterRequest(cr); v != nil {
+				return nil, nil, v, nil
+			}
 		}
 		switch {
 		case cr.Status.IsDenied():
@@ -294,25 +306,25 @@ func (r *Reconciler) resolve(ctx context.Context, ar *clustersv1alpha1.AccessReq
 			if c := apimeta.FindStatusCondition(cr.Status.Conditions, common.ConditionTypeReady); c != nil && c.Message != "" {
 				msg += ": " + c.Message
 			}
-			return nil, &outcome{phase: clustersv1alpha1.RequestDenied, reason: ReasonClusterRequestDenied, message: msg}, nil
+			return nil, &outcome{phase: clustersv1alpha1.RequestDenied, reason: ReasonClusterRequestDenied, message: msg}, nil, nil
 		case cr.Status.Cluster == nil:
 			return nil, &outcome{phase: clustersv1alpha1.RequestPending, reason: ReasonClusterRequestPending,
-				message: fmt.Sprintf("waiting for ClusterRequest %s to be granted", ref)}, nil
+				message: fmt.Sprintf("waiting for ClusterRequest %s to be granted", ref)}, nil, nil
 		}
 		key = cr.Status.Cluster.NamespacedName()
 	default:
 		return nil, &outcome{phase: clustersv1alpha1.RequestDenied, reason: ReasonInvalidSpec,
-			message: "neither spec.clusterRef nor spec.requestRef is set"}, nil
+			message: "neither spec.clusterRef nor spec.requestRef is set"}, nil, nil
 	}
 	cluster := &clustersv1alpha1.Cluster{}
 	if err := r.client.Get(ctx, key, cluster); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, &outcome{phase: clustersv1alpha1.RequestPending, reason: ReasonClusterNotFound,
-				message: fmt.Sprintf("Cluster %s does not exist", key)}, nil
+				message: fmt.Sprintf("Cluster %s does not exist", key)}, nil, nil
 		}
-		return nil, nil, fmt.Errorf("get Cluster %s: %w", key, err)
+		return nil, nil, nil, fmt.Errorf("get Cluster %s: %w", key, err)
 	}
-	return cluster, nil, nil
+	return cluster, nil, nil, nil
 }
 
 // connect returns a client for the cluster's API server with admin rights,
@@ -371,7 +383,11 @@ func (r *Reconciler) grant(ctx context.Context, ar *clustersv1alpha1.AccessReque
 		o, err := r.deny(ctx, ar, v)
 		return o, 0, err
 	}
-	cluster, o, err := r.resolve(ctx, ar)
+	cluster, o, v, err := r.resolve(ctx, ar, check)
+	if v != nil {
+		o, err := r.deny(ctx, ar, v)
+		return o, 0, err
+	}
 	if o != nil || err != nil {
 		return o, 0, err
 	}
@@ -437,6 +453,13 @@ func (r *Reconciler) grant(ctx context.Context, ar *clustersv1alpha1.AccessReque
 	}
 	if err := r.writeSecret(ctx, ar, secret, *ep, sa, tok); err != nil {
 		return nil, 0, err
+	}
+	if check != nil && check.Requester.MCP.Name != "" {
+		// A provider's request in its tenant's MCP namespace: only it may
+		// read the Secret, and it must before the status names it.
+		if o, err := r.ensureSecretReader(ctx, ar, check.Requester); o != nil || err != nil {
+			return o, 0, err
+		}
 	}
 
 	ar.Status.SecretRef = &common.ObjectReference{Name: secret.Name, Namespace: secret.Namespace}
@@ -534,6 +557,9 @@ func (r *Reconciler) revoke(ctx context.Context, ar *clustersv1alpha1.AccessRequ
 		if err := r.client.Delete(ctx, secret); client.IgnoreNotFound(err) != nil {
 			return nil, fmt.Errorf("delete Secret %s/%s: %w", secret.Namespace, secret.Name, err)
 		}
+	}
+	if err := r.deleteSecretReader(ctx, ar); err != nil {
+		return nil, err
 	}
 	before := ar.DeepCopy()
 	controllerutil.RemoveFinalizer(ar, Finalizer)

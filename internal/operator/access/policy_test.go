@@ -340,6 +340,8 @@ func TestAccessPolicy(t *testing.T) {
 		setPolicy(t, e.sp.Name, nil)
 		waitDenied(t, e.ns, "bind-secrets", policy.RuleCeiling, "create core/secrets")
 	})
+
+	t.Run("MCPNamespace", func(t *testing.T) { testMCPNamespace(t, e) })
 }
 
 func setPolicy(t *testing.T, name string, p *providerv1alpha1.AccessPolicy) {

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
+	controlplanev2alpha1 "github.com/marketplane/marketplane/api/controlplane/v2alpha1"
 	corev2alpha1 "github.com/marketplane/marketplane/api/core/v2alpha1"
 	"github.com/marketplane/marketplane/api/crds"
 	"github.com/marketplane/marketplane/api/install"
@@ -93,8 +94,12 @@ func runInit(ctx context.Context, o *options) error {
 	return nil
 }
 
+// installOnboardingCRDs installs the control-plane kinds on the onboarding
+// cluster: ManagedControlPlane and openMCP's current name for it,
+// ControlPlane. Both at once, because the control-plane controller watches
+// both.
 func installOnboardingCRDs(ctx context.Context, c client.Client) error {
-	list, err := operatorCRDs(crds.ClusterOnboarding, corev2alpha1.GroupVersion.Group)
+	list, err := operatorCRDs(crds.ClusterOnboarding, corev2alpha1.GroupVersion.Group, controlplanev2alpha1.GroupVersion.Group)
 	if err != nil {
 		return err
 	}

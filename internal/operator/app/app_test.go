@@ -65,6 +65,7 @@ func TestOperator(t *testing.T) {
 		{platform, "serviceproviders.openmcp.cloud"},
 		{platform, "accessrequests.clusters.openmcp.cloud"},
 		{onboarding, "managedcontrolplanes.core.openmcp.cloud"},
+		{onboarding, "controlplanes.core.open-control-plane.io"},
 	} {
 		must(t, c.env.Client.Get(ctx, client.ObjectKey{Name: c.name}, &apiextensionsv1.CustomResourceDefinition{}))
 	}

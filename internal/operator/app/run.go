@@ -30,6 +30,7 @@ import (
 	"github.com/marketplane/marketplane/internal/operator/deploy/kube"
 	"github.com/marketplane/marketplane/internal/operator/deploy/process"
 	"github.com/marketplane/marketplane/internal/operator/mcp"
+	"github.com/marketplane/marketplane/internal/operator/mcpaccess"
 	"github.com/marketplane/marketplane/internal/operator/provider"
 	"github.com/marketplane/marketplane/pkg/contract"
 )
@@ -198,6 +199,7 @@ func Setup(mgr ctrl.Manager, cfg Config) (func(), error) {
 		clusters.NewClusterReconciler(mgr.GetClient()).SetupWithManager,
 		clusters.NewRequestReconciler(mgr.GetClient(), ropts...).SetupWithManager,
 		access.NewReconciler(mgr.GetClient()).SetupWithManager,
+		func(mgr ctrl.Manager) error { return mcpaccess.Setup(mgr, cfg.Namespace) },
 	} {
 		if err := setup(mgr); err != nil {
 			closeFn()

@@ -38,6 +38,8 @@ type RequestReconciler struct {
 	provisioner       Provisioner
 	provisionInterval time.Duration
 	recorder          events.EventRecorder
+	onboarding        policy.OnboardingSource
+	enforcer          *policy.Enforcer
 }
 
 // RequestOption configures a RequestReconciler.
@@ -68,6 +70,14 @@ func WithProvisionInterval(d time.Duration) RequestOption {
 	return func(r *RequestReconciler) { r.provisionInterval = d }
 }
 
+// WithRequestOnboarding sets how the access policy reaches the onboarding
+// cluster to find a provider's tenants, for the ClusterRequests a provider
+// makes in its tenants' MCP namespaces (default: the admin kubeconfig of
+// the Cluster with purpose onboarding).
+func WithRequestOnboarding(src policy.OnboardingSource) RequestOption {
+	return func(r *RequestReconciler) { r.onboarding = src }
+}
+
 // NewRequestReconciler returns a ClusterRequest controller working through
 // c, a client of the platform cluster.
 func NewRequestReconciler(c client.Client, opts ...RequestOption) *RequestReconciler {
@@ -80,8 +90,16 @@ func NewRequestReconciler(c client.Client, opts ...RequestOption) *RequestReconc
 	for _, opt := range opts {
 		opt(r)
 	}
+	if r.onboarding == nil {
+		r.onboarding = OnboardingFromClusters(c, onboardingTimeout)
+	}
+	r.enforcer = policy.NewEnforcer(c, r.onboarding, "")
 	return r
 }
+
+// onboardingTimeout bounds each request of the tenant check to the
+// onboarding cluster.
+const onboardingTimeout = 10 * time.Second
 
 // Tenancy returns the tenancy requests of purpose get.
 func (r *RequestReconciler) Tenancy(purpose string) clustersv1alpha1.Tenancy {
@@ -114,7 +132,13 @@ func (r *RequestReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // deniedSiblings returns the requests of obj's namespace that the access
 // policy denied: one more or one less request there can change the count.
 func (r *RequestReconciler) deniedSiblings(ctx context.Context, obj client.Object) []reconcile.Request {
-	return r.policyDenied(ctx, obj.GetNamespace(), obj.GetName())
+	out := r.policyDenied(ctx, client.InNamespace(obj.GetNamespace()), obj.GetName())
+	if owner := obj.GetLabels()[providerv1alpha1.ManagedByLabel]; owner != "" {
+		// A provider's exclusive clusters count over all its tenants'
+		// MCP namespaces.
+		out = append(out, r.policyDenied(ctx, client.MatchingLabels{providerv1alpha1.ManagedByLabel: owner}, obj.GetName())...)
+	}
+	return out
 }
 
 // providerRequests returns the requests in the namespace of a provider
@@ -123,18 +147,22 @@ func (r *RequestReconciler) providerRequests(kind string) func(context.Context, 
 	return func(ctx context.Context, obj client.Object) []reconcile.Request {
 		var out []reconcile.Request
 		for _, ns := range policy.WatchedNamespaces(ctx, r.client, kind, obj) {
-			out = append(out, r.policyDenied(ctx, ns, "")...)
+			out = append(out, r.policyDenied(ctx, client.InNamespace(ns), "")...)
+		}
+		if kind == policy.KindServiceProvider {
+			// Its requests in its tenants' MCP namespaces.
+			out = append(out, r.policyDenied(ctx, client.MatchingLabels{providerv1alpha1.ManagedByLabel: obj.GetName()}, "")...)
 		}
 		return out
 	}
 }
 
-// policyDenied returns the requests in namespace, other than skip, that the
-// access policy denied.
-func (r *RequestReconciler) policyDenied(ctx context.Context, namespace, skip string) []reconcile.Request {
+// policyDenied returns the requests that sel selects, other than skip,
+// that the access policy denied.
+func (r *RequestReconciler) policyDenied(ctx context.Context, sel client.ListOption, skip string) []reconcile.Request {
 	list := &clustersv1alpha1.ClusterRequestList{}
-	if err := r.client.List(ctx, list, client.InNamespace(namespace)); err != nil {
-		logf.FromContext(ctx).Error(err, "list ClusterRequests", "namespace", namespace)
+	if err := r.client.List(ctx, list, sel); err != nil {
+		logf.FromContext(ctx).Error(err, "list ClusterRequests")
 		return nil
 	}
 	var out []reconcile.Request
@@ -233,7 +261,7 @@ func (r *RequestReconciler) schedule(ctx context.Context, cr *clustersv1alpha1.C
 	if cluster == nil {
 		// The access policy first: a request beyond the provider's limits
 		// gets no cluster, and above all no new one.
-		v, err := policy.CheckClusterRequest(ctx, r.client, cr, func(p string) bool { return r.Tenancy(p) == clustersv1alpha1.TenancyExclusive })
+		v, err := r.enforcer.CheckClusterRequest(ctx, cr, func(p string) bool { return r.Tenancy(p) == clustersv1alpha1.TenancyExclusive })
 		if err != nil {
 			return ctrl.Result{}, fmt.Errorf("check the access policy for ClusterRequest %s/%s: %w", cr.Namespace, cr.Name, err)
 		}

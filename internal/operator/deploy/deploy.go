@@ -127,7 +127,11 @@ type InitStatus struct {
 type RunStatus struct {
 	// Ready is true when the run instances are up to date and available.
 	Ready bool
-	// Message says what is missing when not ready.
+	// Message says what is missing when not ready. The process deployer
+	// also says there where the run processes listen (their ports are
+	// chosen free at each start) and whether they find the
+	// service-account namespace file; it becomes the Ready condition's
+	// message.
 	Message string
 	// MetricsService is the Service in front of the metrics endpoint, when
 	// there is one.

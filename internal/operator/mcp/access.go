@@ -34,12 +34,12 @@ type accessState struct {
 // copies each granted kubeconfig to the onboarding cluster, publishes it in
 // status.access, sets the AccessReady.<name> conditions and removes the
 // AccessRequests and Secrets of tokens that are no longer in the spec.
-func (r *Reconciler) reconcileAccess(ctx context.Context, m *corev2alpha1.ManagedControlPlane, cr *clustersv1alpha1.ClusterRequest) error {
+func (r *Reconciler) reconcileAccess(ctx context.Context, m object, cr *clustersv1alpha1.ClusterRequest) error {
 	wanted := map[string]bool{}
 	conditions := map[string]bool{}
 	access := map[string]common.LocalObjectReference{}
 	var errs []error
-	for _, t := range m.Spec.IAM.Tokens {
+	for _, t := range m.ControlPlaneSpec().IAM.Tokens {
 		wanted[t.Name] = true
 		st, err := r.reconcileToken(ctx, m, cr, t)
 		if err != nil {
@@ -67,17 +67,18 @@ func (r *Reconciler) reconcileAccess(ctx context.Context, m *corev2alpha1.Manage
 	if len(errs) > 0 {
 		// Keep the conditions and status.access entries of the tokens that
 		// failed as they were; the error brings the MCP back with backoff.
-		if m.Status.Access == nil && len(access) > 0 {
-			m.Status.Access = map[string]common.LocalObjectReference{}
+		st := m.ControlPlaneStatus()
+		if st.Access == nil && len(access) > 0 {
+			st.Access = map[string]common.LocalObjectReference{}
 		}
-		maps.Copy(m.Status.Access, access)
+		maps.Copy(st.Access, access)
 		return errors.Join(errs...)
 	}
 	removeConditions(m, corev2alpha1.ConditionPrefixAccessReady, conditions)
 	if len(access) == 0 {
 		access = nil
 	}
-	m.Status.Access = access
+	m.ControlPlaneStatus().Access = access
 
 	if err := r.deleteStaleAccessRequests(ctx, m, wanted); err != nil {
 		return err
@@ -88,8 +89,8 @@ func (r *Reconciler) reconcileAccess(ctx context.Context, m *corev2alpha1.Manage
 // oidcProviders returns the names of the OIDC providers spec.iam.oidc
 // configures: "default" when the standard provider has role bindings, and
 // every extra provider.
-func oidcProviders(m *corev2alpha1.ManagedControlPlane) []string {
-	o := m.Spec.IAM.OIDC
+func oidcProviders(m object) []string {
+	o := m.ControlPlaneSpec().IAM.OIDC
 	if o == nil {
 		return nil
 	}
@@ -105,7 +106,7 @@ func oidcProviders(m *corev2alpha1.ManagedControlPlane) []string {
 
 // reconcileToken ensures the AccessRequest of token t and, once it is
 // granted, the copy of its kubeconfig on the onboarding cluster.
-func (r *Reconciler) reconcileToken(ctx context.Context, m *corev2alpha1.ManagedControlPlane, cr *clustersv1alpha1.ClusterRequest, t corev2alpha1.TokenConfig) (accessState, error) {
+func (r *Reconciler) reconcileToken(ctx context.Context, m object, cr *clustersv1alpha1.ClusterRequest, t corev2alpha1.TokenConfig) (accessState, error) {
 	ar, err := r.ensureAccessRequest(ctx, m, cr, t)
 	if err != nil {
 		return accessState{}, err
@@ -127,9 +128,9 @@ func (r *Reconciler) reconcileToken(ctx context.Context, m *corev2alpha1.Managed
 }
 
 // ensureAccessRequest creates or updates the AccessRequest of token t.
-func (r *Reconciler) ensureAccessRequest(ctx context.Context, m *corev2alpha1.ManagedControlPlane, cr *clustersv1alpha1.ClusterRequest, t corev2alpha1.TokenConfig) (*clustersv1alpha1.AccessRequest, error) {
-	key := types.NamespacedName{Namespace: cr.Namespace, Name: accessRequestName(m.Name, t.Name)}
-	labels := tokenLabels(m.Namespace, m.Name, t.Name)
+func (r *Reconciler) ensureAccessRequest(ctx context.Context, m object, cr *clustersv1alpha1.ClusterRequest, t corev2alpha1.TokenConfig) (*clustersv1alpha1.AccessRequest, error) {
+	key := types.NamespacedName{Namespace: cr.Namespace, Name: accessRequestName(m.GetName(), t.Name)}
+	labels := tokenLabels(m.GetNamespace(), m.GetName(), t.Name)
 	token := t.TokenConfig.DeepCopy()
 
 	pc := r.platform.GetClient()
@@ -178,7 +179,7 @@ func (r *Reconciler) ensureAccessRequest(ctx context.Context, m *corev2alpha1.Ma
 // copyKubeconfig copies the Secret of the granted AccessRequest ar to the
 // onboarding cluster, as the MCP's kubeconfig Secret of token, and keeps the
 // copy equal to the source (tokens are refreshed in the source).
-func (r *Reconciler) copyKubeconfig(ctx context.Context, m *corev2alpha1.ManagedControlPlane, token string, ar *clustersv1alpha1.AccessRequest) (accessState, error) {
+func (r *Reconciler) copyKubeconfig(ctx context.Context, m object, token string, ar *clustersv1alpha1.AccessRequest) (accessState, error) {
 	srcKey := types.NamespacedName{Namespace: ar.Status.SecretRef.Namespace, Name: ar.Status.SecretRef.Name}
 	if srcKey.Namespace == "" {
 		srcKey.Namespace = ar.Namespace
@@ -197,14 +198,14 @@ func (r *Reconciler) copyKubeconfig(ctx context.Context, m *corev2alpha1.Managed
 		return accessState{reason: ReasonKubeconfigMissing, message: fmt.Sprintf("Secret %s of AccessRequest %s has no %q key.", srcKey, client.ObjectKeyFromObject(ar), clustersv1alpha1.SecretKeyKubeconfig)}, nil
 	}
 
-	dstKey := types.NamespacedName{Namespace: m.Namespace, Name: kubeconfigSecretName(m.Name, token)}
+	dstKey := types.NamespacedName{Namespace: m.GetNamespace(), Name: kubeconfigSecretName(m.GetName(), token)}
 	oc := r.onboarding.GetClient()
 	dst := &corev1.Secret{}
 	err := r.onboarding.GetAPIReader().Get(ctx, dstKey, dst)
 	switch {
 	case apierrors.IsNotFound(err):
 		dst = &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: dstKey.Name, Namespace: dstKey.Namespace, Labels: tokenLabels(m.Namespace, m.Name, token)},
+			ObjectMeta: metav1.ObjectMeta{Name: dstKey.Name, Namespace: dstKey.Namespace, Labels: tokenLabels(m.GetNamespace(), m.GetName(), token)},
 			Type:       corev1.SecretTypeOpaque,
 			Data:       maps.Clone(src.Data),
 		}
@@ -218,13 +219,13 @@ func (r *Reconciler) copyKubeconfig(ctx context.Context, m *corev2alpha1.Managed
 	case err != nil:
 		return accessState{}, fmt.Errorf("get Secret %s: %w", dstKey, err)
 	case !metav1.IsControlledBy(dst, m):
-		return accessState{reason: ReasonSecretConflict, message: fmt.Sprintf("Secret %s exists and does not belong to this ManagedControlPlane; delete or rename it.", dstKey)}, nil
+		return accessState{reason: ReasonSecretConflict, message: fmt.Sprintf("Secret %s exists and does not belong to this %s; delete or rename it.", dstKey, kindOf(m))}, nil
 	default:
 		want := dst.DeepCopy()
 		if want.Labels == nil {
 			want.Labels = map[string]string{}
 		}
-		maps.Copy(want.Labels, tokenLabels(m.Namespace, m.Name, token))
+		maps.Copy(want.Labels, tokenLabels(m.GetNamespace(), m.GetName(), token))
 		want.Data = maps.Clone(src.Data)
 		if !apiequality.Semantic.DeepEqual(dst.Labels, want.Labels) || !apiequality.Semantic.DeepEqual(dst.Data, want.Data) {
 			if err := oc.Update(ctx, want); err != nil {
@@ -239,7 +240,7 @@ func (r *Reconciler) copyKubeconfig(ctx context.Context, m *corev2alpha1.Managed
 
 // deleteStaleAccessRequests deletes the MCP's AccessRequests whose token is
 // not in wanted.
-func (r *Reconciler) deleteStaleAccessRequests(ctx context.Context, m *corev2alpha1.ManagedControlPlane, wanted map[string]bool) error {
+func (r *Reconciler) deleteStaleAccessRequests(ctx context.Context, m object, wanted map[string]bool) error {
 	ars, err := r.accessRequests(ctx, m)
 	if err != nil {
 		return err
@@ -259,10 +260,10 @@ func (r *Reconciler) deleteStaleAccessRequests(ctx context.Context, m *corev2alp
 
 // deleteStaleSecrets deletes the MCP's kubeconfig Secrets on the onboarding
 // cluster whose token is not in wanted (nil: all of them).
-func (r *Reconciler) deleteStaleSecrets(ctx context.Context, m *corev2alpha1.ManagedControlPlane, wanted map[string]bool) error {
+func (r *Reconciler) deleteStaleSecrets(ctx context.Context, m object, wanted map[string]bool) error {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
-	if err := r.onboarding.GetClient().List(ctx, list, client.InNamespace(m.Namespace), client.MatchingLabels(mcpLabels(m.Namespace, m.Name))); err != nil {
+	if err := r.onboarding.GetClient().List(ctx, list, client.InNamespace(m.GetNamespace()), client.MatchingLabels(mcpLabels(m.GetNamespace(), m.GetName()))); err != nil {
 		return fmt.Errorf("list kubeconfig Secrets: %w", err)
 	}
 	for i := range list.Items {
@@ -280,11 +281,11 @@ func (r *Reconciler) deleteStaleSecrets(ctx context.Context, m *corev2alpha1.Man
 }
 
 // accessRequests lists the MCP's AccessRequests on the platform cluster.
-func (r *Reconciler) accessRequests(ctx context.Context, m *corev2alpha1.ManagedControlPlane) ([]clustersv1alpha1.AccessRequest, error) {
+func (r *Reconciler) accessRequests(ctx context.Context, m object) ([]clustersv1alpha1.AccessRequest, error) {
 	list := &clustersv1alpha1.AccessRequestList{}
 	if err := r.platform.GetClient().List(ctx, list,
-		client.InNamespace(corev2alpha1.StableMCPNamespace(m.Namespace, m.Name)),
-		client.MatchingLabels(mcpLabels(m.Namespace, m.Name))); err != nil {
+		client.InNamespace(corev2alpha1.PlatformNamespace(m)),
+		client.MatchingLabels(mcpLabels(m.GetNamespace(), m.GetName()))); err != nil {
 		return nil, fmt.Errorf("list AccessRequests: %w", err)
 	}
 	return list.Items, nil

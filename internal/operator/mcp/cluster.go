@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,52 +15,31 @@ import (
 	corev2alpha1 "github.com/marketplane/marketplane/api/core/v2alpha1"
 )
 
-// ensureNamespace creates the MCP's platform namespace.
-func (r *Reconciler) ensureNamespace(ctx context.Context, m *corev2alpha1.ManagedControlPlane) error {
-	name := corev2alpha1.StableMCPNamespace(m.Namespace, m.Name)
-	ns := &corev1.Namespace{}
-	err := r.platform.GetClient().Get(ctx, types.NamespacedName{Name: name}, ns)
-	switch {
-	case err == nil:
-		if !ns.DeletionTimestamp.IsZero() {
-			// A previous MCP of the same name is still being cleaned up.
-			return fmt.Errorf("platform namespace %s is still terminating", name)
-		}
-		return nil
-	case !apierrors.IsNotFound(err):
-		return fmt.Errorf("get platform namespace %s: %w", name, err)
-	}
-	ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: mcpLabels(m.Namespace, m.Name)}}
-	if err := r.platform.GetClient().Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create platform namespace %s: %w", name, err)
-	}
-	log.FromContext(ctx).V(1).Info("created platform namespace", "platformNamespace", name)
-	return nil
-}
-
 // clusterPurpose is the purpose of the MCP's ClusterRequest: the value of
-// the purpose-override label, or "mcp".
-func clusterPurpose(m *corev2alpha1.ManagedControlPlane) string {
-	if p := m.Labels[corev2alpha1.MCPPurposeOverrideLabel]; p != "" {
-		return p
+// the purpose-override label, else of openMCP's purpose label, else "mcp".
+func clusterPurpose(m object) string {
+	for _, l := range []string{corev2alpha1.MCPPurposeOverrideLabel, corev2alpha1.MCPPurposeLabel} {
+		if p := m.GetLabels()[l]; p != "" {
+			return p
+		}
 	}
 	return corev2alpha1.DefaultMCPClusterPurpose
 }
 
 // reconcileClusterRequest creates the MCP's ClusterRequest, sets
 // ClusterRequestReady from its phase and, once it is granted, the endpoints
-// and the Cluster.* conditions from the granted Cluster. It returns the
-// ClusterRequest.
-func (r *Reconciler) reconcileClusterRequest(ctx context.Context, m *corev2alpha1.ManagedControlPlane) (*clustersv1alpha1.ClusterRequest, error) {
-	key := types.NamespacedName{Namespace: corev2alpha1.StableMCPNamespace(m.Namespace, m.Name), Name: m.Name}
+// and the Cluster.* conditions from the granted Cluster. The request lives in
+// the MCP's platform namespace platformNS. It returns the ClusterRequest.
+func (r *Reconciler) reconcileClusterRequest(ctx context.Context, m object, platformNS string) (*clustersv1alpha1.ClusterRequest, error) {
+	key := types.NamespacedName{Namespace: platformNS, Name: m.GetName()}
 	cr := &clustersv1alpha1.ClusterRequest{}
 	err := r.platform.GetClient().Get(ctx, key, cr)
 	if apierrors.IsNotFound(err) {
 		// The spec of a ClusterRequest is immutable, so an existing one is
 		// never updated: the purpose is fixed when the MCP is created, as
-		// the purpose-override label documents.
+		// the purpose labels document.
 		cr = &clustersv1alpha1.ClusterRequest{
-			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: mcpLabels(m.Namespace, m.Name)},
+			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: mcpLabels(m.GetNamespace(), m.GetName())},
 			Spec:       clustersv1alpha1.ClusterRequestSpec{Purpose: clusterPurpose(m)},
 		}
 		switch err := r.platform.GetClient().Create(ctx, cr); {
@@ -95,12 +73,12 @@ func (r *Reconciler) reconcileClusterRequest(ctx context.Context, m *corev2alpha
 			msg = fmt.Sprintf("ClusterRequest %s was denied: %s: %s", key, c.Reason, c.Message)
 		}
 		setRawCondition(m, corev2alpha1.ConditionClusterRequestReady, metav1.ConditionFalse, reason, msg)
-		m.Status.Endpoints = nil
+		m.ControlPlaneStatus().Endpoints = nil
 		removeConditions(m, corev2alpha1.ConditionPrefixCluster, nil)
 	default:
 		setCondition(m, corev2alpha1.ConditionClusterRequestReady, metav1.ConditionFalse, ReasonClusterRequestPending,
 			fmt.Sprintf("ClusterRequest %s is pending.", key))
-		m.Status.Endpoints = nil
+		m.ControlPlaneStatus().Endpoints = nil
 		removeConditions(m, corev2alpha1.ConditionPrefixCluster, nil)
 	}
 	return cr, nil
@@ -108,18 +86,18 @@ func (r *Reconciler) reconcileClusterRequest(ctx context.Context, m *corev2alpha
 
 // observeCluster copies the endpoints of the granted Cluster into the MCP's
 // status and mirrors its conditions as Cluster.<type>.
-func (r *Reconciler) observeCluster(ctx context.Context, m *corev2alpha1.ManagedControlPlane, key types.NamespacedName) error {
+func (r *Reconciler) observeCluster(ctx context.Context, m object, key types.NamespacedName) error {
 	c := &clustersv1alpha1.Cluster{}
 	if err := r.platform.GetClient().Get(ctx, key, c); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("get Cluster %s: %w", key, err)
 		}
 		// The Cluster watch brings the MCP back when it appears.
-		m.Status.Endpoints = nil
+		m.ControlPlaneStatus().Endpoints = nil
 		removeConditions(m, corev2alpha1.ConditionPrefixCluster, nil)
 		return nil
 	}
-	m.Status.Endpoints = append([]clustersv1alpha1.Endpoint(nil), c.Status.Endpoints...)
+	m.ControlPlaneStatus().Endpoints = append([]clustersv1alpha1.Endpoint(nil), c.Status.Endpoints...)
 	keep := map[string]bool{}
 	for _, cc := range c.Status.Conditions {
 		typ := corev2alpha1.ConditionPrefixCluster + cc.Type

@@ -29,12 +29,36 @@ import (
 // reconcileDelete tears an MCP down in order: its service objects on the
 // onboarding cluster, then its AccessRequests, then its ClusterRequest, then
 // the kubeconfig Secrets and the platform namespace; then the finalizer goes.
-func (r *Reconciler) reconcileDelete(ctx context.Context, m *corev2alpha1.ManagedControlPlane) (ctrl.Result, error) {
+func (r *Reconciler) reconcileDelete(ctx context.Context, m object) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
-	m.Status.Phase = common.StatusPhaseTerminating
-	setCondition(m, common.ConditionTypeReady, metav1.ConditionFalse, ReasonTerminating, "The ManagedControlPlane is being deleted.")
+	m.ControlPlaneStatus().Phase = common.StatusPhaseTerminating
+	setCondition(m, common.ConditionTypeReady, metav1.ConditionFalse, ReasonTerminating, "The "+kindOf(m)+" is being deleted.")
 	if !controllerutil.ContainsFinalizer(m, corev2alpha1.MCPFinalizer) {
 		return ctrl.Result{}, nil
+	}
+	var platformNS string
+	if len(m.GetName()) <= MaxNameLength {
+		// A legacy MCP deleted before this version recorded its namespace
+		// is found through its ClusterRequest; the annotation then keeps
+		// the namespace once that request is gone.
+		var err error
+		if platformNS, err = r.resolvePlatformNamespace(ctx, m); err != nil {
+			return ctrl.Result{}, err
+		}
+		// A control plane that lost its name to the other kind deletes
+		// nothing: the service objects and requests named like it are the
+		// other's.
+		conflict, err := r.deletionConflict(ctx, m, platformNS)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if conflict != "" {
+			logger.V(1).Info("deleting a control plane that never held its name; leaving the holder's objects alone")
+			return ctrl.Result{}, r.removeFinalizer(ctx, m)
+		}
+		if err := r.recordPlatformNamespace(ctx, m, platformNS); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
 	}
 
 	left, err := r.deleteServices(ctx, m)
@@ -47,12 +71,12 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, m *corev2alpha1.Manage
 		logger.V(1).Info("waiting for service objects", "left", left)
 		return ctrl.Result{RequeueAfter: r.servicePollInterval}, nil
 	}
-	setCondition(m, corev2alpha1.ConditionAllServicesDeleted, metav1.ConditionTrue, ReasonAllServicesDeleted, "No service object of the ManagedControlPlane is left.")
+	setCondition(m, corev2alpha1.ConditionAllServicesDeleted, metav1.ConditionTrue, ReasonAllServicesDeleted, "No service object of the "+kindOf(m)+" is left.")
 
 	// Nothing was created on the platform cluster for an MCP whose name is
 	// too long (and its name cannot be used in a label selector).
-	if len(m.Name) <= MaxNameLength {
-		left, err := r.deleteRequests(ctx, m)
+	if len(m.GetName()) <= MaxNameLength {
+		left, err := r.deleteRequests(ctx, m, platformNS)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -72,7 +96,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, m *corev2alpha1.Manage
 		// The namespace is empty now. Its deletion is not waited for: it
 		// needs the namespace controller, and nothing of the MCP is left
 		// in it.
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: corev2alpha1.StableMCPNamespace(m.Namespace, m.Name)}}
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: platformNS}}
 		if err := r.platform.GetClient().Delete(ctx, ns); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return ctrl.Result{}, fmt.Errorf("delete platform namespace %s: %w", ns.Name, err)
 		}
@@ -95,7 +119,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, m *corev2alpha1.Manage
 // deleted, or any provider could make MCP deletion delete a tenant's
 // objects of that name (issue #10). The provider learns of it from its
 // ResourcesAccepted condition.
-func (r *Reconciler) deleteServices(ctx context.Context, m *corev2alpha1.ManagedControlPlane) ([]string, error) {
+func (r *Reconciler) deleteServices(ctx context.Context, m object) ([]string, error) {
 	logger := log.FromContext(ctx)
 	// From the API server, not the cache: deletion is rare, and the cache
 	// would need informers for every provider kind.
@@ -139,7 +163,7 @@ func (r *Reconciler) deleteServices(ctx context.Context, m *corev2alpha1.Managed
 		}
 		obj := &unstructured.Unstructured{}
 		obj.SetGroupVersionKind(mapping.GroupVersionKind)
-		key := types.NamespacedName{Namespace: m.Namespace, Name: m.Name}
+		key := types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}
 		if err := r.onboarding.GetAPIReader().Get(ctx, key, obj); err != nil {
 			if apierrors.IsNotFound(err) || isNoMatch(err) {
 				continue
@@ -154,7 +178,7 @@ func (r *Reconciler) deleteServices(ctx context.Context, m *corev2alpha1.Managed
 		}
 		left = append(left, gk.String()+" "+key.String())
 	}
-	for _, f := range m.Finalizers {
+	for _, f := range m.GetFinalizers() {
 		if strings.HasPrefix(f, corev2alpha1.ServiceDependencyFinalizerPrefix) {
 			left = append(left, "finalizer "+f)
 		}
@@ -182,10 +206,9 @@ func isNoMatch(err error) bool {
 // its ClusterRequest (an AccessRequest needs the granted cluster to revoke
 // its access). It returns what is still there. It reads from the API server,
 // not the cache, so that a request created just before cannot be missed.
-func (r *Reconciler) deleteRequests(ctx context.Context, m *corev2alpha1.ManagedControlPlane) ([]string, error) {
-	ns := corev2alpha1.StableMCPNamespace(m.Namespace, m.Name)
+func (r *Reconciler) deleteRequests(ctx context.Context, m object, ns string) ([]string, error) {
 	ars := &clustersv1alpha1.AccessRequestList{}
-	if err := r.platform.GetAPIReader().List(ctx, ars, client.InNamespace(ns), client.MatchingLabels(mcpLabels(m.Namespace, m.Name))); err != nil {
+	if err := r.platform.GetAPIReader().List(ctx, ars, client.InNamespace(ns), client.MatchingLabels(mcpLabels(m.GetNamespace(), m.GetName()))); err != nil {
 		return nil, fmt.Errorf("list AccessRequests: %w", err)
 	}
 	var left []string
@@ -203,7 +226,7 @@ func (r *Reconciler) deleteRequests(ctx context.Context, m *corev2alpha1.Managed
 	}
 
 	cr := &clustersv1alpha1.ClusterRequest{}
-	key := types.NamespacedName{Namespace: ns, Name: m.Name}
+	key := types.NamespacedName{Namespace: ns, Name: m.GetName()}
 	if err := r.platform.GetAPIReader().Get(ctx, key, cr); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil

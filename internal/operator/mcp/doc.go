@@ -1,14 +1,25 @@
-// Package mcp implements the ManagedControlPlane controller of the provider
-// operator.
+// Package mcp implements the control-plane controller of the provider
+// operator. It serves two kinds with the same fields through one
+// representation (the object interface): core.openmcp.cloud
+// ManagedControlPlane and openMCP's current core.open-control-plane.io
+// ControlPlane, with one controller per kind running the same code. "MCP"
+// below means either.
 //
-// A ManagedControlPlane M in namespace NS lives on the onboarding cluster;
-// everything it needs is requested on the platform cluster, in the namespace
-// corev2alpha1.StableMCPNamespace(NS, M) ("mcp--" and a name-based UUID), labelled with
-// core.openmcp.cloud/mcp-name and core.openmcp.cloud/mcp-namespace like
-// every object created for the MCP:
+// An MCP M in namespace NS lives on the onboarding cluster; everything it
+// needs is requested on the platform cluster, in its platform namespace
+// corev2alpha1.PlatformNamespace(M): openMCP's StableMCPNamespace(NS, M)
+// for new MCPs, the legacy (SHA-1) namespace for ManagedControlPlanes whose
+// ClusterRequest an earlier version created there, recorded in the
+// annotation core.openmcp.cloud/platform-namespace. The namespace carries
+// core.openmcp.cloud/mcp-kind, the kind that holds it: an MCP of the other
+// kind with the same namespace and name is Ready=False with reason
+// NameConflict and gets nothing. Every object created for the MCP is
+// labelled with core.openmcp.cloud/mcp-name and
+// core.openmcp.cloud/mcp-namespace:
 //
 //   - the ClusterRequest M, of purpose "mcp" or the value of the
-//     core.openmcp.cloud/purpose-override label (condition
+//     core.openmcp.cloud/purpose-override label, else of openMCP's
+//     core.openmcp.cloud/purpose label (condition
 //     ClusterRequestReady; a denied request passes its reason through);
 //   - one AccessRequest "M.<token>" per entry of spec.iam.tokens, with
 //     requestRef to the ClusterRequest, the entry's permissions and

@@ -27,18 +27,25 @@ import (
 // as the reporting controller of events.
 const ControllerName = "managedcontrolplane"
 
+// ControlPlaneControllerName is the default name of the controller of
+// ControlPlanes, the same controller for openMCP's current kind.
+const ControlPlaneControllerName = "controlplane"
+
 // DefaultServicePollInterval is how often a ManagedControlPlane being deleted
 // checks whether its service objects are gone. Service kinds are registered
 // at run time, so they are polled rather than watched.
 const DefaultServicePollInterval = 5 * time.Second
 
-// Reconciler reconciles ManagedControlPlanes on the onboarding cluster and
-// the requests made for them on the platform cluster.
+// Reconciler reconciles ManagedControlPlanes and ControlPlanes on the
+// onboarding cluster and the requests made for them on the platform
+// cluster. SetupWithManager registers one controller per kind; both run
+// this same code.
 type Reconciler struct {
 	onboarding cluster.Cluster
 	platform   cluster.Cluster
 
 	name                string
+	controlPlaneName    string
 	servicePollInterval time.Duration
 	controllerOptions   controller.Options
 	recorder            events.EventRecorder
@@ -49,9 +56,13 @@ var _ reconcile.Reconciler = &Reconciler{}
 // Option configures a Reconciler.
 type Option func(*Reconciler)
 
-// WithControllerName names the controller (default ControllerName), for
-// processes that run more than one.
-func WithControllerName(name string) Option { return func(r *Reconciler) { r.name = name } }
+// WithControllerName names the controller of ManagedControlPlanes (default
+// ControllerName) and, with the suffix "-controlplane", the one of
+// ControlPlanes (default ControlPlaneControllerName), for processes that run
+// more than one.
+func WithControllerName(name string) Option {
+	return func(r *Reconciler) { r.name, r.controlPlaneName = name, name+"-controlplane" }
+}
 
 // WithServicePollInterval sets how often a ManagedControlPlane being deleted
 // checks whether its service objects are gone (default
@@ -72,8 +83,10 @@ func WithEventRecorder(rec events.EventRecorder) Option {
 	return func(r *Reconciler) { r.recorder = rec }
 }
 
-// NewReconciler returns a Reconciler that watches ManagedControlPlanes on
-// onboarding and makes their requests on platform. A ctrl.Manager is a
+// NewReconciler returns a Reconciler that watches ManagedControlPlanes and
+// ControlPlanes on onboarding and makes their requests on platform. The
+// onboarding cluster must serve both kinds (their CRDs are installed
+// together). A ctrl.Manager is a
 // cluster.Cluster too, so either argument may be the manager itself; the
 // other must be a cluster.Cluster added to that manager (mgr.Add), so that
 // its cache is started.
@@ -82,6 +95,7 @@ func NewReconciler(onboarding, platform cluster.Cluster, opts ...Option) *Reconc
 		onboarding:          onboarding,
 		platform:            platform,
 		name:                ControllerName,
+		controlPlaneName:    ControlPlaneControllerName,
 		servicePollInterval: DefaultServicePollInterval,
 	}
 	for _, o := range opts {
@@ -94,20 +108,41 @@ func NewReconciler(onboarding, platform cluster.Cluster, opts ...Option) *Reconc
 }
 
 // Reconcile brings one ManagedControlPlane closer to its desired state.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+// The controllers SetupWithManager registers reconcile ControlPlanes the
+// same way.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return r.reconcile(ctx, req, kinds[0])
+}
+
+// kindReconciler reconciles the control planes of one kind.
+type kindReconciler struct {
+	r    *Reconciler
+	kind kind
+}
+
+var _ reconcile.Reconciler = kindReconciler{}
+
+// Reconcile brings one control plane of the kind closer to its desired
+// state.
+func (k kindReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return k.r.reconcile(ctx, req, k.kind)
+}
+
+// reconcile brings one control plane of kind k closer to its desired state.
+func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request, k kind) (res ctrl.Result, retErr error) {
 	logger := log.FromContext(ctx)
-	m := &corev2alpha1.ManagedControlPlane{}
+	m := k.new()
 	if err := r.onboarding.GetClient().Get(ctx, req.NamespacedName, m); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	before := m.DeepCopy()
+	before := copyOf(m)
 	defer func() {
 		if err := r.patchStatus(ctx, before, m); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
 	}()
 
-	if !m.DeletionTimestamp.IsZero() {
+	if !m.GetDeletionTimestamp().IsZero() {
 		logger.V(2).Info("reconciling deletion")
 		return r.reconcileDelete(ctx, m)
 	}
@@ -116,19 +151,36 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err := r.ensureFinalizer(ctx, m); err != nil {
 		return ctrl.Result{}, err
 	}
-	if len(m.Name) > MaxNameLength {
+	if len(m.GetName()) > MaxNameLength {
 		// Nothing can be created for such an MCP; a new spec will not help
 		// either, so it waits for the user without a requeue.
-		msg := fmt.Sprintf("The name is %d characters long; a ManagedControlPlane name has at most %d.", len(m.Name), MaxNameLength)
+		msg := fmt.Sprintf("The name is %d characters long; a %s name has at most %d.", len(m.GetName()), kindOf(m), MaxNameLength)
 		setCondition(m, common.ConditionTypeReady, metav1.ConditionFalse, ReasonInvalidName, msg)
-		m.Status.Phase = common.StatusPhaseProgressing
+		m.ControlPlaneStatus().Phase = common.StatusPhaseProgressing
 		return ctrl.Result{}, nil
 	}
 
-	if err := r.ensureNamespace(ctx, m); err != nil {
+	platformNS, err := r.resolvePlatformNamespace(ctx, m)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	cr, err := r.reconcileClusterRequest(ctx, m)
+	conflict, err := r.claimNamespace(ctx, m, platformNS)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if conflict != "" {
+		// The other kind's control plane of this namespace/name holds the
+		// platform namespace; nothing is created or changed for this one.
+		// The watch on platform namespaces brings it back when the holder
+		// is gone.
+		setCondition(m, common.ConditionTypeReady, metav1.ConditionFalse, ReasonNameConflict, conflict)
+		m.ControlPlaneStatus().Phase = common.StatusPhaseProgressing
+		return ctrl.Result{}, nil
+	}
+	if err := r.recordPlatformNamespace(ctx, m, platformNS); err != nil {
+		return ctrl.Result{}, err
+	}
+	cr, err := r.reconcileClusterRequest(ctx, m, platformNS)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -141,11 +193,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 
 // ensureFinalizer adds the controller's finalizer before anything is created
 // for the MCP, so that nothing is left behind when it is deleted.
-func (r *Reconciler) ensureFinalizer(ctx context.Context, m *corev2alpha1.ManagedControlPlane) error {
+func (r *Reconciler) ensureFinalizer(ctx context.Context, m object) error {
 	if controllerutil.ContainsFinalizer(m, corev2alpha1.MCPFinalizer) {
 		return nil
 	}
-	orig := m.DeepCopy()
+	orig := copyOf(m)
 	controllerutil.AddFinalizer(m, corev2alpha1.MCPFinalizer)
 	if err := r.onboarding.GetClient().Patch(ctx, m, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("add finalizer: %w", err)
@@ -155,11 +207,11 @@ func (r *Reconciler) ensureFinalizer(ctx context.Context, m *corev2alpha1.Manage
 
 // removeFinalizer removes the controller's finalizer, the last step of a
 // deletion.
-func (r *Reconciler) removeFinalizer(ctx context.Context, m *corev2alpha1.ManagedControlPlane) error {
+func (r *Reconciler) removeFinalizer(ctx context.Context, m object) error {
 	if !controllerutil.ContainsFinalizer(m, corev2alpha1.MCPFinalizer) {
 		return nil
 	}
-	orig := m.DeepCopy()
+	orig := copyOf(m)
 	controllerutil.RemoveFinalizer(m, corev2alpha1.MCPFinalizer)
 	if err := r.onboarding.GetClient().Patch(ctx, m, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("remove finalizer: %w", err))
@@ -170,22 +222,22 @@ func (r *Reconciler) removeFinalizer(ctx context.Context, m *corev2alpha1.Manage
 // patchStatus writes the status when it changed, always with the current
 // generation as observedGeneration, and records an event for each condition
 // that changed.
-func (r *Reconciler) patchStatus(ctx context.Context, before, m *corev2alpha1.ManagedControlPlane) error {
-	m.Status.ObservedGeneration = m.Generation
-	if apiequality.Semantic.DeepEqual(before.Status, m.Status) {
+func (r *Reconciler) patchStatus(ctx context.Context, before, m object) error {
+	m.ControlPlaneStatus().ObservedGeneration = m.GetGeneration()
+	if apiequality.Semantic.DeepEqual(before.ControlPlaneStatus(), m.ControlPlaneStatus()) {
 		return nil
 	}
 	// The merge patch must not carry metadata changes (the finalizer has
 	// been patched on its own), only the status.
-	base := m.DeepCopy()
-	base.Status = before.Status
+	base := copyOf(m)
+	*base.ControlPlaneStatus() = *before.ControlPlaneStatus()
 	if err := r.onboarding.GetClient().Status().Patch(ctx, m, client.MergeFrom(base)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("patch status of ManagedControlPlane %s/%s: %w", m.Namespace, m.Name, err)
+		return fmt.Errorf("patch status of %s: %w", ref(m), err)
 	}
-	for _, c := range transitions(before.Status.Conditions, m.Status.Conditions) {
+	for _, c := range transitions(before.ControlPlaneStatus().Conditions, m.ControlPlaneStatus().Conditions) {
 		r.recorder.Eventf(m, nil, eventType(c), c.Reason, "Reconcile", "%s=%s: %s", c.Type, c.Status, c.Message)
 	}
 	return nil

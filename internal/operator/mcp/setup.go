@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -20,17 +21,35 @@ import (
 	corev2alpha1 "github.com/marketplane/marketplane/api/core/v2alpha1"
 )
 
-// SetupWithManager registers the controller with mgr. Both clusters given to
-// NewReconciler must be run by mgr (be mgr, or have been added with
-// mgr.Add), so that their caches start with it.
+// SetupWithManager registers the controllers with mgr: one for
+// ManagedControlPlanes and one for ControlPlanes, both running this
+// Reconciler's code. Both clusters given to NewReconciler must be run by mgr
+// (be mgr, or have been added with mgr.Add), so that their caches start with
+// it.
 //
-// The controller watches, on the onboarding cluster, ManagedControlPlanes
-// and (metadata only) the kubeconfig Secrets it owns; on the platform
-// cluster, the ClusterRequests and AccessRequests it created (mapped back
-// through the MCP labels), the Clusters granted to them, and (metadata only)
-// the Secrets of the AccessRequests, so that a refreshed token is copied at
-// once.
+// Each controller watches, on the onboarding cluster, the control planes of
+// its kind and (metadata only) the kubeconfig Secrets they own; on the
+// platform cluster, the platform namespaces, ClusterRequests and
+// AccessRequests made for control planes (mapped back through the MCP
+// labels, to the control plane of that namespace and name of either kind:
+// the one that does not hold them learns so on its reconcile), the Clusters
+// granted to them, and (metadata only) the Secrets of the AccessRequests,
+// so that a refreshed token is copied at once.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	for _, k := range kinds {
+		name := r.name
+		if k.name == KindControlPlane {
+			name = r.controlPlaneName
+		}
+		if err := r.setupKind(mgr, k, name); err != nil {
+			return fmt.Errorf("set up the %s controller: %w", k.name, err)
+		}
+	}
+	return nil
+}
+
+// setupKind registers the controller of the control planes of kind k.
+func (r *Reconciler) setupKind(mgr ctrl.Manager, k kind, name string) error {
 	onboardingCache, platformCache := r.onboarding.GetCache(), r.platform.GetCache()
 
 	ownedSecret := &metav1.PartialObjectMetadata{}
@@ -42,15 +61,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	inMCPNamespace := predicate.NewTypedPredicateFuncs(func(o *metav1.PartialObjectMetadata) bool {
 		return strings.HasPrefix(o.GetNamespace(), corev2alpha1.MCPNamespacePrefix)
 	})
+	isMCPNamespace := predicate.NewTypedPredicateFuncs(func(o *corev1.Namespace) bool {
+		return strings.HasPrefix(o.GetName(), corev2alpha1.MCPNamespacePrefix)
+	})
 
 	return ctrl.NewControllerManagedBy(mgr).
-		Named(r.name).
+		Named(name).
 		WithOptions(r.controllerOptions).
-		WatchesRawSource(source.Kind(onboardingCache, &corev2alpha1.ManagedControlPlane{},
-			&handler.TypedEnqueueRequestForObject[*corev2alpha1.ManagedControlPlane]{})).
+		WatchesRawSource(source.Kind[client.Object](onboardingCache, k.new(), &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(source.Kind(onboardingCache, ownedSecret,
 			handler.TypedEnqueueRequestForOwner[*metav1.PartialObjectMetadata](r.onboarding.GetScheme(), r.onboarding.GetRESTMapper(),
-				&corev2alpha1.ManagedControlPlane{}, handler.OnlyControllerOwner()))).
+				k.new(), handler.OnlyControllerOwner()))).
+		WatchesRawSource(source.Kind(platformCache, &corev1.Namespace{},
+			handler.TypedEnqueueRequestsFromMapFunc(mapByLabels[*corev1.Namespace]), isMCPNamespace)).
 		WatchesRawSource(source.Kind(platformCache, &clustersv1alpha1.ClusterRequest{},
 			handler.TypedEnqueueRequestsFromMapFunc(mapByLabels[*clustersv1alpha1.ClusterRequest]))).
 		WatchesRawSource(source.Kind(platformCache, &clustersv1alpha1.AccessRequest{},
@@ -59,7 +82,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			handler.TypedEnqueueRequestsFromMapFunc(r.mapCluster))).
 		WatchesRawSource(source.Kind(platformCache, platformSecret,
 			handler.TypedEnqueueRequestsFromMapFunc(r.mapPlatformSecret), inMCPNamespace)).
-		Complete(r)
+		Complete(kindReconciler{r: r, kind: k})
 }
 
 // mapByLabels maps an object created for an MCP back to the MCP through its

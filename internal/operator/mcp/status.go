@@ -20,6 +20,10 @@ type Reason string
 const (
 	// ReasonInvalidName: the MCP's name is too long to be stored in labels.
 	ReasonInvalidName Reason = "InvalidName"
+	// ReasonNameConflict: a control plane of the other kind
+	// (ManagedControlPlane or ControlPlane) with the same namespace and name
+	// holds the platform namespace; this one gets nothing.
+	ReasonNameConflict Reason = "NameConflict"
 
 	// ReasonClusterRequestPending: the ClusterRequest has been neither granted
 	// nor denied yet.
@@ -72,6 +76,7 @@ const (
 // event: they need someone to act.
 var warningReasons = map[string]bool{
 	string(ReasonInvalidName):          true,
+	string(ReasonNameConflict):         true,
 	string(ReasonClusterRequestDenied): true,
 	string(ReasonAccessRequestDenied):  true,
 	string(ReasonSecretConflict):       true,
@@ -79,17 +84,17 @@ var warningReasons = map[string]bool{
 }
 
 // setCondition sets a condition of the MCP for its current generation.
-func setCondition(m *corev2alpha1.ManagedControlPlane, typ string, status metav1.ConditionStatus, reason Reason, message string) {
+func setCondition(m object, typ string, status metav1.ConditionStatus, reason Reason, message string) {
 	setRawCondition(m, typ, status, string(reason), message)
 }
 
 // setRawCondition is setCondition with a reason that may come from another
 // object (a denied ClusterRequest's reason is passed through).
-func setRawCondition(m *corev2alpha1.ManagedControlPlane, typ string, status metav1.ConditionStatus, reason, message string) {
-	apimeta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{
+func setRawCondition(m object, typ string, status metav1.ConditionStatus, reason, message string) {
+	apimeta.SetStatusCondition(&m.ControlPlaneStatus().Conditions, metav1.Condition{
 		Type:               typ,
 		Status:             status,
-		ObservedGeneration: m.Generation,
+		ObservedGeneration: m.GetGeneration(),
 		Reason:             reason,
 		Message:            message,
 	})
@@ -97,28 +102,30 @@ func setRawCondition(m *corev2alpha1.ManagedControlPlane, typ string, status met
 
 // removeConditions removes the conditions whose type starts with prefix and
 // is not in keep.
-func removeConditions(m *corev2alpha1.ManagedControlPlane, prefix string, keep map[string]bool) {
-	out := m.Status.Conditions[:0]
-	for _, c := range m.Status.Conditions {
+func removeConditions(m object, prefix string, keep map[string]bool) {
+	st := m.ControlPlaneStatus()
+	out := st.Conditions[:0]
+	for _, c := range st.Conditions {
 		if strings.HasPrefix(c.Type, prefix) && !keep[c.Type] {
 			continue
 		}
 		out = append(out, c)
 	}
-	m.Status.Conditions = out
+	st.Conditions = out
 }
 
 // conditionTrue reports whether the MCP has condition typ with status True.
-func conditionTrue(m *corev2alpha1.ManagedControlPlane, typ string) bool {
-	return apimeta.IsStatusConditionTrue(m.Status.Conditions, typ)
+func conditionTrue(m object, typ string) bool {
+	return apimeta.IsStatusConditionTrue(m.ControlPlaneStatus().Conditions, typ)
 }
 
 // summarize sets AllAccessReady from the AccessReady.* conditions, Ready from
 // ClusterRequestReady and AllAccessReady, and the phase. It is called at the
 // end of a reconcile of an MCP that is not being deleted.
-func summarize(m *corev2alpha1.ManagedControlPlane) {
+func summarize(m object) {
+	st := m.ControlPlaneStatus()
 	var notReady []string
-	for _, c := range m.Status.Conditions {
+	for _, c := range st.Conditions {
 		if strings.HasPrefix(c.Type, corev2alpha1.ConditionPrefixAccessReady) && c.Status != metav1.ConditionTrue {
 			notReady = append(notReady, strings.TrimPrefix(c.Type, corev2alpha1.ConditionPrefixAccessReady))
 		}
@@ -130,7 +137,7 @@ func summarize(m *corev2alpha1.ManagedControlPlane) {
 			"Access not ready: "+strings.Join(notReady, ", ")+".")
 	}
 
-	cr := apimeta.FindStatusCondition(m.Status.Conditions, corev2alpha1.ConditionClusterRequestReady)
+	cr := apimeta.FindStatusCondition(st.Conditions, corev2alpha1.ConditionClusterRequestReady)
 	switch {
 	case cr == nil || cr.Status != metav1.ConditionTrue:
 		reason, msg := ReasonClusterRequestPending, "Waiting for the MCP cluster."
@@ -148,9 +155,9 @@ func summarize(m *corev2alpha1.ManagedControlPlane) {
 		setCondition(m, common.ConditionTypeReady, metav1.ConditionTrue, ReasonReady, "The MCP cluster is granted and every access is ready.")
 	}
 	if conditionTrue(m, common.ConditionTypeReady) {
-		m.Status.Phase = common.StatusPhaseReady
+		st.Phase = common.StatusPhaseReady
 	} else {
-		m.Status.Phase = common.StatusPhaseProgressing
+		st.Phase = common.StatusPhaseProgressing
 	}
 }
 

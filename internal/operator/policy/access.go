@@ -13,6 +13,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -58,6 +59,11 @@ type Requester struct {
 	// Policy is the provider's spec.accessPolicy (zero when unset, or when
 	// the provider object is gone).
 	Policy providerv1alpha1.AccessPolicy
+	// MCP is, for a request in the platform namespace of a
+	// ManagedControlPlane (labelled with the provider, see RequesterFor),
+	// that control plane's namespace and name on the onboarding cluster;
+	// zero for a request in the provider's own namespace.
+	MCP types.NamespacedName
 }
 
 func (r *Requester) String() string { return r.Kind + " " + r.Name }
@@ -90,6 +96,12 @@ func RequesterOf(ctx context.Context, c client.Reader, namespace string) (*Reque
 		}
 		return nil, fmt.Errorf("get namespace %s: %w", namespace, err)
 	}
+	return providerOfNamespace(ctx, c, ns)
+}
+
+// providerOfNamespace returns the provider whose namespace ns is, or nil.
+func providerOfNamespace(ctx context.Context, c client.Reader, ns *corev1.Namespace) (*Requester, error) {
+	namespace := ns.Name
 	kind := ns.Labels[providerKindLabel]
 	if ns.Labels[providerv1alpha1.ManagedByLabel] != managedByOperator || kind == "" {
 		return nil, nil
@@ -165,53 +177,117 @@ func NamespacesOf(ctx context.Context, c client.Reader, kind, name string) ([]st
 	return out, nil
 }
 
+// held is 1 for a request that was granted a cluster, else 0.
+func held(cr clustersv1alpha1.ClusterRequest) int {
+	if cr.Status.Phase == clustersv1alpha1.RequestGranted {
+		return 1
+	}
+	return 0
+}
+
 // CheckClusterRequest checks a ClusterRequest against the policy of the
-// provider whose namespace it is in: no platform cluster, at most
-// MaxClusterRequests requests in the namespace and at most
-// MaxExclusiveClusters of them for an exclusive purpose. The requests
-// count in the order they were created, so that a new request never takes
-// the place of an older one. exclusive reports whether a purpose gets an
-// Exclusive cluster. Requests outside provider namespaces are not checked.
-func CheckClusterRequest(ctx context.Context, c client.Reader, cr *clustersv1alpha1.ClusterRequest, exclusive func(purpose string) bool) (*Violation, error) {
-	req, err := RequesterOf(ctx, c, cr.Namespace)
-	if err != nil || req == nil {
-		return nil, err
+// provider it belongs to (RequesterFor): no platform cluster; in a tenant's
+// MCP namespace only when that MCP is a tenant of the provider; at most
+// MaxClusterRequests of the provider's requests in the request's namespace
+// (its own namespace and each tenant's MCP namespace count separately, so
+// that a provider with many tenants can have a workload cluster for each);
+// and at most MaxExclusiveClusters of all its requests, in every namespace
+// together, for an exclusive purpose (each can be a new API server). The
+// requests count granted ones first, then in the order they were created,
+// so that a new request never takes the place of an older one. exclusive reports whether a
+// purpose gets an Exclusive cluster. Requests outside provider and MCP
+// namespaces, and an MCP's own, are not checked.
+func (e *Enforcer) CheckClusterRequest(ctx context.Context, cr *clustersv1alpha1.ClusterRequest, exclusive func(purpose string) bool) (*Violation, error) {
+	req, v, err := RequesterFor(ctx, e.platform, cr)
+	if err != nil || v != nil || req == nil {
+		return v, err
 	}
 	if cr.Spec.Purpose == clustersv1alpha1.PurposePlatform {
 		return violation(RuleNoPlatformRequest, "%s may not request a cluster of purpose %s", req, cr.Spec.Purpose), nil
 	}
-	list := &clustersv1alpha1.ClusterRequestList{}
-	if err := c.List(ctx, list, client.InNamespace(cr.Namespace)); err != nil {
-		return nil, fmt.Errorf("list ClusterRequests in %s: %w", cr.Namespace, err)
+	if req.MCP.Name != "" {
+		own, err := LoadOwnership(ctx, e.platform)
+		if err != nil {
+			return nil, err
+		}
+		what := fmt.Sprintf("ClusterRequest %s/%s", cr.Namespace, cr.Name)
+		if v, err := e.checkTenantMCP(ctx, req, own, req.MCP, what); v != nil || err != nil {
+			return v, err
+		}
 	}
-	live := slices.DeleteFunc(list.Items, func(x clustersv1alpha1.ClusterRequest) bool {
+	live, err := requestsOf(ctx, e.platform, req)
+	if err != nil {
+		return nil, err
+	}
+	live = slices.DeleteFunc(live, func(x clustersv1alpha1.ClusterRequest) bool {
 		return !x.DeletionTimestamp.IsZero() && x.UID != cr.UID
 	})
 	if !slices.ContainsFunc(live, func(x clustersv1alpha1.ClusterRequest) bool { return x.UID == cr.UID }) {
 		// Not in the cache yet: it is the newest.
 		live = append(live, *cr)
 	}
+	// Granted requests come first: they hold their cluster, and creation
+	// times (whole seconds) cannot order requests made within one second.
 	slices.SortFunc(live, func(a, b clustersv1alpha1.ClusterRequest) int {
-		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), strings.Compare(a.Name, b.Name))
+		return cmp.Or(cmp.Compare(held(b), held(a)), a.CreationTimestamp.Compare(b.CreationTimestamp.Time),
+			strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
 	pos, exclusivePos := 0, 0
 	for _, x := range live {
 		if x.UID == cr.UID {
 			break
 		}
-		pos++
+		if x.Namespace == cr.Namespace {
+			pos++
+		}
 		if exclusive(x.Spec.Purpose) {
 			exclusivePos++
 		}
 	}
 	if limit := req.MaxClusterRequests(); pos >= limit {
-		return violation(RuleMaxClusterRequests, "%s already has %d ClusterRequests (spec.accessPolicy.maxClusterRequests is %d)", req, pos, limit), nil
+		return violation(RuleMaxClusterRequests, "%s already has %d ClusterRequests in namespace %s (spec.accessPolicy.maxClusterRequests is %d)", req, pos, cr.Namespace, limit), nil
 	}
 	if limit := req.MaxExclusiveClusters(); exclusive(cr.Spec.Purpose) && exclusivePos >= limit {
 		return violation(RuleMaxExclusive, "purpose %s gets an Exclusive cluster and %s already has %d (spec.accessPolicy.maxExclusiveClusters is %d)",
 			cr.Spec.Purpose, req, exclusivePos, limit), nil
 	}
 	return nil, nil
+}
+
+// requestsOf returns the ClusterRequests of req: every one in its provider
+// namespaces and, for a ServiceProvider, those in MCP namespaces labelled
+// with its name. Requests labelled with its name anywhere else (another
+// provider's namespace) are not its: no one can raise a provider's count.
+func requestsOf(ctx context.Context, c client.Reader, req *Requester) ([]clustersv1alpha1.ClusterRequest, error) {
+	namespaces, err := NamespacesOf(ctx, c, req.Kind, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	if req.Namespace != "" && !slices.Contains(namespaces, req.Namespace) {
+		// A provider namespace without an owner reference.
+		namespaces = append(namespaces, req.Namespace)
+	}
+	var out []clustersv1alpha1.ClusterRequest
+	for _, ns := range namespaces {
+		list := &clustersv1alpha1.ClusterRequestList{}
+		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return nil, fmt.Errorf("list ClusterRequests in %s: %w", ns, err)
+		}
+		out = append(out, list.Items...)
+	}
+	if req.Kind != KindServiceProvider {
+		return out, nil
+	}
+	list := &clustersv1alpha1.ClusterRequestList{}
+	if err := c.List(ctx, list, client.MatchingLabels{providerv1alpha1.ManagedByLabel: req.Name}); err != nil {
+		return nil, fmt.Errorf("list ClusterRequests of %s: %w", req, err)
+	}
+	for _, x := range list.Items {
+		if strings.HasPrefix(x.Namespace, corev2alpha1.MCPNamespacePrefix) {
+			out = append(out, x)
+		}
+	}
+	return out, nil
 }
 
 // route is how an AccessRequest reaches its cluster.
@@ -226,6 +302,11 @@ const (
 	// viaTenantMCP: spec.requestRef names the ClusterRequest of a
 	// ManagedControlPlane of one of the provider's tenants.
 	viaTenantMCP
+	// viaMCPNamespace: a request in a tenant's MCP namespace names a
+	// ClusterRequest of that namespace, which must be the MCP's own
+	// (viaTenantMCP) or the provider's (viaOwnRequest); CheckClusterRequest
+	// decides once it is read.
+	viaMCPNamespace
 )
 
 // OnboardingSource returns a reader of the onboarding cluster, where the
@@ -267,9 +348,9 @@ type AccessCheck struct {
 // provider: a ServiceProvider with an object of one of its service kinds
 // named like the MCP in the MCP's namespace on the onboarding cluster.
 func (e *Enforcer) CheckReference(ctx context.Context, ar *clustersv1alpha1.AccessRequest) (*AccessCheck, *Violation, error) {
-	req, err := RequesterOf(ctx, e.platform, ar.Namespace)
-	if err != nil || req == nil {
-		return nil, nil, err
+	req, v, err := RequesterFor(ctx, e.platform, ar)
+	if err != nil || v != nil || req == nil {
+		return nil, v, err
 	}
 	own, err := LoadOwnership(ctx, e.platform)
 	if err != nil {
@@ -277,6 +358,24 @@ func (e *Enforcer) CheckReference(ctx context.Context, ar *clustersv1alpha1.Acce
 	}
 	a := &AccessCheck{Requester: req, ownership: own, e: e}
 	ref := ar.Spec.RequestRef
+	if req.MCP.Name != "" {
+		// A request in a tenant's MCP namespace: that MCP must be a
+		// tenant, whatever the request refers to.
+		what := fmt.Sprintf("AccessRequest %s/%s", ar.Namespace, ar.Name)
+		if v, err := e.checkTenantMCP(ctx, req, own, req.MCP, what); v != nil || err != nil {
+			return a, v, err
+		}
+		switch {
+		case ref == nil:
+			a.route = viaClusterRef
+			return a, nil, nil
+		case ref.Namespace == "" || ref.Namespace == ar.Namespace:
+			a.route = viaMCPNamespace
+			return a, nil, nil
+		}
+		return a, violation(RuleRequestRefScope, "requestRef %s: a request in the platform namespace of ManagedControlPlane %s may refer only to ClusterRequests of that namespace",
+			ref.NamespacedName(), req.MCP), nil
+	}
 	switch {
 	case ref == nil:
 		a.route = viaClusterRef
@@ -286,7 +385,7 @@ func (e *Enforcer) CheckReference(ctx context.Context, ar *clustersv1alpha1.Acce
 		return a, nil, nil
 	}
 	a.route = viaTenantMCP
-	v, err := e.checkTenant(ctx, a, ref)
+	v, err = e.checkTenant(ctx, a, ref)
 	return a, v, err
 }
 
@@ -297,52 +396,89 @@ func (e *Enforcer) checkTenant(ctx context.Context, a *AccessCheck, ref *common.
 	if !strings.HasPrefix(ref.Namespace, corev2alpha1.MCPNamespacePrefix) {
 		return violation(RuleRequestRefScope, "requestRef %s is in namespace %s, which is neither %s nor a ManagedControlPlane's", ref.NamespacedName(), ref.Namespace, req.Namespace), nil
 	}
+	what := "requestRef " + ref.NamespacedName().String()
 	if req.Kind != KindServiceProvider {
-		return violation(RuleTenantsOnly, "requestRef %s: only ServiceProviders serve ManagedControlPlanes, %s is a %s", ref.NamespacedName(), req, req.Kind), nil
+		return violation(RuleTenantsOnly, "%s: only ServiceProviders serve ManagedControlPlanes, %s is a %s", what, req, req.Kind), nil
 	}
 	ns := &corev1.Namespace{}
 	if err := e.platform.Get(ctx, client.ObjectKey{Name: ref.Namespace}, ns); err != nil {
 		if apierrors.IsNotFound(err) {
-			return violation(RuleTenantsOnly, "requestRef %s: namespace %s does not exist", ref.NamespacedName(), ref.Namespace), nil
+			return violation(RuleTenantsOnly, "%s: namespace %s does not exist", what, ref.Namespace), nil
 		}
 		return nil, fmt.Errorf("get namespace %s: %w", ref.Namespace, err)
 	}
-	// The MCP controller labels the namespace with the MCP; the name, a
-	// hash of the MCP's namespace and name, confirms the labels.
-	mcpNS, mcpName := ns.Labels[corev2alpha1.MCPNamespaceLabel], ns.Labels[corev2alpha1.MCPNameLabel]
-	if mcpName == "" || mcpName != ref.Name || corev2alpha1.StableMCPNamespace(mcpNS, mcpName) != ref.Namespace {
-		return violation(RuleTenantsOnly, "requestRef %s is not the ClusterRequest of a ManagedControlPlane", ref.NamespacedName()), nil
+	mcp, ok := MCPOfNamespace(ns)
+	if !ok || mcp.Name != ref.Name {
+		return violation(RuleTenantsOnly, "%s is not the ClusterRequest of a ManagedControlPlane", what), nil
 	}
-	kinds := a.ownership.Kinds(req.Kind, req.Name)
+	return e.checkTenantMCP(ctx, req, a.ownership, mcp, what)
+}
+
+// checkTenantMCP checks that the ManagedControlPlane mcp (namespace and name
+// on the onboarding cluster) is a tenant of req: an object of one of req's
+// accepted service kinds named like the MCP exists in the MCP's namespace
+// on the onboarding cluster. what starts the message of a Violation.
+func (e *Enforcer) checkTenantMCP(ctx context.Context, req *Requester, own *Ownership, mcp types.NamespacedName, what string) (*Violation, error) {
+	if req.Kind != KindServiceProvider {
+		return violation(RuleTenantsOnly, "%s: only ServiceProviders serve ManagedControlPlanes, %s is a %s", what, req, req.Kind), nil
+	}
+	kinds := own.Kinds(req.Kind, req.Name)
 	if len(kinds) == 0 {
-		return violation(RuleTenantsOnly, "requestRef %s: %s has no service kinds registered in status.resources, so it has no tenants", ref.NamespacedName(), req), nil
+		return violation(RuleTenantsOnly, "%s: %s has no service kinds registered in status.resources, so it has no tenants", what, req), nil
 	}
 	if e.onboarding == nil {
-		return nil, fmt.Errorf("check tenant of requestRef %s: the onboarding cluster is not configured", ref.NamespacedName())
+		return nil, fmt.Errorf("check tenant for %s: the onboarding cluster is not configured", what)
 	}
 	onboarding, err := e.onboarding(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("check tenant of requestRef %s: onboarding cluster: %w", ref.NamespacedName(), err)
+		return nil, fmt.Errorf("check tenant for %s: onboarding cluster: %w", what, err)
 	}
 	if onboarding == nil {
-		return nil, fmt.Errorf("check tenant of requestRef %s: the onboarding cluster is not known yet", ref.NamespacedName())
+		return nil, fmt.Errorf("check tenant for %s: the onboarding cluster is not known yet", what)
 	}
 	var names []string
 	for _, gvk := range kinds {
 		obj := &metav1.PartialObjectMetadata{}
 		obj.SetGroupVersionKind(schema.GroupVersionKind(gvk))
-		err := onboarding.Get(ctx, client.ObjectKey{Namespace: mcpNS, Name: mcpName}, obj)
+		err := onboarding.Get(ctx, mcp, obj)
 		switch {
 		case err == nil:
 			return nil, nil
 		case apierrors.IsNotFound(err), apimeta.IsNoMatchError(err):
 		default:
-			return nil, fmt.Errorf("check tenant of requestRef %s: get %s %s/%s on the onboarding cluster: %w", ref.NamespacedName(), gvk.Kind, mcpNS, mcpName, err)
+			return nil, fmt.Errorf("check tenant for %s: get %s %s on the onboarding cluster: %w", what, gvk.Kind, mcp, err)
 		}
 		names = append(names, gvk.Kind)
 	}
-	return violation(RuleTenantsOnly, "requestRef %s: ManagedControlPlane %s/%s is not a tenant of %s (no %s %s/%s on the onboarding cluster)",
-		ref.NamespacedName(), mcpNS, mcpName, req, strings.Join(names, " or "), mcpNS, mcpName), nil
+	return violation(RuleTenantsOnly, "%s: ManagedControlPlane %s is not a tenant of %s (no %s %s on the onboarding cluster)",
+		what, mcp, req, strings.Join(names, " or "), mcp), nil
+}
+
+// CheckClusterRequest checks the ClusterRequest cr that spec.requestRef
+// names, once it is read: a request in a tenant's MCP namespace may use the
+// MCP's own ClusterRequest (MCP ceiling) or one of its provider's, never
+// another provider's; a requestRef to a tenant's MCP from the provider's
+// namespace must name the MCP's own ClusterRequest, not one a provider
+// created under that name.
+func (a *AccessCheck) CheckClusterRequest(cr *clustersv1alpha1.ClusterRequest) *Violation {
+	key := client.ObjectKeyFromObject(cr)
+	switch a.route {
+	case viaMCPNamespace:
+		switch {
+		case cr.Name == a.Requester.MCP.Name && ownedByMCP(cr, a.Requester.MCP):
+			a.route = viaTenantMCP
+		case cr.Labels[providerv1alpha1.ManagedByLabel] == a.Requester.Name:
+			a.route = viaOwnRequest
+		default:
+			return violation(RuleRequestRefScope, "requestRef %s is neither the ClusterRequest of ManagedControlPlane %s nor one of %s (label %s=%s)",
+				key, a.Requester.MCP, a.Requester, providerv1alpha1.ManagedByLabel, a.Requester.Name)
+		}
+	case viaTenantMCP:
+		if owner := cr.Labels[providerv1alpha1.ManagedByLabel]; owner != "" && owner != managedByOperator {
+			return violation(RuleTenantsOnly, "requestRef %s is labelled %s=%s, so it is not the ManagedControlPlane's own ClusterRequest", key, providerv1alpha1.ManagedByLabel, owner)
+		}
+	}
+	return nil
 }
 
 // Ceiling returns the ceiling of the request's permissions on cluster, or a
@@ -354,6 +490,11 @@ func (e *Enforcer) checkTenant(ctx context.Context, a *AccessCheck, ref *common.
 // serves both.
 func (a *AccessCheck) Ceiling(cluster *clustersv1alpha1.Cluster) ([]Ceiling, *Violation) {
 	key := client.ObjectKeyFromObject(cluster)
+	if a.route == viaMCPNamespace {
+		// The ClusterRequest was not checked (CheckClusterRequest): fail
+		// closed.
+		return nil, violation(RuleRequestRefScope, "the ClusterRequest that led to Cluster %s was not checked", key)
+	}
 	if slices.Contains(cluster.Spec.Purposes, clustersv1alpha1.PurposePlatform) {
 		return nil, violation(RuleNoPlatform, "Cluster %s serves purpose %s", key, clustersv1alpha1.PurposePlatform)
 	}

@@ -9,6 +9,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/component-helpers/auth/rbac/validation"
 
+	controlplanev2alpha1 "github.com/marketplane/marketplane/api/controlplane/v2alpha1"
 	corev2alpha1 "github.com/marketplane/marketplane/api/core/v2alpha1"
 )
 
@@ -53,6 +54,7 @@ const (
 	RuleNoPlatformRequest  = "no ClusterRequests for the platform cluster"
 	RuleMaxClusterRequests = "at most maxClusterRequests ClusterRequests"
 	RuleMaxExclusive       = "at most maxExclusiveClusters exclusive clusters"
+	RuleRequestOwner       = "requests in MCP namespaces name their ServiceProvider"
 )
 
 // Violation says which rule of the access policy a request breaks, and how.
@@ -115,6 +117,8 @@ func baseRules(scope Scope) (cluster, namespaced []rbacv1.PolicyRule) {
 		cluster = append(crdRules(),
 			rbacv1.PolicyRule{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: eventVerbs},
 			rbacv1.PolicyRule{APIGroups: []string{corev2alpha1.GroupName}, Resources: []string{"managedcontrolplanes"}, Verbs: readVerbs},
+			// openMCP's current name of the same API (issue #11).
+			rbacv1.PolicyRule{APIGroups: []string{controlplanev2alpha1.GroupName}, Resources: []string{"controlplanes"}, Verbs: readVerbs},
 		)
 		return cluster, cluster
 	case ScopeMCP:

@@ -49,6 +49,17 @@ func TestCeilingCheck(t *testing.T) {
 				rule(l("core.openmcp.cloud"), l("managedcontrolplanes"), l("get", "list", "watch")),
 			},
 		},
+		"OnboardingReadControlPlanes": {
+			reason: "openMCP's current name of the MCP API is read like managedcontrolplanes (issue #11)",
+			scope:  policy.ScopeOnboarding,
+			rules:  []rbacv1.PolicyRule{rule(l("core.open-control-plane.io"), l("controlplanes"), l("get", "list", "watch"))},
+		},
+		"OnboardingWriteControlPlanes": {
+			reason: "tenants write their ControlPlanes, providers only read them",
+			scope:  policy.ScopeOnboarding,
+			rules:  []rbacv1.PolicyRule{rule(l("core.open-control-plane.io"), l("controlplanes"), l("update"))},
+			want:   policy.RuleCeiling,
+		},
 		"OnboardingCRDUpdateWithoutName": {
 			reason: "updating any CRD would let it rewrite other providers' APIs",
 			scope:  policy.ScopeOnboarding,

@@ -40,3 +40,8 @@ func apply(ctx context.Context, c client.Client, obj client.Object) error {
 	}
 	return nil
 }
+
+// Apply server-side applies obj as the operator (field manager FieldOwner)
+// and reads the result back into obj, for the operator's other controllers
+// that write what belongs to all providers (see apply).
+func Apply(ctx context.Context, c client.Client, obj client.Object) error { return apply(ctx, c, obj) }

@@ -108,3 +108,25 @@ func withHash(prefix, full string, max int) string {
 	prefix = strings.TrimRight(prefix, "-.:")
 	return prefix + "-" + suffix
 }
+
+// RunServiceAccount returns the namespace and name of the run
+// ServiceAccount of the provider of kind (ServiceProvider, ClusterProvider
+// or PlatformService) called name, as the operator creates it; ok is false
+// for another kind. Other controllers grant rights to it by this name (the
+// kubeconfig Secrets of its AccessRequests in MCP namespaces, its Role
+// there).
+func RunServiceAccount(kind, name string) (namespace, serviceAccount string, ok bool) {
+	var prefix string
+	switch kind {
+	case ServiceProviders().Name:
+		prefix = ServiceProviders().Prefix
+	case ClusterProviders().Name:
+		prefix = ClusterProviders().Prefix
+	case PlatformServices().Name:
+		prefix = PlatformServices().Prefix
+	default:
+		return "", "", false
+	}
+	n := newNames(prefix, name)
+	return n.Namespace, n.Run, true
+}

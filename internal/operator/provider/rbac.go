@@ -47,13 +47,21 @@ func namespaceRules() []rbacv1.PolicyRule {
 }
 
 // runClusterRules are the run ServiceAccount's cluster-wide rules: read
-// the API groups the provider owns, read the cluster APIs, its own object.
-func runClusterRules(groups []string, resource, name string, metrics bool) []rbacv1.PolicyRule {
+// the API groups the provider owns, read the cluster APIs, its own object,
+// and, when the platform operator opted in (spec.accessPolicy.secrets:
+// ClusterWide), read Secrets in every namespace.
+func runClusterRules(groups []string, resource, name string, metrics bool, secrets providerv1alpha1.SecretAccess) []rbacv1.PolicyRule {
 	var rules []rbacv1.PolicyRule
 	for _, g := range groups {
 		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{g}, Resources: []string{"*"}, Verbs: readVerbs})
 	}
 	rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{clustersGroup}, Resources: clusterKinds, Verbs: readVerbs})
+	if secrets == providerv1alpha1.SecretAccessClusterWide {
+		// openMCP's opencontrolplane-runtime watches Secrets in every
+		// namespace when its Secret watcher is on; its cache cannot sync
+		// with less.
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: readVerbs})
+	}
 	if metrics {
 		// An exposed metrics endpoint admits only scrapers whose token the
 		// platform cluster authenticates and authorizes
@@ -115,7 +123,7 @@ func (r *Reconciler[T]) grants(obj T, w *deploy.Workload, n names, groups []stri
 		{
 			serviceAccount: w.RunServiceAccount,
 			clusterRole:    n.RunClusterRole,
-			clusterRules:   runClusterRules(groups, r.kind.Resource, obj.GetName(), w.Metrics.Enabled),
+			clusterRules:   runClusterRules(groups, r.kind.Resource, obj.GetName(), w.Metrics.Enabled, secretAccess(r.kind.Spec(obj))),
 			role:           n.Run,
 			roleRules:      runRoleRules(),
 		},
@@ -176,4 +184,12 @@ func roleRefOf(o client.Object) rbacv1.RoleRef {
 		return b.RoleRef
 	}
 	return rbacv1.RoleRef{}
+}
+
+// secretAccess returns spec.accessPolicy.secrets, empty when unset.
+func secretAccess(spec *providerv1alpha1.DeploymentSpec) providerv1alpha1.SecretAccess {
+	if spec.AccessPolicy == nil {
+		return ""
+	}
+	return spec.AccessPolicy.Secrets
 }

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -105,13 +106,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 // as returns a client that impersonates a service account.
 func as(t *testing.T, ns, sa string) client.Client {
 	t.Helper()
-	cfg := rest.CopyConfig(platform.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: fmt.Sprintf("system:serviceaccount:%s:%s", ns, sa)}
-	c, err := client.New(cfg, client.Options{Scheme: platform.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return platform.ActAs(t, ns, sa)
 }
 
 func accessRequest(ns string) *clustersv1alpha1.AccessRequest {
@@ -152,4 +147,75 @@ func createCRD(t *testing.T, plural, kind string) {
 		}
 		return false, "not established", nil
 	})
+}
+
+// TestSecretsClusterWide: a provider's run ServiceAccount reads Secrets
+// only in its own namespace, unless the platform operator opts in with
+// spec.accessPolicy.secrets: ClusterWide (openMCP's
+// opencontrolplane-runtime watches Secrets in every namespace); taking the
+// opt-in back takes the right back.
+func TestSecretsClusterWide(t *testing.T) {
+	sp := serviceProvider("secrets-wide", nil)
+	create(t, sp)
+	run := as(t, "sp-secrets-wide", "sp-secrets-wide")
+	cfg := rest.CopyConfig(platform.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:sp-secrets-wide:sp-secrets-wide"}
+	watcher, err := client.NewWithWatch(cfg, client.Options{Scheme: platform.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listSecrets := func(ctx context.Context, opts ...client.ListOption) error {
+		return run.List(ctx, &corev1.SecretList{}, opts...)
+	}
+	eventually(t, "run of secrets-wide may list Secrets in its own namespace", func(ctx context.Context) (bool, string, error) {
+		err := listSecrets(ctx, client.InNamespace("sp-secrets-wide"))
+		return err == nil, fmt.Sprint(err), nil
+	})
+	checkForbidden(t, "run without opt-in: list Secrets in another namespace", listSecrets(t.Context(), client.InNamespace(operatorNamespace)), true)
+	checkForbidden(t, "run without opt-in: list Secrets in all namespaces", listSecrets(t.Context()), true)
+
+	setSecrets := func(v providerv1alpha1.SecretAccess) {
+		t.Helper()
+		cur := &providerv1alpha1.ServiceProvider{}
+		if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(sp), cur); err != nil {
+			t.Fatal(err)
+		}
+		cur.Spec.AccessPolicy = &providerv1alpha1.AccessPolicy{Secrets: v}
+		if err := k8s.Update(t.Context(), cur); err != nil {
+			t.Fatalf("set spec.accessPolicy.secrets=%q: %v", v, err)
+		}
+	}
+	setSecrets(providerv1alpha1.SecretAccessClusterWide)
+	eventually(t, "run of secrets-wide may list and watch Secrets in every namespace once opted in", func(ctx context.Context) (bool, string, error) {
+		if err := listSecrets(ctx, client.InNamespace(operatorNamespace)); err != nil {
+			return false, "list in the operator namespace: " + err.Error(), nil
+		}
+		if err := listSecrets(ctx); err != nil {
+			return false, "list in all namespaces: " + err.Error(), nil
+		}
+		w, err := watcher.Watch(ctx, &corev1.SecretList{})
+		if err != nil {
+			return false, "watch in all namespaces: " + err.Error(), nil
+		}
+		w.Stop()
+		return true, "", nil
+	})
+	checkForbidden(t, "run opted in: still no writes of Secrets elsewhere",
+		run.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: "planted"}}, client.DryRunAll), true)
+
+	setSecrets(providerv1alpha1.SecretAccessOwnNamespace)
+	eventually(t, "run of secrets-wide may no longer list Secrets in all namespaces after the opt-in is taken back", func(ctx context.Context) (bool, string, error) {
+		err := listSecrets(ctx)
+		return apierrors.IsForbidden(err), fmt.Sprint(err), nil
+	})
+
+	// An unknown value is refused by the API server, naming the field.
+	cur := &providerv1alpha1.ServiceProvider{}
+	if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(sp), cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.AccessPolicy = &providerv1alpha1.AccessPolicy{Secrets: "Everywhere"}
+	if err := k8s.Update(t.Context(), cur); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.accessPolicy.secrets") {
+		t.Errorf("spec.accessPolicy.secrets=Everywhere: got %v, want Invalid naming the field", err)
+	}
 }

@@ -92,7 +92,7 @@ func (d *Deployer) ensureCredentials(ctx context.Context, p *provider, role, nam
 		d:              d,
 		namespace:      namespace,
 		serviceAccount: serviceAccount,
-		tokenPath:      filepath.Join(p.dir, role+".token"),
+		tokenPath:      p.tokenPath(role),
 		kubeconfigPath: filepath.Join(p.dir, role+".kubeconfig"),
 		stop:           make(chan struct{}),
 		done:           make(chan struct{}),
@@ -107,10 +107,22 @@ func (d *Deployer) ensureCredentials(ctx context.Context, p *provider, role, nam
 	if err := writeFileAtomic(c.kubeconfigPath, kubeconfig); err != nil {
 		return "", fmt.Errorf("write kubeconfig: %w", err)
 	}
+	if len(d.caData) > 0 {
+		if err := writeFileAtomic(p.caPath(), d.caData); err != nil {
+			return "", fmt.Errorf("write platform CA: %w", err)
+		}
+	}
 	p.creds[role] = c
 	go c.refresh(context.WithoutCancel(ctx))
 	return c.kubeconfigPath, nil
 }
+
+// tokenPath is the token file of role, which ensureCredentials keeps fresh.
+func (p *provider) tokenPath(role string) string { return filepath.Join(p.dir, role+".token") }
+
+// caPath is the platform CA bundle (written with the first credentials), or
+// "" when the platform's REST config has none.
+func (p *provider) caPath() string { return filepath.Join(p.dir, "ca.crt") }
 
 // dropCredentials stops the refresher of role and deletes its files.
 func (p *provider) dropCredentials(role string) error {
@@ -241,4 +253,12 @@ func writeFileAtomic(path string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// caFileIf is caPath when the platform has a CA bundle (caData), else "".
+func (p *provider) caFileIf(caData []byte) string {
+	if len(caData) == 0 {
+		return ""
+	}
+	return p.caPath()
 }

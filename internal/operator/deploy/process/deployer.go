@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -82,6 +83,9 @@ type options struct {
 	inheritEnv     []string
 	onChange       func(kind, name string)
 	tokens         TokenSource
+	// namespaceFile finds out how to start processes in a mount namespace
+	// with the service-account namespace file (detectNamespaceFile).
+	namespaceFile func(context.Context) (*syscall.SysProcAttr, error)
 }
 
 // WithClock replaces the real clock, for tests.
@@ -141,6 +145,11 @@ type Deployer struct {
 	server  string
 	caData  []byte
 	spawner *spawner
+	// ports hands out the listen ports of run processes.
+	ports portPool
+	// nsOnce guards ns, found out on the first process start.
+	nsOnce sync.Once
+	ns     namespaceFileState
 
 	mu        sync.Mutex
 	closed    bool
@@ -174,6 +183,7 @@ func New(cfg Config, opts ...Option) (*Deployer, error) {
 		tokenTTL:       DefaultTokenTTL,
 		pollInterval:   DefaultPollInterval,
 		inheritEnv:     append([]string{}, DefaultInheritedEnv...),
+		namespaceFile:  detectNamespaceFile,
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -304,7 +314,7 @@ func (d *Deployer) Remove(ctx context.Context, w *deploy.Workload) (bool, error)
 // directory.
 func removeState(dir string) error {
 	var errs []error
-	for _, pattern := range []string{"*.token", "*.kubeconfig", "init-*.done"} {
+	for _, pattern := range []string{"*.token", "*.kubeconfig", "ca.crt", "init-*.done"} {
 		files, err := filepath.Glob(filepath.Join(dir, pattern))
 		if err != nil {
 			return err

@@ -2,6 +2,8 @@ package process_test
 
 import (
 	"context"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,6 +45,20 @@ func contractEnv(w *deploy.Workload, podName, serviceAccount, kubeconfig string)
 	return env
 }
 
+// withInCluster adds to env the address of the platform API server as
+// in-cluster clients read it, which processes get where the system allows
+// the service-account files (see checkNamespaceFile).
+func withInCluster(t *testing.T, d *process.Deployer, f *fixture, env map[string]string) map[string]string {
+	t.Helper()
+	if process.NamespaceFileError(d) != nil {
+		return env
+	}
+	u, err := url.Parse(f.platform.Config.Host)
+	must(t, err)
+	env[process.EnvServiceHost], env[process.EnvServicePort] = u.Hostname(), u.Port()
+	return env
+}
+
 func saUser(ns, sa string) string { return "system:serviceaccount:" + ns + ":" + sa }
 
 // TestInitThenRun runs the probe through init and run and checks that each
@@ -51,6 +67,7 @@ func saUser(ns, sa string) string { return "system:serviceaccount:" + ns + ":" +
 // Remove leaves no process and no credential behind.
 func TestInitThenRun(t *testing.T) {
 	f := newFixture(t)
+	_, hostFileErr := os.Stat(process.ServiceAccountNamespaceFile)
 	// A variable of the operator's environment that must not leak.
 	t.Setenv("MARKETPLANE_OPERATOR_SECRET", "do-not-pass")
 	d := f.deployer(process.WithReadyGrace(300 * time.Millisecond))
@@ -76,7 +93,7 @@ func TestInitThenRun(t *testing.T) {
 		t.Errorf("init args (-want +got):\n%s", diff)
 	}
 	initKubeconfig := filepath.Join(f.providerDir(), "init.kubeconfig")
-	if diff := cmp.Diff(contractEnv(w, "sp-probe-init", "sp-probe-init", initKubeconfig), in.Env); diff != "" {
+	if diff := cmp.Diff(withInCluster(t, d, f, contractEnv(w, "sp-probe-init", "sp-probe-init", initKubeconfig)), in.Env); diff != "" {
 		t.Errorf("init env (-want +got):\n%s", diff)
 	}
 	if in.AuthError != "" || in.Username != saUser(f.ns, "sp-probe-init") {
@@ -99,15 +116,22 @@ func TestInitThenRun(t *testing.T) {
 	if rs.Ready {
 		t.Errorf("first Run: Ready before the grace period passed: %+v", rs)
 	}
-	waitReady(t, d, w)
+	rs = waitReady(t, d, w)
 	runs := f.waitReports("sp-probe-0", 1)
 	run := runs[0]
-	wantArgs := []string{"run", "--environment=test", "--provider-name=probe", "--verbosity=INFO", "--leader-elect=false", "--metrics-bind-address=127.0.0.1:18090"}
+	metrics, probe := flagArg(run.Args, "--metrics-bind-address"), flagArg(run.Args, "--health-probe-bind-address")
+	wantArgs := []string{"run", "--environment=test", "--provider-name=probe", "--verbosity=INFO", "--leader-elect=false",
+		"--metrics-bind-address=" + metrics, "--health-probe-bind-address=" + probe}
 	if diff := cmp.Diff(wantArgs, run.Args); diff != "" {
 		t.Errorf("run args (-want +got):\n%s", diff)
 	}
+	checkListenAddresses(t, "run of sp-probe-0", metrics, probe)
+	if want := "sp-probe-0 listens on metrics " + metrics + ", health probe " + probe; !strings.Contains(rs.Message, want) {
+		t.Errorf("Ready message %q does not publish the ports: want it to contain %q", rs.Message, want)
+	}
+	checkNamespaceFile(t, d, f.ns, in, run)
 	runKubeconfig := filepath.Join(f.providerDir(), "run.kubeconfig")
-	if diff := cmp.Diff(contractEnv(w, "sp-probe-0", "sp-probe", runKubeconfig), run.Env); diff != "" {
+	if diff := cmp.Diff(withInCluster(t, d, f, contractEnv(w, "sp-probe-0", "sp-probe", runKubeconfig)), run.Env); diff != "" {
 		t.Errorf("run env (-want +got):\n%s", diff)
 	}
 	if run.AuthError != "" || run.Username != saUser(f.ns, "sp-probe") {
@@ -149,6 +173,60 @@ func TestInitThenRun(t *testing.T) {
 	}
 	if !exists(filepath.Join(f.providerDir(), "run-0.log")) {
 		t.Error("Remove deleted the logs; they should stay for debugging")
+	}
+	if _, err := os.Stat(process.ServiceAccountNamespaceFile); (err == nil) != (hostFileErr == nil) {
+		t.Errorf("%s on the host: exists before %v, after %v; the namespace file must only exist in the processes' mount namespaces",
+			process.ServiceAccountNamespaceFile, hostFileErr == nil, err == nil)
+	}
+}
+
+// flagArg returns the value of --name=value in args.
+func flagArg(args []string, name string) string {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// checkListenAddresses checks that addrs are distinct host:port addresses
+// on loopback with a real port.
+func checkListenAddresses(t *testing.T, what string, addrs ...string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, a := range addrs {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil || host != "127.0.0.1" || port == "0" {
+			t.Errorf("%s: listen address %q, want 127.0.0.1:<free port>", what, a)
+		}
+		if seen[a] {
+			t.Errorf("%s: listen address %s given twice", what, a)
+		}
+		seen[a] = true
+	}
+}
+
+// checkNamespaceFile checks that the processes that wrote reports found ns
+// in the service-account namespace file, or, where the system does not
+// allow it, that they did not and the deployer says why.
+func checkNamespaceFile(t *testing.T, d *process.Deployer, ns string, reports ...report) {
+	t.Helper()
+	if err := process.NamespaceFileError(d); err != nil {
+		t.Logf("this system cannot provide the namespace file: %v", err)
+		return
+	}
+	for _, r := range reports {
+		if r.NamespaceFile != ns {
+			t.Errorf("%s process %d: namespace file %q, want %q", r.Subcommand, r.PID, r.NamespaceFile, ns)
+		}
+		// The in-cluster configuration (what openMCP's libraries load
+		// without --kubeconfig) reaches the platform as the same user as
+		// the kubeconfig.
+		if r.InClusterUser != r.Username || r.InClusterError != "" {
+			t.Errorf("%s process %d: in-cluster configuration connects as %q (error %q), want the kubeconfig's user %q",
+				r.Subcommand, r.PID, r.InClusterUser, r.InClusterError, r.Username)
+		}
 	}
 }
 
@@ -261,18 +339,24 @@ func TestRunReplicasAndChanges(t *testing.T) {
 	waitReady(t, d, w)
 
 	var pids []int
-	for i, port := range []string{"127.0.0.1:18080", "127.0.0.1:18081"} {
+	var addrs []string
+	for i := range 2 {
 		pod := "sp-probe-" + string(rune('0'+i))
 		r := f.waitReports(pod, 1)[0]
 		if r.Env["POD_NAME"] != pod {
 			t.Errorf("replica %d: POD_NAME %q, want %q", i, r.Env["POD_NAME"], pod)
 		}
-		want := append(append([]string{"run"}, contractArgs...), "--leader-elect=true", "--metrics-bind-address="+port)
+		metrics, probe := flagArg(r.Args, "--metrics-bind-address"), flagArg(r.Args, "--health-probe-bind-address")
+		want := append(append([]string{"run"}, contractArgs...), "--leader-elect=true", "--metrics-bind-address="+metrics, "--health-probe-bind-address="+probe)
 		if diff := cmp.Diff(want, r.Args); diff != "" {
 			t.Errorf("replica %d args (-want +got):\n%s", i, diff)
 		}
+		addrs = append(addrs, metrics, probe)
 		pids = append(pids, r.PID)
 	}
+	// Replicas share the loopback interface: every endpoint of every
+	// replica needs its own port.
+	checkListenAddresses(t, "two replicas", addrs...)
 
 	// Generation 2 before its init succeeded: Run must not touch anything.
 	w2 := *w

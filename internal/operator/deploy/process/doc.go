@@ -26,7 +26,8 @@
 //
 // What has no local meaning is ignored: image pull secrets, extra volumes
 // and mounts, topology spread constraints and labels. There is no metrics
-// Service either (RunStatus.MetricsService stays nil).
+// Service either (RunStatus.MetricsService stays nil); the metrics address
+// is in the run status message instead (see Listen addresses).
 //
 // # Init and run
 //
@@ -39,7 +40,7 @@
 // each has stayed up for the ready grace period (WithReadyGrace). Any
 // change of the spec (generation, binary, command, arguments, env,
 // replicas, service account, metrics) stops the old processes and starts
-// new ones once the old have exited.
+// new ones once the old have exited. A restarted process gets new ports.
 //
 // # Environment
 //
@@ -69,21 +70,67 @@
 // credentials are deleted as soon as init exits; the run credentials when
 // the provider is removed or the deployer closed.
 //
-// # Metrics
+// # Listen addresses
 //
-// Replicas share the loopback address, so replica i listens for metrics on
-// port Metrics.Port+i: the deployer rewrites the port of the
-// --metrics-bind-address=<host>:<port> run argument per replica, and an
-// empty or unspecified host (":8080") to 127.0.0.1: a local process is not
-// scraped from other hosts, so it does not listen on their interfaces. With
-// metrics off it passes --metrics-bind-address=0. Providers that all keep
-// the default port clash with each other locally; give each provider its
-// own spec.metrics.port (or disable metrics) in a landscape that runs
-// several.
+// In a cluster each pod has its own network namespace; local processes
+// share the loopback interface. So every run process gets free loopback
+// ports of its own, chosen at each start, for the bind-address flags of
+// the kubebuilder layout that openMCP providers and pkg/providerapp use:
+// --metrics-bind-address (the contract passes it when metrics are on;
+// with metrics off the deployer passes --metrics-bind-address=0),
+// --health-probe-bind-address (added unless the command line sets it, as
+// kubebuilder providers listen on :8081 by default) and
+// --pprof-bind-address (only rewritten when the spec's runCommand passes
+// it: it is off by default, and a binary that does not define a flag exits
+// with "unknown flag"). Any host:port value becomes 127.0.0.1:<free port>
+// (spec.metrics.port is the container port of a pod and has no meaning
+// locally); values that are not host:port, such as "0", stay. The
+// addresses are published in the run status message ("sp-x-0 listens on
+// metrics 127.0.0.1:41234, health probe 127.0.0.1:41235"), which becomes
+// the Ready condition's message, in the deployer's log line per started
+// process and in the header line of run-<i>.log.
+//
+// # Service-account namespace file
+//
+// controller-runtime's leader election, without LeaderElectionNamespace,
+// reads ServiceAccountNamespaceFile, which exists only in pods; an
+// unmodified provider with runReplicas > 1 (--leader-elect=true) fails
+// without it. On Linux the deployer therefore starts every process
+// through a helper: its own executable (/proc/self/exe, with the marker
+// variable nsHelperEnv, handled by this package's init function) in a new
+// mount namespace, and in a user namespace too when the operator is not
+// root. The helper makes all mounts private, so nothing reaches the host,
+// puts a tmpfs with the file (the provider's namespace) at
+// /var/run/secrets/kubernetes.io/serviceaccount, removes the marker and
+// executes the provider in its place. In a user namespace the operator's
+// user is mapped to root (the only way the helper may mount after its own
+// execve); the helper empties its capability bounding set first, so the
+// provider sees itself as uid 0 but has no privilege, and is the
+// operator's user on the host. The provider keeps the process, arguments,
+// environment, process group and parent-death signal of the helper. When
+// that directory does not exist, its deepest existing parent (normally
+// /run) is covered by a tmpfs that mirrors it with bind mounts of every
+// entry, so the provider still sees what /run held when it started (not
+// entries created on the host later). Next to the file the helper links
+// token and ca.crt to the process's token file and the platform CA in the
+// provider's directory, and the deployer sets KUBERNETES_SERVICE_HOST and
+// KUBERNETES_SERVICE_PORT to the platform API server (unless spec.env sets
+// them), so that client-go's in-cluster configuration works as in a pod:
+// providers built on openMCP's libraries load it when no --kubeconfig is
+// given and ignore KUBECONFIG. The token is the same one the kubeconfig
+// names, refreshed by rename, which the link follows.
+//
+// Whether this works is found out once per Deployer, by running the helper
+// in check mode. Where it does not (not Linux, or no right to create the
+// namespaces, as in some CI containers), processes start without the file,
+// the deployer logs why once, each run log's header says so, and so does
+// every run status message ("no /var/run/secrets/.../namespace for leader
+// election: ..."). WithoutNamespaceFile turns the helper off.
 //
 // # Lifetime
 //
-// Processes run in their own process group; stopping one sends SIGTERM to
+// Processes run in their own process group (the helper of the namespace
+// file keeps it, as it becomes the provider); stopping one sends SIGTERM to
 // the group and SIGKILL after the stop timeout (WithStopTimeout). On Linux
 // every process is started with Pdeathsig SIGKILL, so it dies with the
 // operator even when the operator crashes. Pdeathsig fires when the thread

@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
@@ -34,9 +34,6 @@ const (
 // DefaultInheritedEnv are the variables of the operator's environment a
 // provider process gets. WithInheritedEnv adds more.
 var DefaultInheritedEnv = []string{"PATH", "HOME", "TMPDIR"}
-
-// metricsFlag is the run argument whose port is rewritten per replica.
-const metricsFlag = "--metrics-bind-address"
 
 // validateWorkload returns the problem with w that the process deployer
 // cannot run, in words for the provider's condition.
@@ -90,40 +87,60 @@ func initArgs(w *deploy.Workload) []string {
 	return slices.Concat(w.InitCommand, w.Args)
 }
 
-// runArgs are the arguments of run replica i: the run command, the
-// contract arguments and the run arguments, with the metrics port moved to
-// Metrics.Port+i so that replicas on one host do not clash. A local process
-// serves metrics on loopback only: an empty or unspecified host (":8080",
-// "0.0.0.0:8080") becomes 127.0.0.1, since nothing outside the host is
-// meant to scrape it and no Service stands in front of it. With metrics
-// off, --metrics-bind-address=0 is added: the provider's default port
-// would otherwise be shared by every local provider.
-func runArgs(w *deploy.Workload, i int) []string {
-	runOnly := slices.Clone(w.RunArgs)
-	if !w.Metrics.Enabled {
-		if !slices.ContainsFunc(runOnly, func(a string) bool { return strings.HasPrefix(a, metricsFlag+"=") }) {
-			runOnly = append(runOnly, metricsFlag+"=0")
-		}
-		return slices.Concat(w.RunCommand, w.Args, runOnly)
+// runArgs are the arguments of the run processes before their listen
+// addresses are assigned (assignListenAddresses, at each start): the run
+// command, the contract arguments and the run arguments. With metrics off,
+// --metrics-bind-address=0 is added, as the provider's default port would
+// otherwise be shared by every local provider; unless the command line
+// sets --health-probe-bind-address, it is added with a placeholder address
+// that gets a free port, since kubebuilder providers listen on :8081 by
+// default.
+func runArgs(w *deploy.Workload) []string {
+	args := slices.Concat(w.RunCommand, w.Args, w.RunArgs)
+	if !w.Metrics.Enabled && !hasFlag(args, metricsFlag) {
+		args = append(args, metricsFlag+"=0")
 	}
-	for j, a := range runOnly {
-		addr, ok := strings.CutPrefix(a, metricsFlag+"=")
-		if !ok {
-			continue
-		}
-		host, _, err := net.SplitHostPort(addr)
-		if err != nil {
-			continue // not host:port (e.g. "0" to disable): leave it
-		}
-		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-			host = "127.0.0.1"
-		}
-		runOnly[j] = metricsFlag + "=" + net.JoinHostPort(host, strconv.Itoa(int(w.Metrics.Port)+i))
+	if !hasFlag(args, healthProbeFlag) {
+		args = append(args, healthProbeFlag+"="+net.JoinHostPort(loopbackHost, "0"))
 	}
-	return slices.Concat(w.RunCommand, w.Args, runOnly)
+	return args
 }
 
 // runPodName is POD_NAME of run replica i.
+// Environment of in-cluster clients: client-go's rest.InClusterConfig reads
+// the API server's address from these, the token and CA from the files
+// next to the service-account namespace file.
+const (
+	EnvServiceHost = "KUBERNETES_SERVICE_HOST"
+	EnvServicePort = "KUBERNETES_SERVICE_PORT"
+)
+
+// inClusterEnv adds the platform API server's address as
+// KUBERNETES_SERVICE_HOST and _PORT to env, for a process that gets the
+// service-account files (token, ca.crt, namespace) in its mount namespace:
+// providers built on openMCP's libraries (controller-utils' clusters) load
+// the in-cluster configuration when no --kubeconfig is given, as in a pod.
+// Variables spec.env set already are kept.
+func (d *Deployer) inClusterEnv(env []string, c command) []string {
+	if c.tokenFile == "" {
+		return env
+	}
+	u, err := url.Parse(d.server)
+	if err != nil || u.Scheme != "https" || u.Hostname() == "" {
+		return env // in-cluster clients speak HTTPS only
+	}
+	port := u.Port()
+	if port == "" {
+		port = "443"
+	}
+	for _, kv := range [][2]string{{EnvServiceHost, u.Hostname()}, {EnvServicePort, port}} {
+		if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, kv[0]+"=") }) {
+			env = append(env, kv[0]+"="+kv[1])
+		}
+	}
+	return env
+}
+
 func runPodName(w *deploy.Workload, i int) string {
 	return fmt.Sprintf("%s-%d", w.RunName, i)
 }

@@ -165,13 +165,16 @@ func (d *Deployer) startInit(ctx context.Context, p *provider, w *deploy.Workloa
 	args := initArgs(w)
 	a := &initAttempt{uid: w.Owner.UID, generation: w.Generation, attempt: n, binary: binary}
 	p.init = a
-	proc, err := d.startProcess(command{
-		binary:  binary,
-		args:    args,
-		env:     d.environment(w, w.InitName, w.InitServiceAccount, kubeconfig),
-		dir:     p.dir,
-		logPath: filepath.Join(p.dir, roleInit+".log"),
-		header:  fmt.Sprintf("init generation %d attempt %d: %s %s", w.Generation, n, binary, strings.Join(args, " ")),
+	proc, err := d.startProcess(logr.NewContext(ctx, log), command{
+		binary:    binary,
+		args:      args,
+		env:       d.environment(w, w.InitName, w.InitServiceAccount, kubeconfig),
+		dir:       p.dir,
+		logPath:   filepath.Join(p.dir, roleInit+".log"),
+		header:    fmt.Sprintf("init generation %d attempt %d: %s %s", w.Generation, n, binary, strings.Join(args, " ")),
+		namespace: w.Namespace,
+		tokenFile: p.tokenPath(roleInit),
+		caFile:    p.caFileIf(d.caData),
 	})
 	if err != nil {
 		a.finished, a.finishedAt = true, d.clock.Now()

@@ -1,6 +1,7 @@
 package process
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -81,6 +82,13 @@ type command struct {
 	// header line.
 	logPath string
 	header  string
+	// namespace goes into the service-account namespace file of the
+	// process's mount namespace (see nsfile.go).
+	namespace string
+	// tokenFile and caFile are linked as the service account's token and
+	// ca.crt next to it, for providers that use the in-cluster
+	// configuration (see nsfile.go).
+	tokenFile, caFile string
 }
 
 // process is a started process.
@@ -96,14 +104,20 @@ type process struct {
 	state *os.ProcessState
 }
 
-// startProcess starts c, output appended to its log.
-func (d *Deployer) startProcess(c command) (*process, error) {
+// startProcess starts c, output appended to its log, in a private mount
+// namespace with the service-account namespace file when the system allows
+// it.
+func (d *Deployer) startProcess(ctx context.Context, c command) (*process, error) {
+	ns, nsErr := d.namespaceFile(ctx)
 	f, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open log: %w", err)
 	}
 	defer f.Close() // the child has its own descriptor
 	fmt.Fprintf(f, "--- %s %s\n", d.clock.Now().UTC().Format(time.RFC3339), c.header)
+	if nsErr != nil {
+		fmt.Fprintf(f, "--- started without the service-account namespace file: %v\n", nsErr)
+	}
 	info, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("stat log: %w", err)
@@ -112,6 +126,13 @@ func (d *Deployer) startProcess(c command) (*process, error) {
 	cmd.Env, cmd.Dir = c.env, c.dir
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = sysProcAttr()
+	if ns != nil {
+		cmd.Env = d.inClusterEnv(cmd.Env, c)
+		if err := wrapWithNamespaceFile(cmd, nsHelperSpec{Namespace: c.namespace, Token: c.tokenFile, CA: c.caFile}, ns); err != nil {
+			fmt.Fprintf(f, "--- start failed: %v\n", err)
+			return nil, fmt.Errorf("start %s: %w", c.binary, err)
+		}
+	}
 	if err := d.spawner.start(cmd); err != nil {
 		fmt.Fprintf(f, "--- start failed: %v\n", err)
 		return nil, fmt.Errorf("start %s: %w", c.binary, err)

@@ -45,6 +45,8 @@ type replica struct {
 	mu        sync.Mutex
 	running   bool
 	startedAt time.Time
+	// endpoints are where the running process listens.
+	endpoints []endpoint
 	// restarts counts restarts since the set started; lastExit says how
 	// the previous process ended and nextStart when the next one starts.
 	restarts  int32
@@ -87,6 +89,8 @@ func (d *Deployer) Run(ctx context.Context, w *deploy.Workload) (deploy.RunStatu
 	if !p.initSucceeded(w) {
 		return deploy.RunStatus{Message: fmt.Sprintf("init has not succeeded for generation %d", w.Generation)}, nil
 	}
+	// Found out before the first start, so that the first status says it.
+	_, nsErr := d.namespaceFile(ctx)
 	if key := runSpecKey(w, binary); p.run == nil || p.run.key != key {
 		kubeconfig, err := d.ensureCredentials(ctx, p, roleRun, w.Namespace, w.RunServiceAccount)
 		if err != nil {
@@ -102,25 +106,28 @@ func (d *Deployer) Run(ctx context.Context, w *deploy.Workload) (deploy.RunStatu
 		p.run = d.startRunSet(ctx, p, w, binary, key, kubeconfig, after)
 	}
 	p.pruneRetired()
-	return p.runStatus(d.clock.Now(), d.opts.readyGrace), nil
+	return p.runStatus(d.clock.Now(), d.opts.readyGrace, nsErr), nil
 }
 
 // startRunSet starts supervising the run processes of w, once after is
 // closed (the previous set has stopped). The caller holds p.mu.
 func (d *Deployer) startRunSet(ctx context.Context, p *provider, w *deploy.Workload, binary, key, kubeconfig string, after <-chan struct{}) *runSet {
 	s := &runSet{key: key, stop: make(chan struct{}), done: make(chan struct{})}
+	args := runArgs(w)
 	for i := range int(w.Replicas) {
 		podName := runPodName(w, i)
-		args := runArgs(w, i)
 		s.replicas = append(s.replicas, &replica{
 			podName: podName,
 			cmd: command{
-				binary:  binary,
-				args:    args,
-				env:     d.environment(w, podName, w.RunServiceAccount, kubeconfig),
-				dir:     p.dir,
-				logPath: filepath.Join(p.dir, fmt.Sprintf("%s-%d.log", roleRun, i)),
-				header:  fmt.Sprintf("run generation %d %s: %s %s", w.Generation, podName, binary, strings.Join(args, " ")),
+				binary:    binary,
+				args:      args,
+				env:       d.environment(w, podName, w.RunServiceAccount, kubeconfig),
+				dir:       p.dir,
+				logPath:   filepath.Join(p.dir, fmt.Sprintf("%s-%d.log", roleRun, i)),
+				header:    fmt.Sprintf("run generation %d %s", w.Generation, podName),
+				namespace: w.Namespace,
+				tokenFile: p.tokenPath(roleRun),
+				caFile:    p.caFileIf(d.caData),
 			},
 		})
 	}
@@ -138,6 +145,25 @@ func (d *Deployer) startRunSet(ctx context.Context, p *provider, w *deploy.Workl
 	return s
 }
 
+// start starts a process of replica r with free ports for its listen
+// flags, and returns it with the endpoints it was told to listen on; the
+// caller releases them once the process has exited.
+func (d *Deployer) start(ctx context.Context, r *replica) (*process, []endpoint, error) {
+	args, eps, err := assignListenAddresses(r.cmd.args, d.ports.get)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := r.cmd
+	c.args = args
+	c.header = fmt.Sprintf("%s: %s %s", r.cmd.header, c.binary, strings.Join(args, " "))
+	proc, err := d.startProcess(ctx, c)
+	if err != nil {
+		d.ports.release(eps)
+		return nil, nil, err
+	}
+	return proc, eps, nil
+}
+
 // supervise keeps replica r running until s is stopped, restarting it with
 // backoff when it exits.
 func (d *Deployer) supervise(ctx context.Context, p *provider, s *runSet, r *replica, after <-chan struct{}) {
@@ -151,18 +177,22 @@ func (d *Deployer) supervise(ctx context.Context, p *provider, s *runSet, r *rep
 	}
 	var failures int32 // consecutive
 	for {
-		proc, err := d.startProcess(r.cmd)
+		proc, eps, err := d.start(ctx, r)
 		if err != nil {
 			log.Error(err, "Starting a run process failed")
 			r.mu.Lock()
 			r.lastExit = "could not start: " + err.Error()
 			r.mu.Unlock()
 		} else {
-			log.V(1).Info("Started a run process", "pid", proc.pid)
+			// Info, not V(1): the ports are free ones, and this is where
+			// a developer finds them besides the provider's status.
+			log.Info("Started a run process", "pid", proc.pid, "listen", describeEndpoints(eps))
 			r.mu.Lock()
-			r.running, r.startedAt = true, proc.started
+			r.running, r.startedAt, r.endpoints = true, proc.started, eps
 			r.mu.Unlock()
-			if stopped := d.watch(p, s, r, proc); stopped {
+			stopped := d.watch(p, s, r, proc)
+			d.ports.release(eps)
+			if stopped {
 				return
 			}
 			log.Info("A run process ended; restarting it", "exit", proc.describeExit())
@@ -214,15 +244,22 @@ func (d *Deployer) watch(p *provider, s *runSet, r *replica, proc *process) (sto
 	}
 }
 
-// runStatus summarises the current run set. The caller holds p.mu.
-func (p *provider) runStatus(now time.Time, grace time.Duration) deploy.RunStatus {
+// runStatus summarises the current run set: how many processes are ready,
+// why the others are not, where the running ones listen (their ports are
+// free ones, so this is where users find them) and, with nsErr, that
+// processes start without the service-account namespace file. The caller
+// holds p.mu.
+func (p *provider) runStatus(now time.Time, grace time.Duration, nsErr error) deploy.RunStatus {
 	if len(p.retired) > 0 {
 		return deploy.RunStatus{Message: "stopping the run processes of the previous spec"}
 	}
 	ready := 0
-	var problems []string
+	var problems, listen []string
 	for _, r := range p.run.replicas {
 		r.mu.Lock()
+		if r.running && len(r.endpoints) > 0 {
+			listen = append(listen, r.podName+" listens on "+describeEndpoints(r.endpoints))
+		}
 		switch {
 		case r.running && now.Sub(r.startedAt) >= grace:
 			ready++
@@ -233,15 +270,23 @@ func (p *provider) runStatus(now time.Time, grace time.Duration) deploy.RunStatu
 		r.mu.Unlock()
 	}
 	n := len(p.run.replicas)
+	var msg string
 	if ready == n {
-		return deploy.RunStatus{Ready: true, Message: fmt.Sprintf("%d/%d run processes up", ready, n)}
-	}
-	msg := fmt.Sprintf("%d/%d run processes ready", ready, n)
-	if len(problems) > 0 {
-		msg += ": " + problems[0]
-		if len(problems) > 1 {
-			msg += fmt.Sprintf(" (and %d more)", len(problems)-1)
+		msg = fmt.Sprintf("%d/%d run processes up", ready, n)
+	} else {
+		msg = fmt.Sprintf("%d/%d run processes ready", ready, n)
+		if len(problems) > 0 {
+			msg += ": " + problems[0]
+			if len(problems) > 1 {
+				msg += fmt.Sprintf(" (and %d more)", len(problems)-1)
+			}
 		}
 	}
-	return deploy.RunStatus{Message: msg}
+	for _, l := range listen {
+		msg += "; " + l
+	}
+	if nsErr != nil {
+		msg += "; " + nsErr.Error()
+	}
+	return deploy.RunStatus{Ready: ready == n, Message: msg}
 }

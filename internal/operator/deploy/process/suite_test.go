@@ -171,6 +171,13 @@ type report struct {
 	PID        int               `json:"pid"`
 	Username   string            `json:"username"`
 	AuthError  string            `json:"authError"`
+	// NamespaceFile is the content of the service-account namespace file
+	// or "error: ...".
+	NamespaceFile string `json:"namespaceFile"`
+	// InClusterUser is the user of the in-cluster configuration, or the
+	// reason it failed in InClusterError.
+	InClusterUser  string `json:"inClusterUser"`
+	InClusterError string `json:"inClusterError"`
 }
 
 // reports returns what processes named podName reported, oldest first.

@@ -1,8 +1,9 @@
 // Command contractprobe stands in for a provider binary in the process
 // deployer's tests. For its init and run subcommands it writes what it
 // received (arguments, environment, the identity its kubeconfig
-// authenticates as) to $PROBE_OUT/<POD_NAME>.<pid>.json; run then stays up
-// until SIGTERM or SIGINT.
+// authenticates as, the service-account namespace file) to
+// $PROBE_OUT/<POD_NAME>.<pid>.json; run then stays up until SIGTERM or
+// SIGINT. It accepts any flag.
 //
 // Environment variables make it misbehave:
 //
@@ -27,6 +28,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -41,7 +43,20 @@ type Report struct {
 	// (SelfSubjectReview); AuthError says why that failed.
 	Username  string `json:"username,omitempty"`
 	AuthError string `json:"authError,omitempty"`
+	// NamespaceFile is the content of the service-account namespace file
+	// that controller-runtime reads outside a pod, or "error: ..." when
+	// it cannot be read.
+	NamespaceFile string `json:"namespaceFile"`
+	// InClusterUser is who the API server says the user of client-go's
+	// in-cluster configuration is, as a provider without --kubeconfig
+	// would connect; InClusterError says why that failed.
+	InClusterUser  string `json:"inClusterUser,omitempty"`
+	InClusterError string `json:"inClusterError,omitempty"`
 }
+
+// namespaceFile is where controller-runtime looks for the namespace of
+// leader election when none is configured.
+const namespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -63,7 +78,13 @@ func main() {
 		k, v, _ := strings.Cut(kv, "=")
 		r.Env[k] = v
 	}
-	r.Username, r.AuthError = whoami()
+	r.Username, r.AuthError = whoami(clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG")))
+	r.InClusterUser, r.InClusterError = whoami(rest.InClusterConfig())
+	if ns, err := os.ReadFile(namespaceFile); err != nil {
+		r.NamespaceFile = "error: " + err.Error()
+	} else {
+		r.NamespaceFile = string(ns)
+	}
 	if err := write(r); err != nil {
 		fmt.Fprintln(os.Stderr, "probe:", err)
 		os.Exit(70)
@@ -101,9 +122,8 @@ func failWhile() bool {
 	return err == nil
 }
 
-// whoami asks the API server who the kubeconfig's user is.
-func whoami() (string, string) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
+// whoami asks the API server who the user of cfg is.
+func whoami(cfg *rest.Config, err error) (string, string) {
 	if err != nil {
 		return "", err.Error()
 	}

@@ -1,7 +1,8 @@
-package access
+package clusters
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
-	"github.com/marketplane/marketplane/internal/operator/clusters"
 )
 
 // TestOnboardingClientReused checks that the policy's onboarding client is
@@ -30,14 +30,14 @@ func TestOnboardingClientReused(t *testing.T) {
 			"users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n")
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "onboarding-kubeconfig", Namespace: "ms"},
-		Data: map[string][]byte{clusters.KubeconfigSecretKey: kubeconfig("https://127.0.0.1:1")}}
+		Data: map[string][]byte{KubeconfigSecretKey: kubeconfig("https://127.0.0.1:1")}}
 	cluster := &clustersv1alpha1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "onboarding", Namespace: "ms",
-			Annotations: map[string]string{clusters.KubeconfigSecretAnnotation: secret.Name}},
+			Annotations: map[string]string{KubeconfigSecretAnnotation: secret.Name}},
 		Spec: clustersv1alpha1.ClusterSpec{Purposes: []string{clustersv1alpha1.PurposeOnboarding}},
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(secret, cluster).Build()
-	source := onboardingFromClusters(c)
+	source := OnboardingFromClusters(c, time.Second)
 
 	get := func() client.Reader {
 		t.Helper()
@@ -51,7 +51,7 @@ func TestOnboardingClientReused(t *testing.T) {
 	if again := get(); again != first {
 		t.Error("a second check with the same kubeconfig made a new client")
 	}
-	secret.Data[clusters.KubeconfigSecretKey] = kubeconfig("https://127.0.0.1:2")
+	secret.Data[KubeconfigSecretKey] = kubeconfig("https://127.0.0.1:2")
 	if err := c.Update(t.Context(), secret); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,71 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	crdutil "github.com/openmcp-project/controller-utils/pkg/crds"
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
+	"github.com/openmcp-project/openmcp-operator/lib/clusteraccess"
+	libutils "github.com/openmcp-project/openmcp-operator/lib/utils"
+
+	"github.com/marketplane/marketplane/test/openmcp-compat/api/crds"
+	"github.com/marketplane/marketplane/test/openmcp-compat/api/v1alpha1"
+)
+
+// crdNames are the provider's own CRDs. Updating a CRD needs its name in the
+// request: the access policy grants update by name only.
+var crdNames = []string{"echoes." + v1alpha1.GroupVersion.Group, "providerconfigs." + v1alpha1.GroupVersion.Group}
+
+func newInitCommand(s *shared) *cobra.Command {
+	return &cobra.Command{
+		Use:   "init",
+		Short: "Install the CRDs and register the service kinds",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := s.complete(platformScheme()); err != nil {
+				return err
+			}
+			return runInit(cmd.Context(), s)
+		},
+	}
+}
+
+// runInit asks for onboarding access that lets it install CRDs, installs
+// every CRD on the cluster its openmcp.cloud/cluster label names, and
+// registers Echo in the ServiceProvider's status.resources.
+func runInit(ctx context.Context, s *shared) error {
+	manager := clusteraccess.NewClusterAccessManager(s.platform.Client(), s.providerName, s.namespace).
+		WithLogger(&s.log).
+		WithInterval(time.Second).
+		WithTimeout(5 * time.Minute)
+	onboarding, err := manager.CreateAndWaitForCluster(ctx, clustersv1alpha1.PURPOSE_ONBOARDING+"-init", clustersv1alpha1.PURPOSE_ONBOARDING,
+		onboardingScheme(), []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{apiextensionsv1.GroupName}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list", "watch", "create"}},
+			{APIGroups: []string{apiextensionsv1.GroupName}, Resources: []string{"customresourcedefinitions"}, ResourceNames: crdNames, Verbs: []string{"update", "patch"}},
+		}}})
+	if err != nil {
+		return fmt.Errorf("onboarding cluster access: %w", err)
+	}
+	list := func() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+		return crdutil.CRDsFromFileSystem(crds.CRDs, "manifests")
+	}
+	crdManager := crdutil.NewCRDManager(openmcpconst.ClusterLabel, list)
+	crdManager.AddCRDLabelToClusterMapping(clustersv1alpha1.PURPOSE_PLATFORM, s.platform)
+	crdManager.AddCRDLabelToClusterMapping(clustersv1alpha1.PURPOSE_ONBOARDING, onboarding)
+	if err := crdManager.CreateOrUpdateCRDs(ctx, &s.log); err != nil {
+		return fmt.Errorf("install CRDs: %w", err)
+	}
+	echo := metav1.GroupVersionKind{Group: v1alpha1.GroupVersion.Group, Version: v1alpha1.GroupVersion.Version, Kind: "Echo"}
+	if err := libutils.RegisterGVKsAtServiceProvider(ctx, s.platform.Client(), s.providerName, echo); err != nil {
+		return fmt.Errorf("register service kinds: %w", err)
+	}
+	s.log.Info("init done")
+	return nil
+}
