@@ -30,8 +30,8 @@ func TestLandscapeUpRejectsBadFlags(t *testing.T) {
 		args    []string
 		wantErr string
 	}{
-		"image map without a binary":    {args: []string{"--image-map", "ghcr.io/acme/p:v1"}, wantErr: "want IMAGE=BINARY"},
-		"image map to a missing binary": {args: []string{"--image-map", "ghcr.io/acme/p:v1=" + filepath.Join(dir, "nope")}, wantErr: "no such file"},
+		"image map without a binary":    {args: []string{"--image-map", "registry.invalid/acme/p:v1"}, wantErr: "want IMAGE=BINARY"},
+		"image map to a missing binary": {args: []string{"--image-map", "registry.invalid/acme/p:v1=" + filepath.Join(dir, "nope")}, wantErr: "no such file"},
 		"missing image map file":        {args: []string{"--image-map-file", filepath.Join(dir, "nope.yaml")}, wantErr: "read image map"},
 		"missing manifest":              {args: []string{"--manifest", filepath.Join(dir, "nope.yaml")}, wantErr: "read manifest"},
 		"manifest that is not YAML":     {args: []string{"--manifest", badYAML}, wantErr: "bad.yaml"},

@@ -18,7 +18,7 @@ import (
 func ParseImageMapping(s string) (process.ImageMapping, error) {
 	image, binary, ok := strings.Cut(s, "=")
 	if !ok || image == "" || binary == "" {
-		return process.ImageMapping{}, fmt.Errorf("--image-map %q: want IMAGE=BINARY, e.g. ghcr.io/acme/my-provider:v1=./bin/my-provider", s)
+		return process.ImageMapping{}, fmt.Errorf("--image-map %q: want IMAGE=BINARY, e.g. registry.invalid/acme/my-provider:v1=./bin/my-provider", s)
 	}
 	abs, err := filepath.Abs(binary)
 	if err != nil {

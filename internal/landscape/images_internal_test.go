@@ -27,7 +27,7 @@ func TestRecordedUserImages(t *testing.T) {
 	if got := recordedUserImages(path); got != nil {
 		t.Errorf("recordedUserImages without a file = %v; want none", got)
 	}
-	user := []process.ImageMapping{{Image: "ghcr.io/acme/p:v1", Binary: "/opt/p"}}
+	user := []process.ImageMapping{{Image: "registry.invalid/acme/p:v1", Binary: "/opt/p"}}
 	if err := WriteImageMap(path, binDir, user); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -60,13 +61,13 @@ func fakeProvider(addr string, args []string) int {
 // the provider Ready, on ports of their own; then both go down cleanly.
 func TestTwoLandscapes(t *testing.T) {
 	requireBinaries(t)
-	binDir, err := controlplane.BinDir("")
-	must(t, err)
-	sample := filepath.Join(binDir, "sample")
-	if _, err := os.Stat(sample); err != nil {
-		t.Fatalf("the sample provider binary: %v (run 'make build')", err)
+	// Built here, not taken from bin/: `make test` builds only the API
+	// servers there, and a user's provider is a binary of its own anyway.
+	sample := filepath.Join(t.TempDir(), "sample-provider")
+	if out, err := exec.Command("go", "build", "-o", sample, "github.com/marketplane/marketplane/providers/sample/cmd/sample").CombinedOutput(); err != nil {
+		t.Fatalf("build the sample provider: %v\n%s", err, out)
 	}
-	const image = "registry.example.com/acme/sample-provider:v1.2.3"
+	const image = "registry.invalid/acme/sample-provider:v1.2.3"
 	manifest := filepath.Join(t.TempDir(), "sample.yaml")
 	must(t, os.WriteFile(manifest, []byte(`apiVersion: openmcp.cloud/v1alpha1
 kind: ServiceProvider
@@ -159,7 +160,7 @@ func TestProviderCannotBind(t *testing.T) {
 	defer held.Close()
 	exe, err := os.Executable()
 	must(t, err)
-	const image = "ghcr.io/example/busy-provider:v0.1.0"
+	const image = "registry.invalid/example/busy-provider:v0.1.0"
 	manifest := filepath.Join(t.TempDir(), "busy.yaml")
 	must(t, os.WriteFile(manifest, []byte(`apiVersion: openmcp.cloud/v1alpha1
 kind: ServiceProvider
@@ -223,7 +224,7 @@ func TestUserImages(t *testing.T) {
 	plain := filepath.Join(dir, "not-executable")
 	must(t, os.WriteFile(plain, []byte("x"), 0o644))
 	file := filepath.Join(dir, "images.yaml")
-	must(t, os.WriteFile(file, []byte("images:\n- image: ghcr.io/acme/other:*\n  binary: my-provider\n"), 0o600))
+	must(t, os.WriteFile(file, []byte("images:\n- image: registry.invalid/acme/other:*\n  binary: my-provider\n"), 0o600))
 
 	cases := map[string]struct {
 		maps, files []string
@@ -231,16 +232,16 @@ func TestUserImages(t *testing.T) {
 		wantErr     string
 	}{
 		"flag and file": {
-			maps:  []string{"registry.example.com:5000/acme/p:v1=" + bin},
+			maps:  []string{"registry.invalid:5000/acme/p:v1=" + bin},
 			files: []string{file},
-			want:  map[string]string{"registry.example.com:5000/acme/p:v1": bin, "ghcr.io/acme/other:*": bin},
+			want:  map[string]string{"registry.invalid:5000/acme/p:v1": bin, "registry.invalid/acme/other:*": bin},
 		},
-		"no equals sign":      {maps: []string{"ghcr.io/acme/p:v1"}, wantErr: "want IMAGE=BINARY"},
-		"empty binary":        {maps: []string{"ghcr.io/acme/p:v1="}, wantErr: "want IMAGE=BINARY"},
-		"missing binary":      {maps: []string{"ghcr.io/acme/p:v1=" + filepath.Join(dir, "nope")}, wantErr: "no such file"},
-		"not executable":      {maps: []string{"ghcr.io/acme/p:v1=" + plain}, wantErr: "not an executable file"},
-		"mapped twice":        {maps: []string{"ghcr.io/acme/other:*=" + bin}, files: []string{file}, wantErr: "mapped twice"},
-		"wildcard in repo":    {maps: []string{"ghcr.io/*/p:v1=" + bin}, wantErr: "wildcard"},
+		"no equals sign":      {maps: []string{"registry.invalid/acme/p:v1"}, wantErr: "want IMAGE=BINARY"},
+		"empty binary":        {maps: []string{"registry.invalid/acme/p:v1="}, wantErr: "want IMAGE=BINARY"},
+		"missing binary":      {maps: []string{"registry.invalid/acme/p:v1=" + filepath.Join(dir, "nope")}, wantErr: "no such file"},
+		"not executable":      {maps: []string{"registry.invalid/acme/p:v1=" + plain}, wantErr: "not an executable file"},
+		"mapped twice":        {maps: []string{"registry.invalid/acme/other:*=" + bin}, files: []string{file}, wantErr: "mapped twice"},
+		"wildcard in repo":    {maps: []string{"registry.invalid/*/p:v1=" + bin}, wantErr: "wildcard"},
 		"missing map file":    {files: []string{filepath.Join(dir, "nope.yaml")}, wantErr: "read image map"},
 		"nothing is no error": {want: map[string]string{}},
 	}
