@@ -67,7 +67,7 @@ func (m *Manager) mcpClusterRequest(ctx context.Context, obj client.Object) (cr 
 			continue
 		case err != nil:
 			return nil, false, fmt.Errorf("get ClusterRequest %s of the control plane %s/%s: %w", key, obj.GetNamespace(), obj.GetName(), err)
-		case i > 0 && (cr.Labels[corev2alpha1.MCPNameLabel] != obj.GetName() || cr.Labels[corev2alpha1.MCPNamespaceLabel] != obj.GetNamespace()):
+		case i > 0 && !corev2alpha1.HasMCPLabels(cr.Labels, obj.GetNamespace(), obj.GetName()):
 			continue
 		}
 		return cr, true, nil

@@ -219,10 +219,14 @@ func (l *Landscape) startControllers() error {
 	if err := mgr.Add(onboarding); err != nil {
 		return fmt.Errorf("providertest: add onboarding cluster: %w", err)
 	}
+	// One client of the onboarding cluster for the tenant checks of both
+	// request controllers.
+	tenantCheck := clusters.OnboardingFromClusters(mgr.GetClient(), access.TargetTimeout)
 	setups := []interface{ SetupWithManager(ctrl.Manager) error }{
 		clusters.NewClusterReconciler(mgr.GetClient(), clusters.WithClusterControllerName(ControllerNamePrefix+clusters.ClusterControllerName)),
-		clusters.NewRequestReconciler(mgr.GetClient(), clusters.WithRequestControllerName(ControllerNamePrefix+clusters.RequestControllerName)),
-		access.NewReconciler(mgr.GetClient(), access.WithName(ControllerNamePrefix+access.ControllerName)),
+		clusters.NewRequestReconciler(mgr.GetClient(), clusters.WithRequestControllerName(ControllerNamePrefix+clusters.RequestControllerName),
+			clusters.WithRequestOnboarding(tenantCheck)),
+		access.NewReconciler(mgr.GetClient(), access.WithName(ControllerNamePrefix+access.ControllerName), access.WithOnboarding(tenantCheck)),
 		mcp.NewReconciler(onboarding, mgr,
 			mcp.WithControllerName(ControllerNamePrefix+mcp.ControllerName),
 			mcp.WithServicePollInterval(time.Second)),

@@ -112,3 +112,9 @@ func formatUUID(u []byte) string {
 	}
 	return b.String()
 }
+
+// HasMCPLabels reports whether labels tie an object to the control plane
+// name in namespace (MCPNameLabel and MCPNamespaceLabel).
+func HasMCPLabels(labels map[string]string, namespace, name string) bool {
+	return labels[MCPNameLabel] == name && labels[MCPNamespaceLabel] == namespace
+}

@@ -52,6 +52,14 @@ const (
 	ReasonProviderNotReady ConditionReason = "ProviderNotReady"
 	// ReasonProviderReady means that the run Deployment is available.
 	ReasonProviderReady ConditionReason = "ProviderReady"
+	// ReasonProviderCrashing (Marketplane) means that a run instance
+	// exited or could not start and waits to be restarted; the message
+	// says which and why.
+	ReasonProviderCrashing ConditionReason = "ProviderCrashing"
+	// ReasonInitFailed (Marketplane) means that the last init attempt
+	// failed; another follows after a backoff. The message carries the
+	// failure.
+	ReasonInitFailed ConditionReason = "InitFailed"
 
 	// ReasonUninstalling means that the operator is deleting the provider's
 	// Deployment, Job, service accounts and bindings.

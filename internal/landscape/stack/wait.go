@@ -200,7 +200,7 @@ func (p *providerWatch) ready(ctx context.Context) (bool, error) {
 		return p.last.note(fmt.Errorf("get %s: %w", p, err))
 	}
 	conds := p.conditions()
-	if c := apimeta.FindStatusCondition(conds, string(providerv1alpha1.ConditionInitialized)); c != nil && c.Reason == reasonInitFailed {
+	if c := apimeta.FindStatusCondition(conds, string(providerv1alpha1.ConditionInitialized)); c != nil && c.Reason == string(providerv1alpha1.ReasonInitFailed) {
 		return false, fmt.Errorf("%s %w: its init failed: %s%s", p, errFailed, c.Message, logTail(filepath.Join(p.dir(), "init.log")))
 	}
 	c := apimeta.FindStatusCondition(conds, string(providerv1alpha1.ConditionReady))
@@ -210,23 +210,10 @@ func (p *providerWatch) ready(ctx context.Context) (bool, error) {
 	if c.Status == metav1.ConditionTrue {
 		return true, nil
 	}
-	if c.Reason == string(providerv1alpha1.ReasonProviderNotReady) && runProcessExited(c.Message) {
+	if c.Reason == string(providerv1alpha1.ReasonProviderCrashing) {
 		return false, fmt.Errorf("%s %w: a run process exited: %s%s", p, errFailed, c.Message, p.runLogTails())
 	}
 	return false, nil
-}
-
-// reasonInitFailed is the operator's reason for a failed init attempt
-// (internal/operator/provider.ReasonInitFailed; not imported, to keep the
-// landscape's stack free of the reconciler's package).
-const reasonInitFailed = "InitFailed"
-
-// runProcessExited reports whether a Ready message of the process deployer
-// says that a run process ended or could not start: the deployer reports
-// "<pod> exited with code N; last output: …; restart N in …" (or "ended
-// (signal: …)", "could not start: …") until it restarts the process.
-func runProcessExited(msg string) bool {
-	return strings.Contains(msg, " exited with code ") || strings.Contains(msg, " ended (") || strings.Contains(msg, " could not start: ")
 }
 
 // runLogTails returns the last lines of the provider's run logs.

@@ -195,10 +195,13 @@ func Setup(mgr ctrl.Manager, cfg Config) (func(), error) {
 	if cfg.Provisioner != nil {
 		ropts = append(ropts, clusters.WithProvisioner(cfg.Provisioner))
 	}
+	// One client of the onboarding cluster for the tenant checks of both
+	// request controllers.
+	onboarding := clusters.OnboardingFromClusters(mgr.GetClient(), access.TargetTimeout)
 	for _, setup := range []func(ctrl.Manager) error{
 		clusters.NewClusterReconciler(mgr.GetClient()).SetupWithManager,
-		clusters.NewRequestReconciler(mgr.GetClient(), ropts...).SetupWithManager,
-		access.NewReconciler(mgr.GetClient()).SetupWithManager,
+		clusters.NewRequestReconciler(mgr.GetClient(), append(ropts, clusters.WithRequestOnboarding(onboarding))...).SetupWithManager,
+		access.NewReconciler(mgr.GetClient(), access.WithOnboarding(onboarding)).SetupWithManager,
 		func(mgr ctrl.Manager) error { return mcpaccess.Setup(mgr, cfg.Namespace) },
 	} {
 		if err := setup(mgr); err != nil {

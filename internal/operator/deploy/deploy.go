@@ -133,6 +133,10 @@ type RunStatus struct {
 	// service-account namespace file; it becomes the Ready condition's
 	// message.
 	Message string
+	// Crashing is true when a run instance exited or could not start and
+	// waits to be restarted (the process deployer; a pod's restarts are
+	// the kubelet's).
+	Crashing bool
 	// MetricsService is the Service in front of the metrics endpoint, when
 	// there is one.
 	MetricsService *types.NamespacedName

@@ -70,7 +70,7 @@ func (r *Reconciler) recordPlatformNamespace(ctx context.Context, m object, ns s
 
 // sameMCP reports whether labels tie an object to the control plane m.
 func sameMCP(labels map[string]string, m object) bool {
-	return labels[corev2alpha1.MCPNameLabel] == m.GetName() && labels[corev2alpha1.MCPNamespaceLabel] == m.GetNamespace()
+	return corev2alpha1.HasMCPLabels(labels, m.GetNamespace(), m.GetName())
 }
 
 // holder returns the kind of the control plane that holds the platform

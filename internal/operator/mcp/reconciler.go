@@ -51,8 +51,6 @@ type Reconciler struct {
 	recorder            events.EventRecorder
 }
 
-var _ reconcile.Reconciler = &Reconciler{}
-
 // Option configures a Reconciler.
 type Option func(*Reconciler)
 
@@ -105,13 +103,6 @@ func NewReconciler(onboarding, platform cluster.Cluster, opts ...Option) *Reconc
 		r.recorder = onboarding.GetEventRecorder(r.name)
 	}
 	return r
-}
-
-// Reconcile brings one ManagedControlPlane closer to its desired state.
-// The controllers SetupWithManager registers reconcile ControlPlanes the
-// same way.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	return r.reconcile(ctx, req, kinds[0])
 }
 
 // kindReconciler reconciles the control planes of one kind.

@@ -85,20 +85,6 @@ func (r *Requester) MaxExclusiveClusters() int {
 	return DefaultMaxExclusiveClusters
 }
 
-// RequesterOf returns the provider whose namespace is namespace, or nil when
-// it is not a provider namespace: requests of platform operators and of the
-// operator itself (the ManagedControlPlanes' namespaces) are not policed.
-func RequesterOf(ctx context.Context, c client.Reader, namespace string) (*Requester, error) {
-	ns := &corev1.Namespace{}
-	if err := c.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("get namespace %s: %w", namespace, err)
-	}
-	return providerOfNamespace(ctx, c, ns)
-}
-
 // providerOfNamespace returns the provider whose namespace ns is, or nil.
 func providerOfNamespace(ctx context.Context, c client.Reader, ns *corev1.Namespace) (*Requester, error) {
 	namespace := ns.Name

@@ -17,7 +17,7 @@ import (
 // RequesterFor returns the provider the request obj (an AccessRequest or a
 // ClusterRequest) belongs to, by where it lives:
 //
-//   - in a provider namespace: that provider (RequesterOf);
+//   - in a provider namespace: that provider (providerOfNamespace);
 //   - in the platform namespace of a ManagedControlPlane: the ServiceProvider
 //     its label openmcp.cloud/managed-by names, as openMCP's clusteraccess
 //     library labels what it creates there with the provider's
@@ -96,7 +96,7 @@ func ownedByMCP(obj client.Object, mcp types.NamespacedName) bool {
 	if owner := l[providerv1alpha1.ManagedByLabel]; owner != "" && owner != managedByOperator {
 		return false
 	}
-	return l[corev2alpha1.MCPNameLabel] == mcp.Name && l[corev2alpha1.MCPNamespaceLabel] == mcp.Namespace
+	return corev2alpha1.HasMCPLabels(l, mcp.Namespace, mcp.Name)
 }
 
 func kindOf(obj client.Object) string {

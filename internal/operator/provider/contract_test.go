@@ -22,7 +22,6 @@ import (
 	"github.com/marketplane/marketplane/api/common"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/operator/deploy/kube"
-	"github.com/marketplane/marketplane/internal/operator/provider"
 )
 
 // contractEnv is the POD_* part of the environment every provider
@@ -196,7 +195,7 @@ func TestInitFailureIsRetriedAfterBackoff(t *testing.T) {
 	job := waitForJob(t, ns, initName, 1, 1)
 	failedAt := failJob(t, job, "BackoffLimitExceeded", "Job has reached the specified backoff limit")
 	waitForConditions(t, sp,
-		want{Type: providerv1alpha1.ConditionInitialized, Status: metav1.ConditionFalse, Reason: provider.ReasonInitFailed, Message: "BackoffLimitExceeded: Job has reached the specified backoff limit"},
+		want{Type: providerv1alpha1.ConditionInitialized, Status: metav1.ConditionFalse, Reason: providerv1alpha1.ReasonInitFailed, Message: "BackoffLimitExceeded: Job has reached the specified backoff limit"},
 		want{Type: providerv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: providerv1alpha1.ReasonProviderInstallationPending})
 	cur := &batchv1.Job{}
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), cur); err != nil {
@@ -205,7 +204,7 @@ func TestInitFailureIsRetriedAfterBackoff(t *testing.T) {
 	if cur.UID != job.UID {
 		t.Fatal("the failed Job was replaced before its failure was reported")
 	}
-	waitForEvent(t, sp, string(provider.ReasonInitFailed))
+	waitForEvent(t, sp, string(providerv1alpha1.ReasonInitFailed))
 
 	job2 := waitForJob(t, ns, initName, 1, 2)
 	// Timestamps have second precision: allow one second of rounding.

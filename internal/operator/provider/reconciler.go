@@ -236,7 +236,7 @@ func (r *Reconciler[T]) reconcileNormal(ctx context.Context, obj T, n names) (ct
 	case deploy.InitSucceeded:
 		initialized(metav1.ConditionTrue, providerv1alpha1.ReasonInitCompleted, "%s", orText(is.Message, "init completed"))
 	case deploy.InitFailed:
-		initBlocked(ReasonInitFailed, "%s", orText(is.Message, "init failed"))
+		initBlocked(providerv1alpha1.ReasonInitFailed, "%s", orText(is.Message, "init failed"))
 	case deploy.InitRunning:
 		initBlocked(providerv1alpha1.ReasonInitRunning, "%s", orText(is.Message, "init is running"))
 	default:
@@ -256,7 +256,11 @@ func (r *Reconciler[T]) reconcileNormal(ctx context.Context, obj T, n names) (ct
 	}
 	st.Metrics = metricsStatus(rs.MetricsService)
 	if !rs.Ready {
-		ready(metav1.ConditionFalse, providerv1alpha1.ReasonProviderNotReady, "%s", orText(rs.Message, "the run instances are not ready yet"))
+		reason := providerv1alpha1.ReasonProviderNotReady
+		if rs.Crashing {
+			reason = providerv1alpha1.ReasonProviderCrashing
+		}
+		ready(metav1.ConditionFalse, reason, "%s", orText(rs.Message, "the run instances are not ready yet"))
 		return ctrl.Result{}, nil
 	}
 	ready(metav1.ConditionTrue, providerv1alpha1.ReasonProviderReady, "%s", orText(rs.Message, "the provider is running"))

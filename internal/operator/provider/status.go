@@ -17,9 +17,6 @@ import (
 // (yet). They are of the API's reason type so that they mix with the
 // others.
 const (
-	// ReasonInitFailed means that the last init attempt failed; another
-	// follows after a backoff. The message carries the failure.
-	ReasonInitFailed providerv1alpha1.ConditionReason = "InitFailed"
 	// ReasonInvalidSpec means that the spec cannot be deployed as it is,
 	// for example because two environment variables share a name. The
 	// operator waits for the spec to change.
@@ -29,8 +26,9 @@ const (
 // warningReasons are the reasons whose events are warnings: the ones a user
 // has to act on or that mean something broke.
 var warningReasons = map[providerv1alpha1.ConditionReason]bool{
-	ReasonInitFailed:  true,
-	ReasonInvalidSpec: true,
+	providerv1alpha1.ReasonInitFailed:                 true,
+	providerv1alpha1.ReasonProviderCrashing:           true,
+	ReasonInvalidSpec:                                 true,
 	providerv1alpha1.ReasonInitJobCreationFailed:      true,
 	providerv1alpha1.ReasonProviderInstallationFailed: true,
 	providerv1alpha1.ReasonUninstallFailed:            true,

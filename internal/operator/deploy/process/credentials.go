@@ -120,8 +120,7 @@ func (d *Deployer) ensureCredentials(ctx context.Context, p *provider, role, nam
 // tokenPath is the token file of role, which ensureCredentials keeps fresh.
 func (p *provider) tokenPath(role string) string { return filepath.Join(p.dir, role+".token") }
 
-// caPath is the platform CA bundle (written with the first credentials), or
-// "" when the platform's REST config has none.
+// caPath is where ensureCredentials writes the platform CA bundle.
 func (p *provider) caPath() string { return filepath.Join(p.dir, "ca.crt") }
 
 // dropCredentials stops the refresher of role and deletes its files.
@@ -255,9 +254,10 @@ func writeFileAtomic(path string, data []byte) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// caFileIf is caPath when the platform has a CA bundle (caData), else "".
-func (p *provider) caFileIf(caData []byte) string {
-	if len(caData) == 0 {
+// caFile is p's copy of the platform CA bundle, or "" when the platform's
+// REST config has none (ensureCredentials writes it then).
+func (d *Deployer) caFile(p *provider) string {
+	if len(d.caData) == 0 {
 		return ""
 	}
 	return p.caPath()

@@ -142,9 +142,12 @@ type Deployer struct {
 	clock  clock.Clock
 	tokens TokenSource
 	// server and caData locate the platform API server in kubeconfigs.
-	server  string
-	caData  []byte
-	spawner *spawner
+	server string
+	caData []byte
+	// inCluster is what in-cluster clients read the server from
+	// (inClusterVars).
+	inCluster []string
+	spawner   *spawner
 	// ports hands out the listen ports of run processes.
 	ports portPool
 	// nsOnce guards ns, found out on the first process start.
@@ -209,6 +212,7 @@ func New(cfg Config, opts ...Option) (*Deployer, error) {
 	if d.server, d.caData, err = platformEndpoint(cfg.Platform); err != nil {
 		return nil, fmt.Errorf("process deployer: %w", err)
 	}
+	d.inCluster = inClusterVars(d.server)
 	if d.tokens == nil {
 		c := cfg.Client
 		if c == nil {

@@ -424,8 +424,8 @@ func TestCrashingRunIsRestarted(t *testing.T) {
 		rs, err = d.Run(t.Context(), w)
 		return strings.Contains(rs.Message, "exited with code 2"), err
 	})
-	if rs.Ready || !strings.Contains(rs.Message, "run crashing as asked") {
-		t.Errorf("status of a crashing run: %+v", rs)
+	if rs.Ready || !rs.Crashing || !strings.Contains(rs.Message, "run crashing as asked") {
+		t.Errorf("status of a crashing run: %+v, want not ready, crashing, with the process's output", rs)
 	}
 }
 

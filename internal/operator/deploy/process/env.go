@@ -115,27 +115,31 @@ const (
 	EnvServicePort = "KUBERNETES_SERVICE_PORT"
 )
 
-// inClusterEnv adds the platform API server's address as
-// KUBERNETES_SERVICE_HOST and _PORT to env, for a process that gets the
-// service-account files (token, ca.crt, namespace) in its mount namespace:
-// providers built on openMCP's libraries (controller-utils' clusters) load
-// the in-cluster configuration when no --kubeconfig is given, as in a pod.
-// Variables spec.env set already are kept.
-func (d *Deployer) inClusterEnv(env []string, c command) []string {
-	if c.tokenFile == "" {
-		return env
-	}
-	u, err := url.Parse(d.server)
+// inClusterVars are KUBERNETES_SERVICE_HOST and _PORT of the platform API
+// server at server, as NAME=value, or none when in-cluster clients cannot
+// reach it (they speak HTTPS only).
+func inClusterVars(server string) []string {
+	u, err := url.Parse(server)
 	if err != nil || u.Scheme != "https" || u.Hostname() == "" {
-		return env // in-cluster clients speak HTTPS only
+		return nil
 	}
 	port := u.Port()
 	if port == "" {
 		port = "443"
 	}
-	for _, kv := range [][2]string{{EnvServiceHost, u.Hostname()}, {EnvServicePort, port}} {
-		if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, kv[0]+"=") }) {
-			env = append(env, kv[0]+"="+kv[1])
+	return []string{EnvServiceHost + "=" + u.Hostname(), EnvServicePort + "=" + port}
+}
+
+// inClusterEnv adds d.inCluster to env, for a process that gets the
+// service-account files (token, ca.crt, namespace) in its mount namespace:
+// providers built on openMCP's libraries (controller-utils' clusters) load
+// the in-cluster configuration when no --kubeconfig is given, as in a pod.
+// Variables spec.env set already are kept.
+func (d *Deployer) inClusterEnv(env []string) []string {
+	for _, kv := range d.inCluster {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, name+"=") }) {
+			env = append(env, kv)
 		}
 	}
 	return env

@@ -174,7 +174,7 @@ func (d *Deployer) startInit(ctx context.Context, p *provider, w *deploy.Workloa
 		header:    fmt.Sprintf("init generation %d attempt %d: %s %s", w.Generation, n, binary, strings.Join(args, " ")),
 		namespace: w.Namespace,
 		tokenFile: p.tokenPath(roleInit),
-		caFile:    p.caFileIf(d.caData),
+		caFile:    d.caFile(p),
 	})
 	if err != nil {
 		a.finished, a.finishedAt = true, d.clock.Now()

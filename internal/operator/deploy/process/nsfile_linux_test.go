@@ -55,7 +55,7 @@ func TestNamespaceHelper(t *testing.T) {
 	for name, attr := range attrs {
 		t.Run(name, func(t *testing.T) {
 			if err := canStartIn(attr); err != nil {
-				t.Skipf("this system does not allow a process in a new %s: %v", name, err)
+				SkipUnsupported(t, "this system does not allow a process in a new %s: %v", name, err)
 			}
 			if _, err := detectNamespaceFileWith(t.Context(), []*syscall.SysProcAttr{attr}); err != nil {
 				t.Fatalf("check mode failed although the system allows the namespaces: %v", err)

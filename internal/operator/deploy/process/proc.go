@@ -127,7 +127,7 @@ func (d *Deployer) startProcess(ctx context.Context, c command) (*process, error
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = sysProcAttr()
 	if ns != nil {
-		cmd.Env = d.inClusterEnv(cmd.Env, c)
+		cmd.Env = d.inClusterEnv(cmd.Env)
 		if err := wrapWithNamespaceFile(cmd, nsHelperSpec{Namespace: c.namespace, Token: c.tokenFile, CA: c.caFile}, ns); err != nil {
 			fmt.Fprintf(f, "--- start failed: %v\n", err)
 			return nil, fmt.Errorf("start %s: %w", c.binary, err)

@@ -127,7 +127,7 @@ func (d *Deployer) startRunSet(ctx context.Context, p *provider, w *deploy.Workl
 				header:    fmt.Sprintf("run generation %d %s", w.Generation, podName),
 				namespace: w.Namespace,
 				tokenFile: p.tokenPath(roleRun),
-				caFile:    p.caFileIf(d.caData),
+				caFile:    d.caFile(p),
 			},
 		})
 	}
@@ -288,5 +288,5 @@ func (p *provider) runStatus(now time.Time, grace time.Duration, nsErr error) de
 	if nsErr != nil {
 		msg += "; " + nsErr.Error()
 	}
-	return deploy.RunStatus{Ready: ready == n, Message: msg}
+	return deploy.RunStatus{Ready: ready == n, Message: msg, Crashing: len(problems) > 0}
 }

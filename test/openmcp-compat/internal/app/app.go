@@ -78,32 +78,28 @@ func (s *shared) complete(scheme *runtime.Scheme) error {
 	return nil
 }
 
+// newScheme returns a scheme with the kinds of every add.
+func newScheme(add ...func(*runtime.Scheme) error) *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, a := range add {
+		must(a(s))
+	}
+	return s
+}
+
 // platformScheme knows the openMCP platform kinds and the ProviderConfig.
 func platformScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	must(clientgoscheme.AddToScheme(s))
-	must(apiextensionsv1.AddToScheme(s))
-	must(clustersv1alpha1.AddToScheme(s))
-	must(providerv1alpha1.AddToScheme(s))
-	must(v1alpha1.AddToScheme(s))
-	return s
+	return newScheme(clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, clustersv1alpha1.AddToScheme, providerv1alpha1.AddToScheme, v1alpha1.AddToScheme)
 }
 
 // onboardingScheme knows the service kind and CRDs.
 func onboardingScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	must(clientgoscheme.AddToScheme(s))
-	must(apiextensionsv1.AddToScheme(s))
-	must(v1alpha1.AddToScheme(s))
-	return s
+	return newScheme(clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme)
 }
 
 // targetScheme is the scheme of the control plane and workload clients.
 func targetScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	must(clientgoscheme.AddToScheme(s))
-	must(apiextensionsv1.AddToScheme(s))
-	return s
+	return newScheme(clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme)
 }
 
 func must(err error) {
