@@ -15,6 +15,9 @@ CONTROLLER_GEN := $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.2
 KUBE_BINARIES := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kubectl
 ETCD_BINARY   := $(BIN)/etcd
 TOOLS         := $(ETCD_BINARY) $(KUBE_BINARIES)
+# The linter, built from the version pinned in hack/tools/lint (not part of `tools`:
+# only `lint` needs it).
+GOLANGCI_LINT := $(BIN)/golangci-lint
 # The Kubernetes version pinned in the tools module, stamped into the binaries so that
 # /version and the apiserver's compatibility version report it (a plain `go build`
 # would report v0.0.0-master).
@@ -26,10 +29,18 @@ KUBE_LDFLAGS  := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-g
 # The openMCP compatibility test: its own module (openMCP's libraries stay out of ours).
 COMPAT := test/openmcp-compat
 
+# The provider runtime's test API: generated like api/, its CRDs kept apart in its crds/
+# so that they never reach api/crds (and a real installation).
+TESTAPI := pkg/spruntime/internal/testapi
+
 # Generated files whose staleness `verify-generate` detects.
-GENERATED = find api $(COMPAT)/api -name 'zz_generated.deepcopy.go' -o -path '*/api/crds/manifests/*.yaml' | sort
+GENERATED = find api $(COMPAT)/api $(TESTAPI) -name 'zz_generated.deepcopy.go' -o -path '*/api/crds/manifests/*.yaml' -o -path '$(TESTAPI)/crds/*.yaml' | sort
 
 TEST_FLAGS ?= -count=1 -timeout=30m
+# Test packages run at once. The tests mostly wait on API servers, controllers and
+# processes (a full run keeps two cores about half busy), so more packages than cores
+# overlap those waits; the openMCP compatibility module runs alongside them.
+TEST_PACKAGES ?= 4
 
 ##@ General
 
@@ -46,6 +57,9 @@ generate: ## Generate deepcopy code and CRD manifests from the API types.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	rm -f api/crds/manifests/*.yaml
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=api/crds/manifests
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./$(TESTAPI)/...
+	rm -f $(TESTAPI)/crds/*.yaml
+	$(CONTROLLER_GEN) crd paths=./$(TESTAPI)/... output:crd:artifacts:config=$(TESTAPI)/crds
 	cd $(COMPAT) && $(CONTROLLER_GEN) object:headerFile=$(ROOT)/hack/boilerplate.go.txt paths=./api/... && \
 		rm -f api/crds/manifests/*.yaml && \
 		$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=api/crds/manifests
@@ -64,11 +78,13 @@ verify-generate: ## Fail when `make generate` would change a generated file.
 	fi; echo "generated files are current"
 
 .PHONY: lint
-lint: ## go vet and gofmt.
+lint: $(GOLANGCI_LINT) ## go vet, gofmt and golangci-lint (.golangci.yml).
 	$(GO) vet ./...
 	cd $(COMPAT) && $(GO) vet ./...
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
+	@out=$$(find . -name '*.go' -not -path './bin/*' -not -path './.*' -not -path '*/testdata/*' -print0 | xargs -0 gofmt -l); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+	$(GOLANGCI_LINT) run ./...
+	cd $(COMPAT) && $(GOLANGCI_LINT) run --config $(ROOT)/.golangci.yml ./...
 
 .PHONY: build
 build: ## Build every binary (cmd/* and the sample provider) into bin/.
@@ -77,17 +93,36 @@ build: ## Build every binary (cmd/* and the sample provider) into bin/.
 ##@ Test
 
 .PHONY: test
-test: tools verify-generate lint ## Build the API-server binaries if missing, then run all tests against real API servers.
-	KUBEBUILDER_ASSETS=$(BIN) $(GO) test $(TEST_FLAGS) ./...
-	$(MAKE) --no-print-directory test-compat
+test: tools verify-generate lint ## Build the API-server binaries if missing, then run all tests against real API servers (the README quick start and the openMCP compatibility test included).
+	@compat_log=$$(mktemp); status=0; \
+	(cd $(COMPAT) && KUBEBUILDER_ASSETS=$(BIN) $(GO) test $(TEST_FLAGS) ./... >"$$compat_log" 2>&1) & compat=$$!; \
+	KUBEBUILDER_ASSETS=$(BIN) $(GO) test $(TEST_FLAGS) -p $(TEST_PACKAGES) ./... || status=$$?; \
+	wait $$compat || status=$$((status == 0 ? 1 : status)); \
+	echo "openMCP compatibility test ($(COMPAT)), run alongside:"; cat "$$compat_log"; rm -f "$$compat_log"; \
+	exit $$status
+
+.PHONY: test-under-load
+test-under-load: ## `make test` three times in a row while one busy loop per core keeps the machine loaded (how flakes of a loaded CI machine are found).
+	@busy=""; for _ in $$(seq $$(nproc)); do (while :; do :; done) & busy="$$busy $$!"; done; \
+	trap 'kill $$busy' EXIT; \
+	for run in 1 2 3; do \
+		echo "=== make test, run $$run of 3, under load ($$(nproc) busy loops)"; \
+		start=$$(date +%s); $(MAKE) --no-print-directory test; \
+		echo "=== run $$run passed in $$(( $$(date +%s) - start )) s"; \
+	done
+
+.PHONY: test-unit
+test-unit: ## Only the pure unit tests (`go test -short`): no API servers, no processes, no builds; seconds.
+	$(GO) test -short -count=1 ./...
+	cd $(COMPAT) && $(GO) test -short -count=1 ./...
 
 .PHONY: test-compat
 test-compat: tools ## The openMCP compatibility test alone: a provider built on openMCP's libraries, deployed unchanged (part of test).
 	cd $(COMPAT) && KUBEBUILDER_ASSETS=$(BIN) $(GO) test $(TEST_FLAGS) ./...
 
 .PHONY: test-e2e
-test-e2e: tools build ## Run the landscape and the README quick start end to end (about 2 minutes).
-	$(GO) test -tags e2e -count=1 -timeout 20m -v ./test/e2e/
+test-e2e: tools ## The README quick start alone, verbose: builds the binaries, starts a landscape, runs each block (about a minute; part of test).
+	KUBEBUILDER_ASSETS=$(BIN) $(GO) test -count=1 -timeout 20m -v -run TestQuickStart ./test/e2e/
 
 .PHONY: bench
 bench: tools ## Benchmarks under bench/ (each prints its figures).
@@ -118,6 +153,12 @@ $(KUBE_BINARIES) &: hack/tools/kube/go.mod hack/tools/kube/go.sum
 	cd hack/tools/kube && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
 	@touch $(KUBE_BINARIES)
 	@$(BIN)/kube-apiserver --version | grep -qx 'Kubernetes $(KUBE_VERSION)' || { echo "bin/kube-apiserver does not report $(KUBE_VERSION)"; exit 1; }
+
+$(GOLANGCI_LINT): hack/tools/lint/go.mod hack/tools/lint/go.sum
+	@mkdir -p $(BIN)
+	@echo "building golangci-lint from the Go module proxy (first time about 3 minutes)..."
+	cd hack/tools/lint && $(GO) build -o $(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+	@touch $@
 
 .PHONY: clean
 clean: ## Remove built binaries.

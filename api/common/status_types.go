@@ -2,17 +2,42 @@ package common
 
 import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-// Phases a Status reports. A controller sets exactly one of them; the
-// conditions carry the detail.
+// Phase summarises an object's state in status.phase, in one word. The
+// provider runtime (pkg/spruntime) reads and writes it through the GetPhase
+// and SetPhase methods of every ServiceProviderAPI type; it lives here, and
+// not in the runtime, so that API packages need import nothing but api/
+// and libraries.
+type Phase string
+
+// The phases of a reconciled object. Objects that embed Status use Ready,
+// Progressing and Terminating; a ServiceProviderAPI object may also be
+// Pending (not reconciled yet) or Failed (the last reconcile failed).
 const (
-	// StatusPhaseReady means that every condition is met (status "True").
-	StatusPhaseReady = "Ready"
-	// StatusPhaseProgressing means that the object is being created or
-	// updated and at least one condition is not met yet.
-	StatusPhaseProgressing = "Progressing"
-	// StatusPhaseTerminating means that the object is being deleted and its
+	// PhasePending means that the object has not been reconciled yet.
+	PhasePending Phase = "Pending"
+	// PhaseProgressing means that the object is being created or updated
+	// and at least one condition is not met yet.
+	PhaseProgressing Phase = "Progressing"
+	// PhaseReady means that every condition is met (status "True").
+	PhaseReady Phase = "Ready"
+	// PhaseFailed means that the last reconcile failed; the Ready
+	// condition says why.
+	PhaseFailed Phase = "Failed"
+	// PhaseTerminating means that the object is being deleted and its
 	// clean-up has not finished.
-	StatusPhaseTerminating = "Terminating"
+	PhaseTerminating Phase = "Terminating"
+)
+
+// Phases a Status reports, as strings for Status.Phase. A controller sets
+// exactly one of them; the conditions carry the detail. They are the words
+// of the Phase constants.
+const (
+	// StatusPhaseReady is PhaseReady.
+	StatusPhaseReady = string(PhaseReady)
+	// StatusPhaseProgressing is PhaseProgressing.
+	StatusPhaseProgressing = string(PhaseProgressing)
+	// StatusPhaseTerminating is PhaseTerminating.
+	StatusPhaseTerminating = string(PhaseTerminating)
 )
 
 // ConditionTypeReady is the condition every reconciled object reports. It is

@@ -86,7 +86,7 @@ func TestControlPlaneCRD(t *testing.T) {
 // type; the empty defaultProvider that openMCP's Go client sends is
 // accepted.
 func TestControlPlaneObjects(t *testing.T) {
-	c := testenv.Start(t, testenv.WithName("controlplane-crds"))
+	c := apiServer(t)
 	data, err := os.ReadFile(filepath.Join("testdata", "controlplane", "controlplane.yaml"))
 	if err != nil {
 		t.Fatal(err)

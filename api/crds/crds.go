@@ -33,14 +33,33 @@ var manifests embed.FS
 // All returns every embedded CRD, sorted by name. Each call returns fresh
 // copies, so callers may modify them.
 func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	entries, err := fs.ReadDir(manifests, "manifests")
+	out, err := Load(manifests, "manifests")
 	if err != nil {
-		return nil, fmt.Errorf("read embedded CRD manifests: %w", err)
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Load decodes every .yaml file directly in dir of fsys, in the order of
+// their file names, as a CustomResourceDefinition. It is the one loader of
+// embedded CRDs: Marketplane's own (All), each provider's api/crds package
+// and the runtime's test API pass it their embed.FS. Decoding is strict, so
+// a manifest with a field the CRD type does not know is an error rather than
+// a CRD that silently lacks it; an error names the file. Each call returns
+// fresh copies, so callers may modify them.
+func Load(fsys fs.FS, dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, fmt.Errorf("read CRD manifests in %s: %w", dir, err)
 	}
 	out := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(entries))
 	for _, e := range entries {
-		name := path.Join("manifests", e.Name())
-		raw, err := manifests.ReadFile(name)
+		if e.IsDir() || path.Ext(e.Name()) != ".yaml" {
+			continue
+		}
+		name := path.Join(dir, e.Name())
+		raw, err := fs.ReadFile(fsys, name)
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", name, err)
 		}
@@ -50,7 +69,6 @@ func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		}
 		out = append(out, crd)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
 

@@ -20,11 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/marketplane/marketplane/api/common"
-	"github.com/marketplane/marketplane/api/crds"
 	"github.com/marketplane/marketplane/api/install"
 	"github.com/marketplane/marketplane/internal/crdtest"
-	"github.com/marketplane/marketplane/pkg/testenv"
-	samplecrds "github.com/marketplane/marketplane/providers/sample/api/crds"
 	samplev1alpha1 "github.com/marketplane/marketplane/providers/sample/api/v1alpha1"
 )
 
@@ -109,7 +106,7 @@ func durationFields(t *testing.T) []durationField {
 			}
 			if ft == reflect.TypeFor[resource.Quantity]() {
 				name := gvk.Kind + " " + strings.Join(path, ".")
-				if _, ok := knownQuantityFields[name]; !ok && !(len(path) > 1 && knownQuantityFields[path[1]] != "") {
+				if _, ok := knownQuantityFields[name]; !ok && (len(path) <= 1 || knownQuantityFields[path[1]] == "") {
 					t.Errorf("%s is a resource.Quantity without a reason in knownQuantityFields", name)
 				}
 			}
@@ -190,15 +187,11 @@ func TestEveryDurationFieldIsTolerant(t *testing.T) {
 // allCRDs returns Marketplane's CRDs and the sample provider's.
 func allCRDs(t *testing.T) []*apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
-	all, err := crds.All()
+	all, err := servedCRDs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	sample, err := samplecrds.CRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append(all, sample...)
+	return all
 }
 
 // crdProperty returns the schema of the field in the served version of its
@@ -252,7 +245,7 @@ func durationBaseObjects(ns string) map[schema.GroupKind]map[string]any {
 // message naming the field, so that CEL's duration() and
 // time.ParseDuration are checked to agree rather than assumed to.
 func TestDurationFieldsOnAPIServer(t *testing.T) {
-	c := testenv.Start(t, testenv.WithName("durations"), testenv.WithCRDs(allCRDs(t)...))
+	c := apiServer(t)
 	const ns = "durations"
 	if err := c.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)

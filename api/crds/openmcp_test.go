@@ -2,6 +2,7 @@ package crds_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -158,7 +159,7 @@ func TestOpenMCPCRDs(t *testing.T) {
 // and that every validation rule rejects what it should, with a message that
 // names the problem.
 func TestOpenMCPObjects(t *testing.T) {
-	c := testenv.Start(t, testenv.WithName("openmcp-crds"))
+	c := apiServer(t)
 	for _, ns := range omcpNamespaces {
 		if err := c.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatalf("create namespace %s: %v", ns, err)
@@ -319,8 +320,11 @@ func omcpRemove(path ...string) omcpEdit {
 func omcpRenameFirstExtraProvider(name string) omcpEdit {
 	return func(obj map[string]any) error {
 		providers, found, err := unstructured.NestedSlice(obj, "spec", "iam", "oidc", "extraProviders")
-		if err != nil || !found || len(providers) == 0 {
-			return fmt.Errorf("no extra providers to rename (err %v)", err)
+		if err != nil {
+			return fmt.Errorf("read the extra providers to rename: %w", err)
+		}
+		if !found || len(providers) == 0 {
+			return errors.New("no extra providers to rename")
 		}
 		first, ok := providers[0].(map[string]any)
 		if !ok {

@@ -37,7 +37,7 @@ const sfTestdata = "testdata/servicefabrik"
 // and that each validation rule rejects what it should with a message a user
 // understands, and nothing more.
 func TestServiceFabrikAPIs(t *testing.T) {
-	c := testenv.Start(t, testenv.WithName("servicefabrik"))
+	c := apiServer(t)
 
 	t.Run("CRDs", func(t *testing.T) { testSFCRDs(t, c) })
 	t.Run("RoundTrip", func(t *testing.T) { testSFRoundTrip(t, c) })

@@ -124,7 +124,12 @@ func run(c config) (bool, error) {
 	done := make(chan error, 1)
 	bctx, bcancel := context.WithCancel(ctx)
 	go func() { done <- app.Run(bctx, o) }()
-	defer func() { bcancel(); <-done }()
+	defer func() {
+		bcancel()
+		if err := <-done; err != nil {
+			fmt.Fprintf(os.Stderr, "the broker stopped with an error: %v\n", err)
+		}
+	}()
 	select {
 	case <-ready:
 	case err := <-done:
@@ -211,11 +216,11 @@ func run(c config) (bool, error) {
 			brokerLats = append(brokerLats, latency(client, brokerURL+ep.path, c.rate, c.latencyDuration))
 		}
 		bareLat, brokerLat := medianLatency(bareLats), medianLatency(brokerLats)
-		print := func(server string, rps float64, l latencies, e int64) {
+		printRow := func(server string, rps float64, l latencies, e int64) {
 			fmt.Printf("%-15s %-7s %10.0f %9s %9s %9s %7d\n", ep.name, server, rps, ms(l.p50), ms(l.p99), ms(l.max), e+l.errors)
 		}
-		print("bare", median(bareRuns), bareLat, errs[0])
-		print("broker", median(brokerRuns), brokerLat, errs[1])
+		printRow("bare", median(bareRuns), bareLat, errs[0])
+		printRow("broker", median(brokerRuns), brokerLat, errs[1])
 		ratio := median(ratios)
 		ok := ratio >= 0.8 && brokerLat.p99 <= 5*time.Millisecond && errs[1]+brokerLat.errors == 0
 		allOK = allOK && ok
@@ -241,7 +246,10 @@ func seed(ctx context.Context, c client.Client) error {
 		for _, name := range props {
 			p[name] = map[string]any{"type": "string", "description": "the " + name + " of the instance", "maxLength": 63}
 		}
-		raw, _ := json.Marshal(map[string]any{"$schema": "http://json-schema.org/draft-04/schema#", "type": "object", "properties": p, "additionalProperties": false})
+		raw, err := json.Marshal(map[string]any{"$schema": "http://json-schema.org/draft-04/schema#", "type": "object", "properties": p, "additionalProperties": false})
+		if err != nil {
+			panic(err) // maps of strings and numbers always encode
+		}
 		return &osbv1alpha1.Schema{Parameters: &runtime.RawExtension{Raw: raw}}
 	}
 	for s := 0; s < 5; s++ {

@@ -279,7 +279,9 @@ func run(ctx context.Context, c config, out io.Writer) (report, error) {
 	go func() { mdone <- mgr.Start(mctx) }()
 	defer func() {
 		mcancel()
-		<-mdone
+		if err := <-mdone; err != nil {
+			fmt.Fprintf(os.Stderr, "the manager stopped with an error: %v\n", err)
+		}
 	}()
 	if err := waitPlanValid(ctx, setupClient); err != nil {
 		return rep, err
@@ -829,7 +831,7 @@ func scrapeAll(ctx context.Context, rs roles) (scrapes, error) {
 }
 
 // profileAPIServer writes a CPU profile of the API server of c over the
-// next seconds seconds to path.
+// given number of seconds to path.
 func profileAPIServer(ctx context.Context, c *testenv.Cluster, path string, seconds int) error {
 	cs, err := kubernetes.NewForConfig(c.Config)
 	if err != nil {

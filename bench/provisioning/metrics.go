@@ -138,7 +138,7 @@ func (s scrapes) scrape(ctx context.Context, server string, cs kubernetes.Interf
 // pairs separated by commas, with \" and \\ escaped in values.
 func parseLabels(s string) map[string]string {
 	out := map[string]string{}
-	for len(s) > 0 {
+	for s != "" {
 		eq := strings.Index(s, `="`)
 		if eq < 0 {
 			break

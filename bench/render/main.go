@@ -165,8 +165,8 @@ func rates(rs []result) string {
 	return "[" + strings.Join(parts, " ") + "]"
 }
 
-// measure renders in with goroutines goroutines for d and counts the
-// renders.
+// measure renders in from the given number of goroutines for d and
+// counts the renders.
 func measure(ctx context.Context, r *render.Renderer, in render.Input, goroutines int, d time.Duration) (result, error) {
 	var wg sync.WaitGroup
 	counts := make([]int64, goroutines)

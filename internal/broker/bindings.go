@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/internal/broker/catalog"
 )
 
 var bindingResource = osbv1alpha1.GroupVersion.WithResource("sfservicebindings").GroupResource()
@@ -47,201 +48,211 @@ func (s *Server) refreshBinding(instanceID, bindingID string) func() (client.Obj
 	}
 }
 
-// bind answers PUT /v2/service_instances/:instance_id/service_bindings/:binding_id.
-func (s *Server) bind(x *exchange, r *http.Request) (int, any, error) {
-	ctx := r.Context()
-	instanceID, err := pathID(r, "instance_id")
-	if err != nil {
-		return 0, nil, err
-	}
-	bindingID, err := pathID(r, "binding_id")
-	if err != nil {
-		return 0, nil, err
-	}
-	q, err := parseQuery(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	async, err := q.acceptsIncomplete()
-	if err != nil {
-		return 0, nil, err
-	}
-	var req bindRequest
-	if err := decodeBody(r, &req); err != nil {
-		return 0, nil, err
+// bindInput is a bind request, checked against itself and the catalog.
+type bindInput struct {
+	req                           bindRequest
+	appGUID                       string
+	ctxJSON, params, resourceJSON json.RawMessage
+	plan                          *catalog.Plan
+}
+
+// parseBind reads and checks the body of a bind request.
+func (s *Server) parseBind(c *osbCall, r *http.Request) (*bindInput, error) {
+	in := &bindInput{}
+	req := &in.req
+	if err := decodeBody(r, req); err != nil {
+		return nil, err
 	}
 	switch {
 	case req.ServiceID == "":
-		return 0, nil, badRequest("service_id is required.")
+		return nil, badRequest("service_id is required.")
 	case req.PlanID == "":
-		return 0, nil, badRequest("plan_id is required.")
+		return nil, badRequest("plan_id is required.")
 	}
-	ctxJSON, err := objectField(req.Context, "context")
-	if err != nil {
-		return 0, nil, err
+	var err error
+	if in.ctxJSON, err = objectField(req.Context, "context"); err != nil {
+		return nil, err
 	}
-	params, err := objectField(req.Parameters, "parameters")
-	if err != nil {
-		return 0, nil, err
+	if in.params, err = objectField(req.Parameters, "parameters"); err != nil {
+		return nil, err
 	}
-	resourceJSON, err := objectField(req.BindResource, "bind_resource")
-	if err != nil {
-		return 0, nil, err
+	if in.resourceJSON, err = objectField(req.BindResource, "bind_resource"); err != nil {
+		return nil, err
 	}
 	var res bindResource
-	if resourceJSON != nil {
-		if err := json.Unmarshal(resourceJSON, &res); err != nil {
-			return 0, nil, badRequest("bind_resource.app_guid and bind_resource.route must be strings.")
+	if in.resourceJSON != nil {
+		if err := json.Unmarshal(in.resourceJSON, &res); err != nil {
+			return nil, badRequest("bind_resource.app_guid and bind_resource.route must be strings.")
 		}
 	}
-	if err := checkPlatform(x.identity, ctxJSON); err != nil {
-		return 0, nil, err
+	if in.appGUID = res.AppGUID; in.appGUID == "" {
+		in.appGUID = req.AppGUID
 	}
-	snap := s.catalog.Snapshot()
-	svc := snap.Service(req.ServiceID)
-	if svc == nil {
-		return 0, nil, badRequest("service_id %q is not a service offering of this broker's catalog.", truncate(req.ServiceID, 100))
+	if err := checkPlatform(c.x.identity, in.ctxJSON); err != nil {
+		return nil, err
 	}
-	plan := snap.Plan(req.PlanID)
-	if plan == nil || plan.ServiceID != svc.ID {
-		return 0, nil, badRequest("plan_id %q is not a plan of service offering %q.", truncate(req.PlanID, 100), svc.Name)
+	if in.plan, err = s.servicePlan(req.ServiceID, req.PlanID); err != nil {
+		return nil, err
 	}
-	if !plan.Bindable {
-		return 0, nil, badRequest("Service plan %q is not bindable.", plan.Name)
+	if !in.plan.Bindable {
+		return nil, badRequest("Service plan %q is not bindable.", in.plan.Name)
 	}
 	if req.PredecessorBindingID != "" {
-		return 0, nil, badRequest("Service plan %q does not support binding rotation (predecessor_binding_id).", plan.Name)
+		return nil, badRequest("Service plan %q does not support binding rotation (predecessor_binding_id).", in.plan.Name)
 	}
-	inst, err := s.getInstance(ctx, instanceID, Fresh)
+	return in, nil
+}
+
+// checkNew checks what only matters when the request creates the binding
+// (anew, or again after a failure).
+func (in *bindInput) checkNew(async bool) error {
+	if err := in.plan.BindSchema.Validate(in.params); err != nil {
+		return badRequest("parameters do not match the plan's binding schema: %v.", err)
+	}
+	if in.plan.RequiresApp && in.appGUID == "" {
+		return newError(http.StatusUnprocessableEntity, CodeRequiresApp,
+			"This service supports generation of credentials through binding an application only: send bind_resource.app_guid.")
+	}
+	if in.plan.AsyncBinding && !async {
+		return asyncRequired("service binding")
+	}
+	return nil
+}
+
+// bindOutcome is what a bind that started or joined op answers.
+func (s *Server) bindOutcome(c *osbCall, in *bindInput, op Operation, doneStatus int) outcome {
+	return outcome{
+		async:      c.async,
+		asyncOnly:  in.plan.AsyncBinding,
+		doneStatus: doneStatus,
+		accepted:   operationResponse{Operation: op.String()},
+		done: func(obj client.Object) (any, error) {
+			return s.bindingBody(c.ctx, obj.(*osbv1alpha1.SFServiceBinding), nil)
+		},
+		failed: func(p progress) *Error {
+			return newError(http.StatusInternalServerError, "", "Binding failed: %s", p.description)
+		},
+	}
+}
+
+// bindableInstance reads the instance of a bind request and checks that
+// it can be bound now.
+func (s *Server) bindableInstance(c *osbCall, in *bindInput) error {
+	inst, err := s.getInstance(c.ctx, c.instanceID, Fresh)
 	if apierrors.IsNotFound(err) {
-		return 0, nil, notFound("The service instance does not exist.")
+		return notFound("The service instance does not exist.")
 	}
+	if err != nil {
+		return err
+	}
+	if inst.Spec.ServiceID != in.req.ServiceID || inst.Spec.PlanID != in.req.PlanID {
+		return badRequest("service_id and plan_id must be those of the instance (plan %q).", inst.Spec.PlanID)
+	}
+	op, p := instanceProgress(inst)
+	switch {
+	case p.gone:
+		return notFound("The service instance does not exist.")
+	case op.Type == OpDelete:
+		return concurrencyError("The instance is being deleted.")
+	case p.running():
+		return concurrencyError("An operation on the instance is in progress.")
+	case op.Type == OpCreate && p.state == stateFailed:
+		return unprocessable("The instance could not be provisioned, so it cannot be bound.")
+	}
+	return nil
+}
+
+// bind answers PUT /v2/service_instances/:instance_id/service_bindings/:binding_id.
+func (s *Server) bind(x *exchange, r *http.Request) (int, any, error) {
+	c, err := parseCall(x, r, parseBinding|parseAsync)
 	if err != nil {
 		return 0, nil, err
 	}
-	if inst.Spec.ServiceID != req.ServiceID || inst.Spec.PlanID != req.PlanID {
-		return 0, nil, badRequest("service_id and plan_id must be those of the instance (plan %q).", inst.Spec.PlanID)
+	in, err := s.parseBind(c, r)
+	if err != nil {
+		return 0, nil, err
 	}
-	iop, ip := instanceProgress(inst)
-	switch {
-	case ip.gone:
-		return 0, nil, notFound("The service instance does not exist.")
-	case iop.Type == OpDelete:
-		return 0, nil, concurrencyError("The instance is being deleted.")
-	case ip.running():
-		return 0, nil, concurrencyError("An operation on the instance is in progress.")
-	case iop.Type == OpCreate && ip.state == stateFailed:
-		return 0, nil, unprocessable("The instance could not be provisioned, so it cannot be bound.")
+	if err := s.bindableInstance(c, in); err != nil {
+		return 0, nil, err
 	}
-	appGUID := res.AppGUID
-	if appGUID == "" {
-		appGUID = req.AppGUID
-	}
-	checkNew := func() error {
-		if err := plan.BindSchema.Validate(params); err != nil {
-			return badRequest("parameters do not match the plan's binding schema: %v.", err)
-		}
-		if plan.RequiresApp && appGUID == "" {
-			return newError(http.StatusUnprocessableEntity, CodeRequiresApp,
-				"This service supports generation of credentials through binding an application only: send bind_resource.app_guid.")
-		}
-		if plan.AsyncBinding && !async {
-			return asyncRequired("service binding")
-		}
-		return nil
-	}
-	o := func(op Operation, doneStatus int) outcome {
-		return outcome{
-			async:      async,
-			asyncOnly:  plan.AsyncBinding,
-			doneStatus: doneStatus,
-			accepted:   operationResponse{Operation: op.String()},
-			done: func(obj client.Object) (any, error) {
-				return s.bindingBody(ctx, obj.(*osbv1alpha1.SFServiceBinding), nil)
-			},
-			failed: func(p progress) *Error {
-				return newError(http.StatusInternalServerError, "", "Binding failed: %s", p.description)
-			},
-		}
-	}
-
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		b, err := s.getBinding(ctx, instanceID, bindingID, Fresh)
-		if apierrors.IsNotFound(err) {
-			if err := checkNew(); err != nil {
-				return 0, nil, err
-			}
-			b = newBinding(instanceID, bindingID, &req, appGUID, ctxJSON, params, resourceJSON, async, x)
-			if err := s.store.Create(ctx, b); err != nil {
-				if apierrors.IsAlreadyExists(err) {
-					if attempt > 0 {
-						return 0, nil, conflict("A binding with this id already exists under another id's name.")
-					}
-					continue
-				}
-				return 0, nil, err
-			}
-			s.setInitialState(ctx, b, func(o client.Object) bool {
-				st := &o.(*osbv1alpha1.SFServiceBinding).Status
-				if st.State != "" {
-					return false
-				}
-				st.State = osbv1alpha1.StateInQueue
-				return true
-			}, s.refreshBinding(instanceID, bindingID))
-			op := Operation{Type: OpCreate, Seq: 1}
-			s.log.V(1).Info("Bind accepted", "instanceID", instanceID, "bindingID", bindingID, "operation", op.String(), "requestIdentity", x.requestID)
-			return s.finish(ctx, op, o(op, http.StatusCreated), s.lookBinding(instanceID, bindingID))
-		}
-		if err != nil {
-			return 0, nil, err
-		}
-		if b.DeletionTimestamp != nil {
-			return 0, nil, concurrencyError("The binding is being deleted.")
-		}
-		if !sameBinding(b, &req, appGUID, ctxJSON, params, resourceJSON) {
-			return 0, nil, conflict("A binding with this id already exists with different attributes.")
-		}
-		op, p := bindingProgress(b)
+	t := s.bindingTarget(c.instanceID, c.bindingID)
+	return retryConflicts(func(attempt int) (int, any, error) {
+		b, err := s.getBinding(c.ctx, c.instanceID, c.bindingID, Fresh)
 		switch {
-		case op.Type == OpDelete:
-			return 0, nil, concurrencyError("The binding is being deleted.")
-		case p.running():
-			if plan.AsyncBinding && !async {
-				return 0, nil, asyncRequired("service binding")
-			}
-			return s.finish(ctx, op, o(op, http.StatusOK), s.lookBinding(instanceID, bindingID))
-		case p.state == stateFailed:
-			if err := checkNew(); err != nil {
-				return 0, nil, err
-			}
-			next := op.next(OpCreate)
-			if _, err := s.startOperation(ctx, b, next, osbv1alpha1.StateInQueue, x,
-				func(o client.Object) {
-					resetBindingStatus(&o.(*osbv1alpha1.SFServiceBinding).Status, osbv1alpha1.StateInQueue)
-				},
-				nil, s.refreshBinding(instanceID, bindingID)); err != nil {
-				if apierrors.IsConflict(err) {
-					continue
-				}
-				return 0, nil, err
-			}
-			s.log.V(1).Info("Bind restarted after a failure", "instanceID", instanceID, "bindingID", bindingID, "operation", next.String(), "requestIdentity", x.requestID)
-			return s.finish(ctx, next, o(next, http.StatusCreated), s.lookBinding(instanceID, bindingID))
-		default:
-			body, err := s.bindingBody(ctx, b, nil)
-			if err != nil {
-				return 0, nil, err
-			}
-			return http.StatusOK, body, nil
+		case apierrors.IsNotFound(err):
+			return s.bindNew(c, t, in, nil, attempt)
+		case err != nil:
+			return 0, nil, err
+		case deletionFinished(b):
+			// The previous binding of this id is gone; only its
+			// tombstone is left, which must not block the id.
+			return s.bindNew(c, t, in, b, attempt)
 		}
-	}
-	return 0, nil, errTooManyConflicts()
+		return s.bindExisting(c, t, in, b)
+	})
 }
 
-// newBinding builds the SFServiceBinding that records a bind request.
-func newBinding(instanceID, bindingID string, req *bindRequest, appGUID string, ctxJSON, params, resourceJSON json.RawMessage, async bool, x *exchange) *osbv1alpha1.SFServiceBinding {
-	key := BindingKey(instanceID, bindingID)
+// bindNew creates the binding, in place of the tombstone of a deleted one
+// when there is one, continuing its count of operations (see
+// provisionNew).
+func (s *Server) bindNew(c *osbCall, t target, in *bindInput, tombstone *osbv1alpha1.SFServiceBinding, attempt int) (int, any, error) {
+	if err := in.checkNew(c.async); err != nil {
+		return 0, nil, err
+	}
+	op := Operation{Type: OpCreate, Seq: 1}
+	var old client.Object
+	if tombstone != nil {
+		op, old = currentOperation(tombstone).next(OpCreate), tombstone
+	}
+	b := newBinding(c, in, op)
+	if err := s.createNew(c, t, b, old, attempt); err != nil {
+		return 0, nil, err
+	}
+	s.logDecision(c, t, "Bind accepted", "operation", op.String(), "reusedID", tombstone != nil)
+	return s.finish(c.ctx, op, s.bindOutcome(c, in, op, http.StatusCreated), t.look)
+}
+
+// bindExisting answers a bind request for a binding that exists: a
+// re-sent request joins the binding or binds again after a failure; an
+// identical request for a created binding gets its response again.
+func (s *Server) bindExisting(c *osbCall, t target, in *bindInput, b *osbv1alpha1.SFServiceBinding) (int, any, error) {
+	if b.DeletionTimestamp != nil {
+		return 0, nil, concurrencyError("The binding is being deleted.")
+	}
+	if !sameBinding(b, in) {
+		return 0, nil, conflict("A binding with this id already exists with different attributes.")
+	}
+	op, p := bindingProgress(b)
+	switch {
+	case op.Type == OpDelete:
+		return 0, nil, concurrencyError("The binding is being deleted.")
+	case p.running():
+		if in.plan.AsyncBinding && !c.async {
+			return 0, nil, asyncRequired("service binding")
+		}
+		return s.finish(c.ctx, op, s.bindOutcome(c, in, op, http.StatusOK), t.look)
+	case p.state == stateFailed:
+		if err := in.checkNew(c.async); err != nil {
+			return 0, nil, err
+		}
+		next := op.next(OpCreate)
+		if _, err := s.begin(c, t, b, next, osbv1alpha1.StateInQueue, nil); err != nil {
+			return 0, nil, err
+		}
+		s.logDecision(c, t, "Bind restarted after a failure", "operation", next.String())
+		return s.finish(c.ctx, next, s.bindOutcome(c, in, next, http.StatusCreated), t.look)
+	}
+	body, err := s.bindingBody(c.ctx, b, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, body, nil
+}
+
+// newBinding builds the SFServiceBinding that records a bind request, as
+// the operation op.
+func newBinding(c *osbCall, in *bindInput, op Operation) *osbv1alpha1.SFServiceBinding {
+	key := BindingKey(c.instanceID, c.bindingID)
 	b := &osbv1alpha1.SFServiceBinding{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:       key.Name,
@@ -249,29 +260,29 @@ func newBinding(instanceID, bindingID string, req *bindRequest, appGUID string, 
 			Finalizers: []string{osbv1alpha1.FinalizerBroker},
 		},
 		Spec: osbv1alpha1.SFServiceBindingSpec{
-			ID:                bindingID,
-			InstanceID:        instanceID,
-			PlanID:            req.PlanID,
-			ServiceID:         req.ServiceID,
-			AppGUID:           appGUID,
-			BindResource:      rawExtension(resourceJSON),
-			Context:           rawExtension(ctxJSON),
-			Parameters:        rawExtension(params),
-			AcceptsIncomplete: async,
+			ID:                c.bindingID,
+			InstanceID:        c.instanceID,
+			PlanID:            in.req.PlanID,
+			ServiceID:         in.req.ServiceID,
+			AppGUID:           in.appGUID,
+			BindResource:      rawExtension(in.resourceJSON),
+			Context:           rawExtension(in.ctxJSON),
+			Parameters:        rawExtension(in.params),
+			AcceptsIncomplete: c.async,
 		},
 	}
-	markOperation(b, Operation{Type: OpCreate, Seq: 1}, osbv1alpha1.StateInQueue, x)
+	markOperation(b, op, osbv1alpha1.StateInQueue, c.x)
 	return b
 }
 
 // sameBinding reports whether a bind request asks for exactly the binding
 // that is stored.
-func sameBinding(b *osbv1alpha1.SFServiceBinding, req *bindRequest, appGUID string, ctxJSON, params, resourceJSON json.RawMessage) bool {
+func sameBinding(b *osbv1alpha1.SFServiceBinding, in *bindInput) bool {
 	sp := &b.Spec
-	return sp.ServiceID == req.ServiceID && sp.PlanID == req.PlanID && sp.AppGUID == appGUID &&
-		sameObject(rawBytes(sp.BindResource), resourceJSON) &&
-		sameObject(rawBytes(sp.Context), ctxJSON) &&
-		sameObject(rawBytes(sp.Parameters), params)
+	return sp.ServiceID == in.req.ServiceID && sp.PlanID == in.req.PlanID && sp.AppGUID == in.appGUID &&
+		sameObject(rawBytes(sp.BindResource), in.resourceJSON) &&
+		sameObject(rawBytes(sp.Context), in.ctxJSON) &&
+		sameObject(rawBytes(sp.Parameters), in.params)
 }
 
 // bindingBody builds the body of a bind response or fetched binding from
@@ -306,25 +317,11 @@ func (s *Server) bindingBody(ctx context.Context, b *osbv1alpha1.SFServiceBindin
 
 // fetchBinding answers GET .../service_bindings/:binding_id.
 func (s *Server) fetchBinding(x *exchange, r *http.Request) (int, any, error) {
-	ctx := r.Context()
-	instanceID, err := pathID(r, "instance_id")
+	c, err := parseCall(x, r, parseBinding|parseHints)
 	if err != nil {
 		return 0, nil, err
 	}
-	bindingID, err := pathID(r, "binding_id")
-	if err != nil {
-		return 0, nil, err
-	}
-	q, err := parseQuery(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	for _, h := range []string{"service_id", "plan_id"} {
-		if _, err := q.hint(h); err != nil {
-			return 0, nil, err
-		}
-	}
-	b, err := s.getBinding(ctx, instanceID, bindingID, Fresh)
+	b, err := s.getBinding(c.ctx, c.instanceID, c.bindingID, Fresh)
 	if apierrors.IsNotFound(err) {
 		return 0, nil, notFound("The service binding does not exist.")
 	}
@@ -347,7 +344,7 @@ func (s *Server) fetchBinding(x *exchange, r *http.Request) (int, any, error) {
 	if params == nil {
 		params = json.RawMessage("{}")
 	}
-	body, err := s.bindingBody(ctx, b, params)
+	body, err := s.bindingBody(c.ctx, b, params)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -356,41 +353,22 @@ func (s *Server) fetchBinding(x *exchange, r *http.Request) (int, any, error) {
 
 // unbind answers DELETE .../service_bindings/:binding_id.
 func (s *Server) unbind(x *exchange, r *http.Request) (int, any, error) {
-	ctx := r.Context()
-	instanceID, err := pathID(r, "instance_id")
-	if err != nil {
-		return 0, nil, err
-	}
-	bindingID, err := pathID(r, "binding_id")
-	if err != nil {
-		return 0, nil, err
-	}
-	q, err := parseQuery(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	serviceID, err := q.required("service_id")
-	if err != nil {
-		return 0, nil, err
-	}
-	if _, err := q.required("plan_id"); err != nil {
-		return 0, nil, err
-	}
-	async, err := q.acceptsIncomplete()
+	c, err := parseCall(x, r, parseBinding|parseDelete|parseAsync)
 	if err != nil {
 		return 0, nil, err
 	}
 	snap := s.catalog.Snapshot()
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		b, err := s.getBinding(ctx, instanceID, bindingID, Fresh)
+	t := s.bindingTarget(c.instanceID, c.bindingID)
+	return retryConflicts(func(int) (int, any, error) {
+		b, err := s.getBinding(c.ctx, c.instanceID, c.bindingID, Fresh)
 		if apierrors.IsNotFound(err) {
 			return http.StatusGone, emptyObject, nil
 		}
 		if err != nil {
 			return 0, nil, err
 		}
-		if b.Spec.ServiceID != serviceID {
-			return 0, nil, badRequest("service_id %q is not the service offering of the binding.", truncate(serviceID, 100))
+		if b.Spec.ServiceID != c.serviceID {
+			return 0, nil, badRequest("service_id %q is not the service offering of the binding.", truncate(c.serviceID, 100))
 		}
 		op, p := bindingProgress(b)
 		if p.gone {
@@ -398,60 +376,27 @@ func (s *Server) unbind(x *exchange, r *http.Request) (int, any, error) {
 		}
 		plan := snap.Plan(b.Spec.PlanID)
 		asyncOnly := plan != nil && plan.AsyncBinding
-		if asyncOnly && !async {
+		if asyncOnly && !c.async {
 			return 0, nil, asyncRequired("service binding")
 		}
-		o := outcome{
-			async:      async,
-			asyncOnly:  asyncOnly,
-			doneStatus: http.StatusOK,
-			done:       func(client.Object) (any, error) { return emptyObject, nil },
-			failed: func(p progress) *Error {
-				return newError(http.StatusInternalServerError, "", "Unbinding failed: %s", p.description)
-			},
-		}
+		o := deleteOutcome(c.async, asyncOnly, func(p progress) *Error {
+			return newError(http.StatusInternalServerError, "", "Unbinding failed: %s", p.description)
+		})
 		if b.DeletionTimestamp != nil {
-			if p.state == stateFailed {
-				next := op.next(OpDelete)
-				if _, err := s.startOperation(ctx, b, next, osbv1alpha1.StateDelete, x,
-					func(o client.Object) {
-						resetBindingStatus(&o.(*osbv1alpha1.SFServiceBinding).Status, osbv1alpha1.StateDelete)
-					}, nil, s.refreshBinding(instanceID, bindingID)); err != nil {
-					if apierrors.IsConflict(err) {
-						continue
-					}
-					return 0, nil, err
-				}
-				op = next
-			}
-			o.accepted = operationResponse{Operation: op.String()}
-			return s.finish(ctx, op, o, s.lookBinding(instanceID, bindingID))
+			return s.rejoinDeletion(c, t, b, op, p, o)
 		}
 		if op.Type == OpCreate && p.running() {
 			return 0, nil, concurrencyError("The binding is still being created; unbind it once that finished.")
 		}
-		inst, err := s.getInstance(ctx, instanceID, Fresh)
+		inst, err := s.getInstance(c.ctx, c.instanceID, Fresh)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return 0, nil, err
 		}
 		if inst != nil && inst.DeletionTimestamp != nil {
 			return 0, nil, concurrencyError("The instance of the binding is being deleted.")
 		}
-		next := op.next(OpDelete)
-		if op.Type == OpDelete {
-			next = op
-		}
-		if err := s.deleteObject(ctx, b, next, x, setBindingDeleteState, s.refreshBinding(instanceID, bindingID)); err != nil {
-			if apierrors.IsConflict(err) {
-				continue
-			}
-			return 0, nil, err
-		}
-		s.log.V(1).Info("Unbind accepted", "instanceID", instanceID, "bindingID", bindingID, "operation", next.String(), "requestIdentity", x.requestID)
-		o.accepted = operationResponse{Operation: next.String()}
-		return s.finish(ctx, next, o, s.lookBinding(instanceID, bindingID))
-	}
-	return 0, nil, errTooManyConflicts()
+		return s.startDeletion(c, t, b, op, o, "Unbind accepted")
+	})
 }
 
 // setBindingDeleteState sets state "delete" on a binding being deleted,

@@ -27,7 +27,16 @@
 // is gone) the object stays as a tombstone: last_operation answers
 // "succeeded" until the store releases it (package kubestore, after a
 // configurable time), and 410 Gone afterwards. Because the tombstone is the
-// object itself, it survives broker restarts.
+// object itself, it survives broker restarts. A tombstone never blocks its
+// id: a provision or bind with the same id releases it at once and creates
+// the new object, whose operations count on from the tombstone's, so that
+// a poll of the finished delete answers 410 Gone.
+//
+// Requests. Every instance and binding endpoint runs one pipeline (see
+// pipeline.go): parse the ids, query and body once, validate them against
+// the catalog, act on a fresh read (deciding again after a write
+// conflict), and respond with the outcome of the operation it started or
+// joined.
 //
 // Everything a platform sends is checked before anything is written, so a
 // 4xx response leaves the stored objects as they were.

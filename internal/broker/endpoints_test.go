@@ -1,11 +1,15 @@
 package broker_test
 
 import (
+	"context"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/internal/broker"
 )
 
 // endpointCase is one row of TestEndpointStatusCodes: run brings the
@@ -126,8 +130,8 @@ func TestEndpointStatusCodes(t *testing.T) {
 				if got := field(sync, "plans", 2, "schemas", "service_instance", "create", "parameters", "$schema"); got != "http://json-schema.org/draft-04/schema#" {
 					t.Errorf("plan small create schema $schema = %v", got)
 				}
-				if got := field(sync, "plan_updateable"); got != true {
-					t.Errorf("plan_updateable = %v", got)
+				if got, ok := field(sync, "plan_updateable").(bool); !ok || !got {
+					t.Errorf("plan_updateable = %v", field(sync, "plan_updateable"))
 				}
 			},
 		},
@@ -289,6 +293,30 @@ func TestEndpointStatusCodes(t *testing.T) {
 			},
 			check: wantError("MaintenanceInfoConflict"),
 		},
+		"Provision/201EmptyMaintenanceInfo": {
+			reason: "An empty maintenance_info object (the OSB checker's client sends one) is the same as none: the plan's version is recorded.",
+			want:   201,
+			run: func(h h, id string) reply {
+				body := provisionBody(planSmall, nil)
+				body["maintenance_info"] = obj{}
+				return h.do(call{method: "PUT", path: instancePath(id), body: body})
+			},
+			check: func(t *testing.T, _ reply, id string) {
+				if got := instance(t, id).Annotations[broker.AnnotationMaintenanceVersion]; got != "1.0.0" {
+					t.Errorf("maintenance version %q, want the plan's 1.0.0", got)
+				}
+			},
+		},
+		"Provision/400EmptyMaintenanceVersion": {
+			reason: "A maintenance_info with fields but no version is still 400: only the empty object counts as absent.",
+			want:   400,
+			run: func(h h, id string) reply {
+				body := provisionBody(planSmall, nil)
+				body["maintenance_info"] = obj{"description": "no version"}
+				return h.do(call{method: "PUT", path: instancePath(id), body: body})
+			},
+			check: wantDescription("maintenance_info.version"),
+		},
 		"Provision/422ConcurrencyWhileDeleting": {
 			reason: "A PUT for an instance being deleted is 422 ConcurrencyError.",
 			want:   422,
@@ -298,6 +326,40 @@ func TestEndpointStatusCodes(t *testing.T) {
 				return h.provision(id, planAsync, obj{"holdDelete": true}, true)
 			},
 			check: wantError("ConcurrencyError"),
+		},
+		"Provision/201ReuseAfterDelete": {
+			reason: "Once a synchronous deprovision finished, the id provisions anew at once (not 422 for the tombstone's lifetime).",
+			want:   201,
+			run: func(h h, id string) reply {
+				h.ready(id, planSmall, nil)
+				h.expect(h.do(call{method: "DELETE", path: instancePath(id), query: deleteQuery(planSmall, false)}), 200, "deprovision")
+				return h.provision(id, planSmall, small, false)
+			},
+			check: func(t *testing.T, r reply, id string) {
+				wantBody(obj{"dashboard_url": "https://dashboard.example.com/" + id})(t, r, id)
+				inst := instance(t, id)
+				if inst.DeletionTimestamp != nil || inst.Annotations[broker.AnnotationOperation] != "create-3" || string(inst.Spec.Parameters.Raw) != `{"size":2}` {
+					t.Errorf("the stored instance is not the new one of create-3 with the new parameters: deletion %v, annotations %v, parameters %s",
+						inst.DeletionTimestamp, inst.Annotations, inst.Spec.Parameters.Raw)
+				}
+			},
+		},
+		"Provision/202ReuseAfterAsyncDelete": {
+			reason: "Once an asynchronous deprovision reported succeeded, the id provisions anew at once; the old delete's poll then says 410 Gone, the new create runs to succeeded.",
+			want:   202,
+			run: func(h h, id string) reply {
+				h.ready(id, planAsync, nil)
+				del := h.expect(h.do(call{method: "DELETE", path: instancePath(id), query: deleteQuery(planAsync, true)}), 202, "deprovision")
+				h.awaitInstance(id, del.str("operation"), "succeeded")
+				r := h.provision(id, planAsync, nil, true)
+				if r.status == 202 {
+					old := h.do(call{method: "GET", path: instancePath(id) + "/last_operation", query: "operation=" + del.str("operation")})
+					h.expect(old, 410, "poll of the finished delete "+del.str("operation")+" after the id was reused")
+					h.awaitInstance(id, r.str("operation"), "succeeded")
+				}
+				return r
+			},
+			check: wantOperation("create-3"),
 		},
 		"Provision/504SyncPastTimeout": {
 			reason: "A synchronous plan past the sync timeout, with a platform that does not accept 202, is 504.",
@@ -495,6 +557,15 @@ func TestEndpointStatusCodes(t *testing.T) {
 				return h.do(call{method: "PATCH", path: instancePath(id), body: obj{"service_id": "svc-sync", "maintenance_info": obj{"version": "9.9.9"}}})
 			},
 			check: wantError("MaintenanceInfoConflict"),
+		},
+		"Update/200EmptyMaintenanceInfo": {
+			reason: "An empty maintenance_info object in an update is the same as none: nothing changes.",
+			want:   200,
+			run: func(h h, id string) reply {
+				h.ready(id, planSmall, nil)
+				return h.do(call{method: "PATCH", path: instancePath(id), body: obj{"service_id": "svc-sync", "maintenance_info": obj{}}})
+			},
+			check: wantBody(obj{}),
 		},
 		"Update/422PlanChangeNotAllowed": {
 			reason: "An offering without plan_updateable refuses plan changes with 422.",
@@ -843,6 +914,38 @@ func TestEndpointStatusCodes(t *testing.T) {
 			},
 		},
 
+		"Bind/201ReuseAfterUnbind": {
+			reason: "Once an unbind finished, the binding id binds anew at once (not 422 for the tombstone's lifetime).",
+			want:   201,
+			run: func(h h, id string) reply {
+				h.ready(id, planSmall, nil)
+				h.bound(id, "b", planSmall, nil)
+				h.expect(h.do(call{method: "DELETE", path: bindingPath(id, "b"), query: deleteQuery(planSmall, false)}), 200, "unbind")
+				return h.bind(id, "b", planSmall, obj{"readOnly": true}, false)
+			},
+			check: func(t *testing.T, r reply, id string) {
+				wantCredentials(t, r, id)
+				b := &osbv1alpha1.SFServiceBinding{}
+				if err := env.onboarding.Client.Get(context.Background(), broker.BindingKey(id, "b"), b); err != nil {
+					t.Fatal(err)
+				}
+				if b.DeletionTimestamp != nil || b.Annotations[broker.AnnotationOperation] != "create-3" {
+					t.Errorf("the stored binding is not the new one of create-3: deletion %v, annotations %v", b.DeletionTimestamp, b.Annotations)
+				}
+			},
+		},
+		"Bind/422ConcurrencyWhileUnbinding": {
+			reason: "A PUT for a binding whose deletion is still in progress is 422 ConcurrencyError.",
+			want:   422,
+			run: func(h h, id string) reply {
+				h.ready(id, planAsync, nil)
+				h.bound(id, "b", planAsync, obj{"holdDelete": true})
+				h.expect(h.do(call{method: "DELETE", path: bindingPath(id, "b"), query: deleteQuery(planAsync, true)}), 202, "unbind")
+				return h.bind(id, "b", planAsync, obj{"holdDelete": true}, true)
+			},
+			check: wantError("ConcurrencyError"),
+		},
+
 		// DELETE .../service_bindings/:binding_id
 		"Unbind/200Sync": {
 			reason: "A synchronous unbind waits and answers 200 {}.",
@@ -947,7 +1050,7 @@ func TestEndpointStatusCodes(t *testing.T) {
 				h.ready(id, planAsync, nil)
 				h.bound(id, "b", planAsync, nil)
 				r := h.expect(h.do(call{method: "DELETE", path: bindingPath(id, "b"), query: deleteQuery(planAsync, true)}), 202, "unbind")
-				h.awaitBinding(id, "b", r.str("operation"), "succeeded")
+				h.awaitBindingSucceeded(id, "b", r.str("operation"))
 				return poll(h.t, h.base, call{method: "GET", path: bindingPath(id, "b") + "/last_operation", query: "operation=" + r.str("operation")},
 					30*testTombstoneTTL, "410", func(r reply) bool { return r.status == 410 })
 			},
@@ -971,5 +1074,4 @@ func TestEndpointStatusCodes(t *testing.T) {
 			}
 		})
 	}
-
 }

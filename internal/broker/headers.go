@@ -37,12 +37,12 @@ var DefaultMinAPIVersion = APIVersion{Major: 2, Minor: 14}
 
 // ParseAPIVersion parses "MAJOR.MINOR" (digits only).
 func ParseAPIVersion(s string) (APIVersion, error) {
-	maj, min, ok := strings.Cut(s, ".")
-	if !ok || !digits(maj) || !digits(min) || len(maj) > 4 || len(min) > 4 {
+	major, minor, ok := strings.Cut(s, ".")
+	if !ok || !digits(major) || !digits(minor) || len(major) > 4 || len(minor) > 4 {
 		return APIVersion{}, fmt.Errorf("%q is not MAJOR.MINOR", s)
 	}
-	a, _ := strconv.Atoi(maj)
-	b, _ := strconv.Atoi(min)
+	a, _ := strconv.Atoi(major)
+	b, _ := strconv.Atoi(minor)
 	return APIVersion{Major: a, Minor: b}, nil
 }
 

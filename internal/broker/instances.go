@@ -54,157 +54,181 @@ func (s *Server) refreshInstance(id string) func() (client.Object, error) {
 	}
 }
 
-// provision answers PUT /v2/service_instances/:instance_id.
-func (s *Server) provision(x *exchange, r *http.Request) (int, any, error) {
-	ctx := r.Context()
-	id, err := pathID(r, "instance_id")
-	if err != nil {
-		return 0, nil, err
-	}
-	q, err := parseQuery(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	async, err := q.acceptsIncomplete()
-	if err != nil {
-		return 0, nil, err
-	}
-	var req provisionRequest
-	if err := decodeBody(r, &req); err != nil {
-		return 0, nil, err
+// provisionInput is a provision request, checked against itself and the
+// catalog.
+type provisionInput struct {
+	req             provisionRequest
+	maintenance     *maintenanceInfo
+	ctxJSON, params json.RawMessage
+	plan            *catalog.Plan
+}
+
+// parseProvision reads and checks the body of a provision request.
+func (s *Server) parseProvision(c *osbCall, r *http.Request) (*provisionInput, error) {
+	in := &provisionInput{}
+	req := &in.req
+	if err := decodeBody(r, req); err != nil {
+		return nil, err
 	}
 	switch {
 	case req.ServiceID == "":
-		return 0, nil, badRequest("service_id is required.")
+		return nil, badRequest("service_id is required.")
 	case req.PlanID == "":
-		return 0, nil, badRequest("plan_id is required.")
+		return nil, badRequest("plan_id is required.")
 	case req.OrganizationGUID == "":
-		return 0, nil, badRequest("organization_guid is required (OSB v2.17 still marks it REQUIRED next to context).")
+		return nil, badRequest("organization_guid is required (OSB v2.17 still marks it REQUIRED next to context).")
 	case req.SpaceGUID == "":
-		return 0, nil, badRequest("space_guid is required (OSB v2.17 still marks it REQUIRED next to context).")
-	case req.MaintenanceInfo != nil && req.MaintenanceInfo.Version == "":
-		return 0, nil, badRequest("maintenance_info.version is required when maintenance_info is sent.")
+		return nil, badRequest("space_guid is required (OSB v2.17 still marks it REQUIRED next to context).")
 	}
-	ctxJSON, err := objectField(req.Context, "context")
-	if err != nil {
-		return 0, nil, err
+	var err error
+	if in.maintenance, err = maintenanceField(req.MaintenanceInfo); err != nil {
+		return nil, err
 	}
-	params, err := objectField(req.Parameters, "parameters")
-	if err != nil {
-		return 0, nil, err
+	if in.ctxJSON, err = objectField(req.Context, "context"); err != nil {
+		return nil, err
 	}
-	if err := checkPlatform(x.identity, ctxJSON); err != nil {
-		return 0, nil, err
+	if in.params, err = objectField(req.Parameters, "parameters"); err != nil {
+		return nil, err
 	}
-	snap := s.catalog.Snapshot()
-	svc := snap.Service(req.ServiceID)
-	if svc == nil {
-		return 0, nil, badRequest("service_id %q is not a service offering of this broker's catalog.", truncate(req.ServiceID, 100))
+	if err := checkPlatform(c.x.identity, in.ctxJSON); err != nil {
+		return nil, err
 	}
-	plan := snap.Plan(req.PlanID)
-	if plan == nil || plan.ServiceID != svc.ID {
-		return 0, nil, badRequest("plan_id %q is not a plan of service offering %q.", truncate(req.PlanID, 100), svc.Name)
+	if in.plan, err = s.servicePlan(req.ServiceID, req.PlanID); err != nil {
+		return nil, err
 	}
-	checkNew := func() error {
-		if mi := req.MaintenanceInfo; mi != nil && mi.Version != plan.MaintenanceVersion {
-			return maintenanceConflict(plan)
-		}
-		if err := plan.CreateSchema.Validate(params); err != nil {
-			return badRequest("parameters do not match the plan's schema: %v.", err)
-		}
-		if plan.Async && !async {
-			return asyncRequired("service plan")
-		}
-		return nil
-	}
-	o := func(op Operation, inst *osbv1alpha1.SFServiceInstance, doneStatus int) outcome {
-		return outcome{
-			async:      async,
-			asyncOnly:  plan.Async,
-			doneStatus: doneStatus,
-			accepted:   provisionResponse{DashboardURL: dashboardURL(plan, inst), Operation: op.String()},
-			done: func(obj client.Object) (any, error) {
-				return provisionResponse{DashboardURL: dashboardURL(plan, obj.(*osbv1alpha1.SFServiceInstance))}, nil
-			},
-			failed: func(p progress) *Error {
-				return newError(http.StatusInternalServerError, "", "Provisioning failed: %s", p.description)
-			},
-		}
-	}
+	return in, nil
+}
 
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		inst, err := s.getInstance(ctx, id, Fresh)
-		if apierrors.IsNotFound(err) {
-			if err := checkNew(); err != nil {
-				return 0, nil, err
-			}
-			inst = newInstance(id, &req, ctxJSON, params, plan, x)
-			if err := s.store.Create(ctx, inst); err != nil {
-				if apierrors.IsAlreadyExists(err) {
-					if attempt > 0 {
-						return 0, nil, conflict("An instance with this id already exists under another id's name.")
-					}
-					continue
-				}
-				return 0, nil, err
-			}
-			s.setInitialState(ctx, inst, func(o client.Object) bool {
-				st := &o.(*osbv1alpha1.SFServiceInstance).Status
-				if st.State != "" {
-					return false
-				}
-				st.State = osbv1alpha1.StateInQueue
-				return true
-			}, s.refreshInstance(id))
-			op := Operation{Type: OpCreate, Seq: 1}
-			s.log.V(1).Info("Provision accepted", "instanceID", id, "operation", op.String(), "planID", plan.ID, "requestIdentity", x.requestID)
-			return s.finish(ctx, op, o(op, inst, http.StatusCreated), s.lookInstance(id))
+// servicePlan returns the catalog's plan planID of offering serviceID.
+func (s *Server) servicePlan(serviceID, planID string) (*catalog.Plan, error) {
+	snap := s.catalog.Snapshot()
+	svc := snap.Service(serviceID)
+	if svc == nil {
+		return nil, badRequest("service_id %q is not a service offering of this broker's catalog.", truncate(serviceID, 100))
+	}
+	plan := snap.Plan(planID)
+	if plan == nil || plan.ServiceID != svc.ID {
+		return nil, badRequest("plan_id %q is not a plan of service offering %q.", truncate(planID, 100), svc.Name)
+	}
+	return plan, nil
+}
+
+// checkNew checks what only matters when the request creates the instance
+// (anew, or again after a failure).
+func (in *provisionInput) checkNew(async bool) error {
+	if mi := in.maintenance; mi != nil && mi.Version != in.plan.MaintenanceVersion {
+		return maintenanceConflict(in.plan)
+	}
+	if err := in.plan.CreateSchema.Validate(in.params); err != nil {
+		return badRequest("parameters do not match the plan's schema: %v.", err)
+	}
+	if in.plan.Async && !async {
+		return asyncRequired("service plan")
+	}
+	return nil
+}
+
+// outcome is what a provision that started or joined op answers.
+func (in *provisionInput) outcome(c *osbCall, op Operation, inst *osbv1alpha1.SFServiceInstance, doneStatus int) outcome {
+	plan := in.plan
+	return outcome{
+		async:      c.async,
+		asyncOnly:  plan.Async,
+		doneStatus: doneStatus,
+		accepted:   provisionResponse{DashboardURL: dashboardURL(plan, inst), Operation: op.String()},
+		done: func(obj client.Object) (any, error) {
+			return provisionResponse{DashboardURL: dashboardURL(plan, obj.(*osbv1alpha1.SFServiceInstance))}, nil
+		},
+		failed: func(p progress) *Error {
+			return newError(http.StatusInternalServerError, "", "Provisioning failed: %s", p.description)
+		},
+	}
+}
+
+// provision answers PUT /v2/service_instances/:instance_id.
+func (s *Server) provision(x *exchange, r *http.Request) (int, any, error) {
+	c, err := parseCall(x, r, parseAsync)
+	if err != nil {
+		return 0, nil, err
+	}
+	in, err := s.parseProvision(c, r)
+	if err != nil {
+		return 0, nil, err
+	}
+	t := s.instanceTarget(c.instanceID)
+	return retryConflicts(func(attempt int) (int, any, error) {
+		inst, err := s.getInstance(c.ctx, c.instanceID, Fresh)
+		switch {
+		case apierrors.IsNotFound(err):
+			return s.provisionNew(c, t, in, nil, attempt)
+		case err != nil:
+			return 0, nil, err
+		case deletionFinished(inst):
+			// The previous instance of this id is gone; only its
+			// tombstone is left, which must not block the id.
+			return s.provisionNew(c, t, in, inst, attempt)
 		}
+		return s.provisionExisting(c, t, in, inst)
+	})
+}
+
+// provisionNew creates the instance, in place of the tombstone of a
+// deleted one when there is one. Its operations continue the tombstone's
+// count, so that a platform still polling the deletion is told it is gone
+// (410) rather than that its operation is unknown.
+func (s *Server) provisionNew(c *osbCall, t target, in *provisionInput, tombstone *osbv1alpha1.SFServiceInstance, attempt int) (int, any, error) {
+	if err := in.checkNew(c.async); err != nil {
+		return 0, nil, err
+	}
+	op := Operation{Type: OpCreate, Seq: 1}
+	var old client.Object
+	if tombstone != nil {
+		op, old = currentOperation(tombstone).next(OpCreate), tombstone
+	}
+	inst := newInstance(c.instanceID, in, op, c.x)
+	if err := s.createNew(c, t, inst, old, attempt); err != nil {
+		return 0, nil, err
+	}
+	s.logDecision(c, t, "Provision accepted", "operation", op.String(), "planID", in.plan.ID, "reusedID", tombstone != nil)
+	return s.finish(c.ctx, op, in.outcome(c, op, inst, http.StatusCreated), t.look)
+}
+
+// provisionExisting answers a provision request for an instance that
+// exists: a re-sent request joins the provisioning or provisions again
+// after a failure; anything else is answered from the instance's state.
+func (s *Server) provisionExisting(c *osbCall, t target, in *provisionInput, inst *osbv1alpha1.SFServiceInstance) (int, any, error) {
+	if inst.DeletionTimestamp != nil {
+		return 0, nil, concurrencyError("The instance is being deleted.")
+	}
+	if !sameProvision(inst, in) {
+		return 0, nil, conflict("An instance with this id already exists with different attributes.")
+	}
+	op, p := instanceProgress(inst)
+	switch {
+	case op.Type == OpDelete:
+		return 0, nil, concurrencyError("The instance is being deleted.")
+	case op.Type == OpCreate && p.running():
+		if in.plan.Async && !c.async {
+			return 0, nil, asyncRequired("service plan")
+		}
+		return s.finish(c.ctx, op, in.outcome(c, op, inst, http.StatusOK), t.look)
+	case op.Type == OpCreate && p.state == stateFailed:
+		// Provisioning failed: the identical request provisions again.
+		if err := in.checkNew(c.async); err != nil {
+			return 0, nil, err
+		}
+		next := op.next(OpCreate)
+		obj, err := s.begin(c, t, inst, next, osbv1alpha1.StateInQueue, nil)
 		if err != nil {
 			return 0, nil, err
 		}
-		if inst.DeletionTimestamp != nil {
-			return 0, nil, concurrencyError("The instance is being deleted.")
-		}
-		if !sameProvision(inst, &req, ctxJSON, params) {
-			return 0, nil, conflict("An instance with this id already exists with different attributes.")
-		}
-		op, p := instanceProgress(inst)
-		switch {
-		case op.Type == OpDelete:
-			return 0, nil, concurrencyError("The instance is being deleted.")
-		case op.Type == OpCreate && p.running():
-			if plan.Async && !async {
-				return 0, nil, asyncRequired("service plan")
-			}
-			return s.finish(ctx, op, o(op, inst, http.StatusOK), s.lookInstance(id))
-		case op.Type == OpCreate && p.state == stateFailed:
-			// Provisioning failed: the identical request provisions again.
-			if err := checkNew(); err != nil {
-				return 0, nil, err
-			}
-			next := op.next(OpCreate)
-			obj, err := s.startOperation(ctx, inst, next, osbv1alpha1.StateInQueue, x,
-				func(o client.Object) {
-					resetInstanceStatus(&o.(*osbv1alpha1.SFServiceInstance).Status, osbv1alpha1.StateInQueue)
-				},
-				nil, s.refreshInstance(id))
-			if apierrors.IsConflict(err) {
-				continue
-			}
-			if err != nil {
-				return 0, nil, err
-			}
-			s.log.V(1).Info("Provision restarted after a failure", "instanceID", id, "operation", next.String(), "requestIdentity", x.requestID)
-			return s.finish(ctx, next, o(next, obj.(*osbv1alpha1.SFServiceInstance), http.StatusCreated), s.lookInstance(id))
-		case op.Type == OpUpdate && p.running():
-			return 0, nil, concurrencyError("An update of the instance is in progress.")
-		default:
-			// Provisioned (and perhaps updated since): nothing to do.
-			return http.StatusOK, provisionResponse{DashboardURL: dashboardURL(plan, inst)}, nil
-		}
+		s.logDecision(c, t, "Provision restarted after a failure", "operation", next.String())
+		return s.finish(c.ctx, next, in.outcome(c, next, obj.(*osbv1alpha1.SFServiceInstance), http.StatusCreated), t.look)
+	case op.Type == OpUpdate && p.running():
+		return 0, nil, concurrencyError("An update of the instance is in progress.")
 	}
-	return 0, nil, errTooManyConflicts()
+	// Provisioned (and perhaps updated since): nothing to do.
+	return http.StatusOK, provisionResponse{DashboardURL: dashboardURL(in.plan, inst)}, nil
 }
 
 // setInitialState writes the state of a just-created object unless the
@@ -239,9 +263,10 @@ func maintenanceConflict(plan *catalog.Plan) *Error {
 }
 
 // newInstance builds the SFServiceInstance that records a provision
-// request.
-func newInstance(id string, req *provisionRequest, ctxJSON, params json.RawMessage, plan *catalog.Plan, x *exchange) *osbv1alpha1.SFServiceInstance {
+// request, as the operation op.
+func newInstance(id string, in *provisionInput, op Operation, x *exchange) *osbv1alpha1.SFServiceInstance {
 	key := InstanceKey(id)
+	req := &in.req
 	inst := &osbv1alpha1.SFServiceInstance{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        key.Name,
@@ -253,224 +278,270 @@ func newInstance(id string, req *provisionRequest, ctxJSON, params json.RawMessa
 			InstanceID:       id,
 			ServiceID:        req.ServiceID,
 			PlanID:           req.PlanID,
-			Context:          rawExtension(ctxJSON),
+			Context:          rawExtension(in.ctxJSON),
 			OrganizationGUID: req.OrganizationGUID,
 			SpaceGUID:        req.SpaceGUID,
-			Parameters:       rawExtension(params),
+			Parameters:       rawExtension(in.params),
 		},
 	}
-	version := plan.MaintenanceVersion
-	if req.MaintenanceInfo != nil {
-		version = req.MaintenanceInfo.Version
+	version := in.plan.MaintenanceVersion
+	if in.maintenance != nil {
+		version = in.maintenance.Version
 	}
 	if version != "" {
 		inst.Annotations[AnnotationMaintenanceVersion] = version
 	}
-	markOperation(inst, Operation{Type: OpCreate, Seq: 1}, osbv1alpha1.StateInQueue, x)
+	markOperation(inst, op, osbv1alpha1.StateInQueue, x)
 	return inst
 }
 
 // sameProvision reports whether a provision request asks for exactly the
 // instance that is stored.
-func sameProvision(inst *osbv1alpha1.SFServiceInstance, req *provisionRequest, ctxJSON, params json.RawMessage) bool {
-	sp := &inst.Spec
+func sameProvision(inst *osbv1alpha1.SFServiceInstance, in *provisionInput) bool {
+	sp, req := &inst.Spec, &in.req
 	if sp.ServiceID != req.ServiceID || sp.PlanID != req.PlanID ||
 		sp.OrganizationGUID != req.OrganizationGUID || sp.SpaceGUID != req.SpaceGUID ||
-		!sameObject(rawBytes(sp.Context), ctxJSON) || !sameObject(rawBytes(sp.Parameters), params) {
+		!sameObject(rawBytes(sp.Context), in.ctxJSON) || !sameObject(rawBytes(sp.Parameters), in.params) {
 		return false
 	}
-	if mi := req.MaintenanceInfo; mi != nil && mi.Version != inst.Annotations[AnnotationMaintenanceVersion] {
+	if mi := in.maintenance; mi != nil && mi.Version != inst.Annotations[AnnotationMaintenanceVersion] {
 		return false
 	}
 	return true
 }
 
-// update answers PATCH /v2/service_instances/:instance_id.
-func (s *Server) update(x *exchange, r *http.Request) (int, any, error) {
-	ctx := r.Context()
-	id, err := pathID(r, "instance_id")
-	if err != nil {
-		return 0, nil, err
-	}
-	q, err := parseQuery(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	async, err := q.acceptsIncomplete()
-	if err != nil {
-		return 0, nil, err
-	}
-	var req updateRequest
-	if err := decodeBody(r, &req); err != nil {
-		return 0, nil, err
+// updateInput is an update request, checked against itself and the
+// catalog.
+type updateInput struct {
+	req                       updateRequest
+	maintenance               *maintenanceInfo
+	ctxJSON, params, previous json.RawMessage
+	snap                      *catalog.Snapshot
+	svc                       *catalog.Service
+}
+
+// parseUpdate reads and checks the body of an update request.
+func (s *Server) parseUpdate(c *osbCall, r *http.Request) (*updateInput, error) {
+	in := &updateInput{}
+	req := &in.req
+	if err := decodeBody(r, req); err != nil {
+		return nil, err
 	}
 	if req.ServiceID == "" {
-		return 0, nil, badRequest("service_id is required.")
+		return nil, badRequest("service_id is required.")
 	}
-	if req.MaintenanceInfo != nil && req.MaintenanceInfo.Version == "" {
-		return 0, nil, badRequest("maintenance_info.version is required when maintenance_info is sent.")
+	var err error
+	if in.maintenance, err = maintenanceField(req.MaintenanceInfo); err != nil {
+		return nil, err
 	}
-	ctxJSON, err := objectField(req.Context, "context")
-	if err != nil {
-		return 0, nil, err
+	if in.ctxJSON, err = objectField(req.Context, "context"); err != nil {
+		return nil, err
 	}
-	params, err := objectField(req.Parameters, "parameters")
-	if err != nil {
-		return 0, nil, err
+	if in.params, err = objectField(req.Parameters, "parameters"); err != nil {
+		return nil, err
 	}
-	previous, err := objectField(req.PreviousValues, "previous_values")
-	if err != nil {
-		return 0, nil, err
+	if in.previous, err = objectField(req.PreviousValues, "previous_values"); err != nil {
+		return nil, err
 	}
-	if err := checkPlatform(x.identity, ctxJSON); err != nil {
-		return 0, nil, err
+	if err := checkPlatform(c.x.identity, in.ctxJSON); err != nil {
+		return nil, err
 	}
-	snap := s.catalog.Snapshot()
-	svc := snap.Service(req.ServiceID)
-	if svc == nil {
-		return 0, nil, badRequest("service_id %q is not a service offering of this broker's catalog.", truncate(req.ServiceID, 100))
+	in.snap = s.catalog.Snapshot()
+	if in.svc = in.snap.Service(req.ServiceID); in.svc == nil {
+		return nil, badRequest("service_id %q is not a service offering of this broker's catalog.", truncate(req.ServiceID, 100))
 	}
+	return in, nil
+}
 
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		inst, err := s.getInstance(ctx, id, Fresh)
+// updateChange is what an update asks of one stored instance.
+type updateChange struct {
+	target                                       *catalog.Plan
+	targetID                                     string
+	storedVersion                                string
+	planChange, maintenanceChange, contextChange bool
+}
+
+// none reports whether the update changes nothing.
+func (ch *updateChange) none(in *updateInput) bool {
+	return !ch.planChange && in.params == nil && !ch.maintenanceChange && !ch.contextChange
+}
+
+// change checks the update against the stored instance and the catalog
+// and returns what it changes.
+func (in *updateInput) change(inst *osbv1alpha1.SFServiceInstance) (*updateChange, error) {
+	ch := &updateChange{targetID: inst.Spec.PlanID, storedVersion: inst.Annotations[AnnotationMaintenanceVersion]}
+	if in.req.PlanID != "" {
+		ch.targetID = in.req.PlanID
+	}
+	ch.target = in.snap.Plan(ch.targetID)
+	if ch.target == nil || ch.target.ServiceID != in.svc.ID {
+		if in.req.PlanID != "" {
+			return nil, badRequest("plan_id %q is not a plan of service offering %q.", truncate(in.req.PlanID, 100), in.svc.Name)
+		}
+		return nil, unprocessable("The instance's plan %q is no longer offered; change to another plan.", inst.Spec.PlanID)
+	}
+	if ch.planChange = ch.targetID != inst.Spec.PlanID; ch.planChange {
+		current := in.snap.Plan(inst.Spec.PlanID)
+		if current != nil && !current.PlanUpdatable {
+			return nil, unprocessable("The instance's plan does not allow plan changes.")
+		}
+		if preds := ch.target.UpdatePredecessors; len(preds) > 0 && !slices.Contains(preds, inst.Spec.PlanID) {
+			return nil, unprocessable("Instances of plan %q cannot change to plan %q.", inst.Spec.PlanID, ch.target.Name)
+		}
+	}
+	if mi := in.maintenance; mi != nil && mi.Version != ch.target.MaintenanceVersion {
+		return nil, maintenanceConflict(ch.target)
+	}
+	ch.maintenanceChange = in.maintenance != nil && in.maintenance.Version != ch.storedVersion
+	ch.contextChange = in.ctxJSON != nil && !sameObject(rawBytes(inst.Spec.Context), in.ctxJSON)
+	if in.params != nil {
+		if err := ch.target.UpdateSchema.Validate(withoutNulls(in.params)); err != nil {
+			return nil, badRequest("parameters do not match the plan's schema: %v.", err)
+		}
+	}
+	return ch, nil
+}
+
+// mutate writes the spec the update asks for into o.
+func (in *updateInput) mutate(ch *updateChange) func(client.Object) error {
+	return func(o client.Object) error {
+		inst := o.(*osbv1alpha1.SFServiceInstance)
+		inst.Spec.PlanID = ch.targetID
+		if in.params != nil {
+			merged, err := mergePatch(rawBytes(inst.Spec.Parameters), in.params)
+			if err != nil {
+				return err
+			}
+			inst.Spec.Parameters = rawExtension(merged)
+		}
+		if in.ctxJSON != nil {
+			inst.Spec.Context = rawExtension(in.ctxJSON)
+		}
+		if in.previous != nil {
+			inst.Spec.PreviousValues = rawExtension(in.previous)
+		}
+		version := ch.storedVersion
+		switch {
+		case in.maintenance != nil:
+			version = in.maintenance.Version
+		case ch.planChange:
+			version = ch.target.MaintenanceVersion
+		}
+		if version != "" {
+			inst.Annotations[AnnotationMaintenanceVersion] = version
+		} else {
+			delete(inst.Annotations, AnnotationMaintenanceVersion)
+		}
+		return nil
+	}
+}
+
+// updatable refuses an update of an instance whose latest operation does
+// not allow one.
+func updatable(op Operation, p progress) error {
+	switch {
+	case p.gone:
+		return notFound("The service instance does not exist.")
+	case op.Type == OpDelete:
+		return concurrencyError("The instance is being deleted.")
+	case op.Type == OpCreate && p.running():
+		return concurrencyError("The instance is being provisioned.")
+	case op.Type == OpCreate && p.state == stateFailed:
+		return unprocessable("The instance could not be provisioned, so it cannot be updated; deprovision it.")
+	}
+	return nil
+}
+
+// updateOutcome is what an update that started or joined op answers.
+func updateOutcome(c *osbCall, op Operation, target *catalog.Plan, inst *osbv1alpha1.SFServiceInstance) outcome {
+	return outcome{
+		async:      c.async,
+		asyncOnly:  target.Async,
+		doneStatus: http.StatusOK,
+		accepted:   provisionResponse{DashboardURL: dashboardURL(target, inst), Operation: op.String()},
+		done: func(obj client.Object) (any, error) {
+			return provisionResponse{DashboardURL: dashboardURL(target, obj.(*osbv1alpha1.SFServiceInstance))}, nil
+		},
+		failed: func(p progress) *Error {
+			e := newError(http.StatusInternalServerError, "", "The update failed: %s", p.description)
+			e.InstanceUsable, e.UpdateRepeatable = p.instanceUsable, p.updateRepeatable
+			return e
+		},
+	}
+}
+
+// update answers PATCH /v2/service_instances/:instance_id.
+func (s *Server) update(x *exchange, r *http.Request) (int, any, error) {
+	c, err := parseCall(x, r, parseAsync)
+	if err != nil {
+		return 0, nil, err
+	}
+	in, err := s.parseUpdate(c, r)
+	if err != nil {
+		return 0, nil, err
+	}
+	t := s.instanceTarget(c.instanceID)
+	return retryConflicts(func(int) (int, any, error) {
+		inst, err := s.getInstance(c.ctx, c.instanceID, Fresh)
 		if apierrors.IsNotFound(err) {
 			return 0, nil, notFound("The service instance does not exist.")
 		}
 		if err != nil {
 			return 0, nil, err
 		}
-		if inst.Spec.ServiceID != req.ServiceID {
-			return 0, nil, badRequest("service_id %q is not the service offering of the instance.", truncate(req.ServiceID, 100))
+		if inst.Spec.ServiceID != in.req.ServiceID {
+			return 0, nil, badRequest("service_id %q is not the service offering of the instance.", truncate(in.req.ServiceID, 100))
 		}
 		op, p := instanceProgress(inst)
-		switch {
-		case p.gone:
-			return 0, nil, notFound("The service instance does not exist.")
-		case op.Type == OpDelete:
-			return 0, nil, concurrencyError("The instance is being deleted.")
-		case op.Type == OpCreate && p.running():
-			return 0, nil, concurrencyError("The instance is being provisioned.")
-		case op.Type == OpCreate && p.state == stateFailed:
-			return 0, nil, unprocessable("The instance could not be provisioned, so it cannot be updated; deprovision it.")
+		if err := updatable(op, p); err != nil {
+			return 0, nil, err
 		}
-		targetID := inst.Spec.PlanID
-		if req.PlanID != "" {
-			targetID = req.PlanID
-		}
-		target := snap.Plan(targetID)
-		if target == nil || target.ServiceID != svc.ID {
-			if req.PlanID != "" {
-				return 0, nil, badRequest("plan_id %q is not a plan of service offering %q.", truncate(req.PlanID, 100), svc.Name)
-			}
-			return 0, nil, unprocessable("The instance's plan %q is no longer offered; change to another plan.", inst.Spec.PlanID)
-		}
-		planChange := targetID != inst.Spec.PlanID
-		if planChange {
-			current := snap.Plan(inst.Spec.PlanID)
-			if current != nil && !current.PlanUpdatable {
-				return 0, nil, unprocessable("The instance's plan does not allow plan changes.")
-			}
-			if len(target.UpdatePredecessors) > 0 && !slices.Contains(target.UpdatePredecessors, inst.Spec.PlanID) {
-				return 0, nil, unprocessable("Instances of plan %q cannot change to plan %q.", inst.Spec.PlanID, target.Name)
-			}
-		}
-		storedVersion := inst.Annotations[AnnotationMaintenanceVersion]
-		if mi := req.MaintenanceInfo; mi != nil && mi.Version != target.MaintenanceVersion {
-			return 0, nil, maintenanceConflict(target)
-		}
-		maintenanceChange := req.MaintenanceInfo != nil && req.MaintenanceInfo.Version != storedVersion
-		contextChange := ctxJSON != nil && !sameObject(rawBytes(inst.Spec.Context), ctxJSON)
-		if params != nil {
-			if err := target.UpdateSchema.Validate(withoutNulls(params)); err != nil {
-				return 0, nil, badRequest("parameters do not match the plan's schema: %v.", err)
-			}
-		}
-		// The spec the update asks for.
-		mutate := func(o client.Object) error {
-			in := o.(*osbv1alpha1.SFServiceInstance)
-			in.Spec.PlanID = targetID
-			if params != nil {
-				merged, err := mergePatch(rawBytes(in.Spec.Parameters), params)
-				if err != nil {
-					return err
-				}
-				in.Spec.Parameters = rawExtension(merged)
-			}
-			if ctxJSON != nil {
-				in.Spec.Context = rawExtension(ctxJSON)
-			}
-			if previous != nil {
-				in.Spec.PreviousValues = rawExtension(previous)
-			}
-			version := storedVersion
-			switch {
-			case req.MaintenanceInfo != nil:
-				version = req.MaintenanceInfo.Version
-			case planChange:
-				version = target.MaintenanceVersion
-			}
-			if version != "" {
-				in.Annotations[AnnotationMaintenanceVersion] = version
-			} else {
-				delete(in.Annotations, AnnotationMaintenanceVersion)
-			}
-			return nil
-		}
-		o := outcome{
-			async:      async,
-			asyncOnly:  target.Async,
-			doneStatus: http.StatusOK,
-			done: func(obj client.Object) (any, error) {
-				return provisionResponse{DashboardURL: dashboardURL(target, obj.(*osbv1alpha1.SFServiceInstance))}, nil
-			},
-			failed: func(p progress) *Error {
-				e := newError(http.StatusInternalServerError, "", "The update failed: %s", p.description)
-				e.InstanceUsable, e.UpdateRepeatable = p.instanceUsable, p.updateRepeatable
-				return e
-			},
-		}
-		if op.Type == OpUpdate && p.running() {
-			// A re-sent update gets the operation that is running; any
-			// other update must wait for it.
-			want := inst.DeepCopy()
-			if err := mutate(want); err != nil {
-				return 0, nil, err
-			}
-			if !sameUpdate(inst, want) {
-				return 0, nil, concurrencyError("Another update of the instance is in progress.")
-			}
-			if target.Async && !async {
-				return 0, nil, asyncRequired("service plan")
-			}
-			o.accepted = provisionResponse{DashboardURL: dashboardURL(target, inst), Operation: op.String()}
-			return s.finish(ctx, op, o, s.lookInstance(id))
-		}
-		if !planChange && params == nil && !maintenanceChange && !contextChange {
-			return http.StatusOK, emptyObject, nil
-		}
-		if contextChange && !planChange && params == nil && !maintenanceChange && !svc.AllowContextUpdates {
-			return 0, nil, unprocessable("The service offering does not accept updates of the context alone.")
-		}
-		if target.Async && !async {
-			return 0, nil, asyncRequired("service plan")
-		}
-		next := op.next(OpUpdate)
-		obj, err := s.startOperation(ctx, inst, next, osbv1alpha1.StateUpdate, x,
-			func(o client.Object) {
-				resetInstanceStatus(&o.(*osbv1alpha1.SFServiceInstance).Status, osbv1alpha1.StateUpdate)
-			},
-			mutate, s.refreshInstance(id))
-		if apierrors.IsConflict(err) {
-			continue
-		}
+		ch, err := in.change(inst)
 		if err != nil {
 			return 0, nil, err
 		}
-		s.log.V(1).Info("Update accepted", "instanceID", id, "operation", next.String(), "planID", targetID, "requestIdentity", x.requestID)
-		o.accepted = provisionResponse{DashboardURL: dashboardURL(target, obj.(*osbv1alpha1.SFServiceInstance)), Operation: next.String()}
-		return s.finish(ctx, next, o, s.lookInstance(id))
+		if op.Type == OpUpdate && p.running() {
+			return s.joinUpdate(c, t, in, ch, inst, op)
+		}
+		return s.startUpdate(c, t, in, ch, inst, op)
+	})
+}
+
+// joinUpdate answers an update while another runs: a re-sent request gets
+// the running operation; any other update must wait for it.
+func (s *Server) joinUpdate(c *osbCall, t target, in *updateInput, ch *updateChange, inst *osbv1alpha1.SFServiceInstance, op Operation) (int, any, error) {
+	want := inst.DeepCopy()
+	if err := in.mutate(ch)(want); err != nil {
+		return 0, nil, err
 	}
-	return 0, nil, errTooManyConflicts()
+	if !sameUpdate(inst, want) {
+		return 0, nil, concurrencyError("Another update of the instance is in progress.")
+	}
+	if ch.target.Async && !c.async {
+		return 0, nil, asyncRequired("service plan")
+	}
+	return s.finish(c.ctx, op, updateOutcome(c, op, ch.target, inst), t.look)
+}
+
+// startUpdate starts the update as the operation after op, unless it
+// changes nothing.
+func (s *Server) startUpdate(c *osbCall, t target, in *updateInput, ch *updateChange, inst *osbv1alpha1.SFServiceInstance, op Operation) (int, any, error) {
+	if ch.none(in) {
+		return http.StatusOK, emptyObject, nil
+	}
+	if ch.contextChange && !ch.planChange && in.params == nil && !ch.maintenanceChange && !in.svc.AllowContextUpdates {
+		return 0, nil, unprocessable("The service offering does not accept updates of the context alone.")
+	}
+	if ch.target.Async && !c.async {
+		return 0, nil, asyncRequired("service plan")
+	}
+	next := op.next(OpUpdate)
+	obj, err := s.begin(c, t, inst, next, osbv1alpha1.StateUpdate, in.mutate(ch))
+	if err != nil {
+		return 0, nil, err
+	}
+	s.logDecision(c, t, "Update accepted", "operation", next.String(), "planID", ch.targetID)
+	return s.finish(c.ctx, next, updateOutcome(c, next, ch.target, obj.(*osbv1alpha1.SFServiceInstance)), t.look)
 }
 
 // sameUpdate reports whether want (the running update with a re-sent
@@ -485,21 +556,11 @@ func sameUpdate(running, want *osbv1alpha1.SFServiceInstance) bool {
 
 // fetchInstance answers GET /v2/service_instances/:instance_id.
 func (s *Server) fetchInstance(x *exchange, r *http.Request) (int, any, error) {
-	ctx := r.Context()
-	id, err := pathID(r, "instance_id")
+	c, err := parseCall(x, r, parseHints)
 	if err != nil {
 		return 0, nil, err
 	}
-	q, err := parseQuery(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	for _, h := range []string{"service_id", "plan_id"} {
-		if _, err := q.hint(h); err != nil {
-			return 0, nil, err
-		}
-	}
-	inst, err := s.getInstance(ctx, id, Fresh)
+	inst, err := s.getInstance(c.ctx, c.instanceID, Fresh)
 	if apierrors.IsNotFound(err) {
 		return 0, nil, notFound("The service instance does not exist.")
 	}
@@ -523,57 +584,48 @@ func (s *Server) fetchInstance(x *exchange, r *http.Request) (int, any, error) {
 	case op.Type == OpUpdate && p.running():
 		return 0, nil, concurrencyError("The instance is being updated.")
 	}
+	return http.StatusOK, fetchedInstance(snap, inst), nil
+}
+
+// fetchedInstance is the body of a fetched instance.
+func fetchedInstance(snap *catalog.Snapshot, inst *osbv1alpha1.SFServiceInstance) fetchInstanceResponse {
+	plan := snap.Plan(inst.Spec.PlanID)
 	resp := fetchInstanceResponse{
 		ServiceID:    inst.Spec.ServiceID,
 		PlanID:       inst.Spec.PlanID,
-		DashboardURL: dashboardURL(snap.Plan(inst.Spec.PlanID), inst),
+		DashboardURL: dashboardURL(plan, inst),
 		Parameters:   rawBytes(inst.Spec.Parameters),
 	}
 	if v := inst.Annotations[AnnotationMaintenanceVersion]; v != "" {
 		resp.MaintenanceInfo = &maintenanceInfo{Version: v}
-		if plan := snap.Plan(inst.Spec.PlanID); plan != nil && plan.MaintenanceVersion == v {
+		if plan != nil && plan.MaintenanceVersion == v {
 			resp.MaintenanceInfo.Description = plan.MaintenanceDescription
 		}
 	}
 	if m := inst.Spec.Metadata; m != nil && (len(m.Labels) > 0 || len(m.Attributes) > 0) {
 		resp.Metadata = &instanceMeta{Labels: m.Labels, Attributes: m.Attributes}
 	}
-	return http.StatusOK, resp, nil
+	return resp
 }
 
 // deprovision answers DELETE /v2/service_instances/:instance_id.
 func (s *Server) deprovision(x *exchange, r *http.Request) (int, any, error) {
-	ctx := r.Context()
-	id, err := pathID(r, "instance_id")
-	if err != nil {
-		return 0, nil, err
-	}
-	q, err := parseQuery(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	serviceID, err := q.required("service_id")
-	if err != nil {
-		return 0, nil, err
-	}
-	if _, err := q.required("plan_id"); err != nil {
-		return 0, nil, err
-	}
-	async, err := q.acceptsIncomplete()
+	c, err := parseCall(x, r, parseDelete|parseAsync)
 	if err != nil {
 		return 0, nil, err
 	}
 	snap := s.catalog.Snapshot()
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		inst, err := s.getInstance(ctx, id, Fresh)
+	t := s.instanceTarget(c.instanceID)
+	return retryConflicts(func(int) (int, any, error) {
+		inst, err := s.getInstance(c.ctx, c.instanceID, Fresh)
 		if apierrors.IsNotFound(err) {
 			return http.StatusGone, emptyObject, nil
 		}
 		if err != nil {
 			return 0, nil, err
 		}
-		if inst.Spec.ServiceID != serviceID {
-			return 0, nil, badRequest("service_id %q is not the service offering of the instance.", truncate(serviceID, 100))
+		if inst.Spec.ServiceID != c.serviceID {
+			return 0, nil, badRequest("service_id %q is not the service offering of the instance.", truncate(c.serviceID, 100))
 		}
 		op, p := instanceProgress(inst)
 		if p.gone {
@@ -583,79 +635,52 @@ func (s *Server) deprovision(x *exchange, r *http.Request) (int, any, error) {
 		// without it the broker waits as for a synchronous plan.
 		plan := snap.Plan(inst.Spec.PlanID)
 		asyncOnly := plan != nil && plan.Async
-		if asyncOnly && !async {
+		if asyncOnly && !c.async {
 			return 0, nil, asyncRequired("service plan")
 		}
-		o := outcome{
-			async:      async,
-			asyncOnly:  asyncOnly,
-			doneStatus: http.StatusOK,
-			done:       func(client.Object) (any, error) { return emptyObject, nil },
-			failed: func(p progress) *Error {
-				e := newError(http.StatusInternalServerError, "", "Deprovisioning failed: %s", p.description)
-				e.InstanceUsable = p.instanceUsable
-				return e
-			},
-		}
+		o := deleteOutcome(c.async, asyncOnly, func(p progress) *Error {
+			e := newError(http.StatusInternalServerError, "", "Deprovisioning failed: %s", p.description)
+			e.InstanceUsable = p.instanceUsable
+			return e
+		})
 		if inst.DeletionTimestamp != nil {
-			if p.state == stateFailed {
-				// The deletion failed: the re-sent request tries again.
-				next := op.next(OpDelete)
-				if _, err := s.startOperation(ctx, inst, next, osbv1alpha1.StateDelete, x,
-					func(o client.Object) {
-						resetInstanceStatus(&o.(*osbv1alpha1.SFServiceInstance).Status, osbv1alpha1.StateDelete)
-					}, nil, s.refreshInstance(id)); err != nil {
-					if apierrors.IsConflict(err) {
-						continue
-					}
-					return 0, nil, err
-				}
-				op = next
-			}
-			o.accepted = operationResponse{Operation: op.String()}
-			return s.finish(ctx, op, o, s.lookInstance(id))
+			return s.rejoinDeletion(c, t, inst, op, p, o)
 		}
-		var bindings osbv1alpha1.SFServiceBindingList
-		if err := s.store.List(ctx, inst.Namespace, &bindings); err != nil {
+		if err := s.deleteBindingsOf(c, inst); err != nil {
 			return 0, nil, err
 		}
-		for i := range bindings.Items {
-			b := &bindings.Items[i]
-			if b.Spec.InstanceID != id {
-				continue
-			}
-			if _, bp := bindingProgress(b); bp.running() {
-				return 0, nil, concurrencyError("A binding of the instance is being created or deleted.")
-			}
-		}
-		// Bindings the platform did not delete first go with the instance.
-		for i := range bindings.Items {
-			b := &bindings.Items[i]
-			if b.Spec.InstanceID != id || b.DeletionTimestamp != nil {
-				continue
-			}
-			if err := s.deleteObject(ctx, b, currentOperation(b).next(OpDelete), x, setBindingDeleteState,
-				s.refreshBinding(id, b.Spec.ID)); err != nil && !apierrors.IsNotFound(err) {
-				return 0, nil, err
-			}
-		}
-		next := op.next(OpDelete)
-		if op.Type == OpDelete {
-			// A previous attempt recorded the operation but did not
-			// delete.
-			next = op
-		}
-		if err := s.deleteObject(ctx, inst, next, x, setInstanceDeleteState, s.refreshInstance(id)); err != nil {
-			if apierrors.IsConflict(err) {
-				continue
-			}
-			return 0, nil, err
-		}
-		s.log.V(1).Info("Deprovision accepted", "instanceID", id, "operation", next.String(), "requestIdentity", x.requestID)
-		o.accepted = operationResponse{Operation: next.String()}
-		return s.finish(ctx, next, o, s.lookInstance(id))
+		return s.startDeletion(c, t, inst, op, o, "Deprovision accepted")
+	})
+}
+
+// deleteBindingsOf deletes the bindings of inst that the platform did not
+// delete first: they go with the instance. A binding being created or
+// deleted makes the deprovision wait (ConcurrencyError).
+func (s *Server) deleteBindingsOf(c *osbCall, inst *osbv1alpha1.SFServiceInstance) error {
+	var bindings osbv1alpha1.SFServiceBindingList
+	if err := s.store.List(c.ctx, inst.Namespace, &bindings); err != nil {
+		return err
 	}
-	return 0, nil, errTooManyConflicts()
+	for i := range bindings.Items {
+		b := &bindings.Items[i]
+		if b.Spec.InstanceID != c.instanceID {
+			continue
+		}
+		if _, bp := bindingProgress(b); bp.running() {
+			return concurrencyError("A binding of the instance is being created or deleted.")
+		}
+	}
+	for i := range bindings.Items {
+		b := &bindings.Items[i]
+		if b.Spec.InstanceID != c.instanceID || b.DeletionTimestamp != nil {
+			continue
+		}
+		if err := s.deleteObject(c.ctx, b, currentOperation(b).next(OpDelete), c.x, setBindingDeleteState,
+			s.refreshBinding(c.instanceID, b.Spec.ID)); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
 }
 
 // setInstanceDeleteState sets state "delete" on an instance being deleted,

@@ -34,6 +34,25 @@ func objectField(raw json.RawMessage, field string) (json.RawMessage, error) {
 	return buf.Bytes(), nil
 }
 
+// maintenanceField checks the maintenance_info of a provision or update
+// request. Absent, null and an empty object give nil: the OSB checker's
+// generated Go client sends {} on every PUT and PATCH, and an object with
+// nothing in it asks for nothing. Any other object must carry a version.
+func maintenanceField(raw json.RawMessage) (*maintenanceInfo, error) {
+	obj, err := objectField(raw, "maintenance_info")
+	if err != nil || obj == nil || bytes.Equal(obj, []byte("{}")) {
+		return nil, err
+	}
+	mi := &maintenanceInfo{}
+	if err := json.Unmarshal(obj, mi); err != nil {
+		return nil, badRequest("maintenance_info.version and maintenance_info.description must be strings.")
+	}
+	if mi.Version == "" {
+		return nil, badRequest("maintenance_info.version is required when maintenance_info is sent.")
+	}
+	return mi, nil
+}
+
 // depth returns the deepest nesting of objects and arrays in a JSON
 // document, not counting brackets inside strings.
 func depth(doc []byte) int {

@@ -76,16 +76,17 @@ func (s *Server) bindingLastOperation(_ *exchange, r *http.Request) (int, any, e
 // only when the cache holds an older operation than the one asked for (it
 // lags behind a write) does it read the stored object. A missing object is
 // 410 Gone when a delete is polled (the deletion finished and its tombstone
-// was released) and 404 otherwise.
+// was released) and 404 otherwise; so is an object of the same id created
+// after the polled delete (the tombstone was released for the new one).
 func (s *Server) lastOperation(r *http.Request, what string, look evaluateFunc) (int, any, error) {
 	q, err := parseQuery(r)
 	if err != nil {
 		return 0, nil, err
 	}
-	if _, err := q.hint("service_id"); err != nil {
+	if err := q.hint("service_id"); err != nil {
 		return 0, nil, err
 	}
-	if _, err := q.hint("plan_id"); err != nil {
+	if err := q.hint("plan_id"); err != nil {
 		return 0, nil, err
 	}
 	asked, err := q.operation()
@@ -110,6 +111,12 @@ func (s *Server) lastOperation(r *http.Request, what string, look evaluateFunc) 
 		switch {
 		case asked.Seq > cur.Seq || (asked.Seq == cur.Seq && asked.Type != cur.Type):
 			return 0, nil, badRequest("Operation %s is unknown for this %s (its latest is %s).", asked, what, cur)
+		case asked.Seq < cur.Seq && asked.Type == OpDelete && cur.Type != OpDelete:
+			// Nothing but a delete follows a delete on the same object:
+			// the deletion finished and the id was provisioned or bound
+			// anew, its operations counted on from the tombstone's. The
+			// platform is told what a released tombstone tells it.
+			return http.StatusGone, emptyObject, nil
 		case asked.Seq < cur.Seq:
 			// The platform polls an operation that a later one replaced
 			// (a deprovision during provisioning, say). Its outcome is no

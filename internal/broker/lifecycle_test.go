@@ -54,7 +54,7 @@ func TestAsyncLifecycle(t *testing.T) {
 
 	// Bind.
 	r = hh.expect(hh.bind(id, bid, planAsync, obj{"role": "reader"}, true), 202, "bind")
-	hh.awaitBinding(id, bid, r.str("operation"), "succeeded")
+	hh.awaitBindingSucceeded(id, bid, r.str("operation"))
 	fb := hh.expect(hh.do(call{method: "GET", path: bindingPath(id, bid)}), 200, "fetch binding")
 	if field(fb.body, "credentials", "username") != "user-"+bid || field(fb.body, "parameters", "role") != "reader" {
 		t.Errorf("fetched binding %s", fb)
@@ -63,7 +63,7 @@ func TestAsyncLifecycle(t *testing.T) {
 	// Unbind, and poll through the tombstone to 410.
 	r = hh.expect(hh.do(call{method: "DELETE", path: bindingPath(id, bid), query: deleteQuery(planAsync, true)}), 202, "unbind")
 	unbindOp := r.str("operation")
-	hh.awaitBinding(id, bid, unbindOp, "succeeded")
+	hh.awaitBindingSucceeded(id, bid, unbindOp)
 	poll(t, b.url, call{method: "GET", path: bindingPath(id, bid) + "/last_operation", query: "operation=" + unbindOp},
 		3*ttl, "binding 410", func(r reply) bool { return r.status == 410 })
 	hh.expect(hh.do(call{method: "DELETE", path: bindingPath(id, bid), query: deleteQuery(planAsync, true)}), 410, "unbind again")

@@ -72,7 +72,7 @@ func changed() predicate.Predicate {
 }
 
 // startProvisioner runs the test provisioner on the onboarding cluster.
-func startProvisioner(ctx context.Context, mgr ctrl.Manager) error {
+func startProvisioner(mgr ctrl.Manager) error {
 	c := mgr.GetClient()
 	opts := controller.Options{SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: 4}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("test-instance-provisioner").WithOptions(opts).
@@ -201,11 +201,14 @@ func reconcileBinding(ctx context.Context, c client.Client, req reconcile.Reques
 	case b.Fail:
 		st.State, st.Error = osbv1alpha1.StateFailed, "binding failed as the test asked"
 	default:
-		resp, _ := json.Marshal(map[string]any{
+		resp, err := json.Marshal(map[string]any{
 			"credentials": map[string]string{"username": "user-" + bnd.Spec.ID, "password": "pw-" + string(bnd.UID)},
 			"endpoints":   []map[string]any{{"host": "db.example.com", "ports": []string{"5432"}}},
 			"secretField": "not an OSB field",
 		})
+		if err != nil {
+			return reconcile.Result{}, fmt.Errorf("encode the binding response: %w", err)
+		}
 		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: bnd.Namespace}}
 		if _, err := controllerutil.CreateOrUpdate(ctx, c, sec, func() error {
 			sec.Data = map[string][]byte{osbv1alpha1.BindingSecretResponseKey: resp}

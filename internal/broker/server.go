@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"path"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -124,8 +125,8 @@ func New(cat Catalog, store Store, auth *BasicAuth, opts ...Option) (*Server, er
 
 // ServeHTTP implements http.Handler. A path that is not canonical (double
 // or trailing slashes, dot segments, also when percent-encoded in an id) is
-// no endpoint: it gets 404 after authentication instead of the mux's
-// redirect.
+// no endpoint: after authentication it gets 404, or 400 for an id that is
+// a dot segment (see unknown), instead of the mux's redirect.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p := r.URL.Path; p == "" || path.Clean(p) != p {
 		s.unclean.ServeHTTP(w, r)
@@ -182,7 +183,7 @@ func (s *Server) wrap(endpoint string, fn endpointFunc) http.Handler {
 		x := &exchange{ResponseWriter: w}
 		defer func() {
 			if p := recover(); p != nil {
-				if p == http.ErrAbortHandler {
+				if err, ok := p.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 					panic(p)
 				}
 				s.log.Error(fmt.Errorf("panic: %v", p), "Request handler panicked", "endpoint", endpoint, "requestIdentity", x.requestID, "stack", string(debug.Stack()))
@@ -298,22 +299,73 @@ func etagMatches(header, etag string) bool {
 	return false
 }
 
-// unknown answers paths and methods the OSB API does not define.
-func (s *Server) unknown(_ *exchange, r *http.Request) (int, any, error) {
-	var allowed []string
-	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodPatch, http.MethodDelete} {
-		if m == r.Method {
-			continue
+// unknown answers paths and methods the OSB API does not define: 400 for
+// an id that is a dot segment ("." or "..", also percent-encoded) in the
+// path of an endpoint that takes the method, 405 with an Allow header
+// (RFC 9110) when the path is an endpoint that does not take the method,
+// 404 otherwise.
+func (s *Server) unknown(x *exchange, r *http.Request) (int, any, error) {
+	u := r.URL
+	if probe, field := dotSegmentID(r.URL); field != "" {
+		if slices.Contains(s.allowedMethods(probe, r.Host), r.Method) {
+			return 0, nil, badRequest("%s must not be %q or %q: a dot segment is no id, since URL normalisation removes it; use the unreserved characters OSB recommends.", field, ".", "..")
 		}
-		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		u = probe
+	}
+	if allowed := s.allowedMethods(u, r.Host); len(allowed) > 0 && !slices.Contains(allowed, r.Method) {
+		x.Header().Set("Allow", strings.Join(allowed, ", "))
+		return 0, nil, newError(http.StatusMethodNotAllowed, "", "%s is not allowed here; allowed: %s.", r.Method, strings.Join(allowed, ", "))
+	}
+	return 0, nil, notFound("%s %s is not an endpoint of the Open Service Broker API.", r.Method, r.URL.Path)
+}
+
+// allowedMethods returns the methods the endpoint at u answers, none when
+// u is no endpoint. A path that is not canonical is none: the mux would
+// answer it with a redirect to another path, whose methods are not the
+// ones of u.
+func (s *Server) allowedMethods(u *url.URL, host string) []string {
+	if p := u.Path; p == "" || path.Clean(p) != p {
+		return nil
+	}
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := &http.Request{Method: m, URL: u, Host: host, Header: http.Header{}}
 		if _, p := s.mux.Handler(probe); p != "/" && p != "" {
 			allowed = append(allowed, m)
 		}
 	}
-	if len(allowed) > 0 {
-		return 0, nil, newError(http.StatusMethodNotAllowed, "", "%s is not allowed here; allowed: %s.", r.Method, strings.Join(allowed, ", "))
+	return allowed
+}
+
+// dotSegmentID finds an instance or binding id that is a dot segment in
+// the path of an instance or binding endpoint. It returns the name of the
+// first such id and the path with every such id replaced by a placeholder,
+// to find the endpoint it addresses; field is empty when there is none.
+func dotSegmentID(u *url.URL) (probe *url.URL, field string) {
+	segs := strings.Split(u.EscapedPath(), "/")
+	if len(segs) < 4 || segs[0] != "" || segs[1] != "v2" || segs[2] != "service_instances" {
+		return nil, ""
 	}
-	return 0, nil, notFound("%s %s is not an endpoint of the Open Service Broker API.", r.Method, r.URL.Path)
+	replace := func(i int, name string) {
+		if v, err := url.PathUnescape(segs[i]); err == nil && (v == "." || v == "..") {
+			segs[i] = "id"
+			if field == "" {
+				field = name
+			}
+		}
+	}
+	replace(3, "instance_id")
+	if len(segs) >= 6 && segs[4] == "service_bindings" {
+		replace(5, "binding_id")
+	}
+	if field == "" {
+		return nil, ""
+	}
+	probe, err := url.Parse(strings.Join(segs, "/"))
+	if err != nil {
+		return nil, ""
+	}
+	return probe, field
 }
 
 // queryValue is one query parameter: its first value and whether it was
@@ -400,13 +452,13 @@ func (q request) acceptsIncomplete() (bool, error) {
 }
 
 // hint checks an optional query value that, when present, must not be
-// empty (service_id, plan_id).
-func (q request) hint(name string) (string, error) {
-	v := q.get(name)
-	if v.present && v.value == "" {
-		return "", badRequest("%s must not be empty when present.", name)
+// empty (service_id, plan_id). The broker does not use the value: the
+// instance or binding already names its service and plan.
+func (q request) hint(name string) error {
+	if v := q.get(name); v.present && v.value == "" {
+		return badRequest("%s must not be empty when present.", name)
 	}
-	return v.value, nil
+	return nil
 }
 
 // required returns a mandatory query value.

@@ -57,7 +57,9 @@ func TestMain(m *testing.M) {
 		env.cancel()
 	}
 	if env.broker != nil {
-		env.broker.stop()
+		if err := env.broker.stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stop the shared broker: %v\n", err)
+		}
 	}
 	for _, c := range []*testenv.Cluster{env.platform, env.onboarding} {
 		if c != nil {
@@ -103,7 +105,7 @@ func start() error {
 	if err != nil {
 		return err
 	}
-	if err := startProvisioner(env.ctx, mgr); err != nil {
+	if err := startProvisioner(mgr); err != nil {
 		return err
 	}
 	go func() { _ = mgr.Start(env.ctx) }()

@@ -14,23 +14,23 @@ type maintenanceInfo struct {
 
 // provisionRequest is the body of PUT /v2/service_instances/:id.
 type provisionRequest struct {
-	ServiceID        string           `json:"service_id"`
-	PlanID           string           `json:"plan_id"`
-	Context          json.RawMessage  `json:"context"`
-	OrganizationGUID string           `json:"organization_guid"`
-	SpaceGUID        string           `json:"space_guid"`
-	Parameters       json.RawMessage  `json:"parameters"`
-	MaintenanceInfo  *maintenanceInfo `json:"maintenance_info"`
+	ServiceID        string          `json:"service_id"`
+	PlanID           string          `json:"plan_id"`
+	Context          json.RawMessage `json:"context"`
+	OrganizationGUID string          `json:"organization_guid"`
+	SpaceGUID        string          `json:"space_guid"`
+	Parameters       json.RawMessage `json:"parameters"`
+	MaintenanceInfo  json.RawMessage `json:"maintenance_info"`
 }
 
 // updateRequest is the body of PATCH /v2/service_instances/:id.
 type updateRequest struct {
-	ServiceID       string           `json:"service_id"`
-	PlanID          string           `json:"plan_id"`
-	Context         json.RawMessage  `json:"context"`
-	Parameters      json.RawMessage  `json:"parameters"`
-	PreviousValues  json.RawMessage  `json:"previous_values"`
-	MaintenanceInfo *maintenanceInfo `json:"maintenance_info"`
+	ServiceID       string          `json:"service_id"`
+	PlanID          string          `json:"plan_id"`
+	Context         json.RawMessage `json:"context"`
+	Parameters      json.RawMessage `json:"parameters"`
+	PreviousValues  json.RawMessage `json:"previous_values"`
+	MaintenanceInfo json.RawMessage `json:"maintenance_info"`
 }
 
 // bindRequest is the body of PUT .../service_bindings/:binding_id.

@@ -214,7 +214,7 @@ func startDetached(ctx context.Context, out io.Writer, o *landscapeOptions) erro
 			if interrupted {
 				return errors.New("interrupted; the landscape was stopped")
 			}
-			return fmt.Errorf("the landscape did not start (%v); its output is in %s", err, logPath)
+			return fmt.Errorf("the landscape did not start (%w); its output is in %s", err, logPath)
 		case <-sigs:
 			if !interrupted {
 				interrupted = true
@@ -223,7 +223,9 @@ func startDetached(ctx context.Context, out io.Writer, o *landscapeOptions) erro
 			}
 		case <-ctx.Done():
 			_ = child.Process.Signal(syscall.SIGTERM)
-			<-exited
+			if err := <-exited; err != nil {
+				return fmt.Errorf("%w (the landscape then exited: %w)", ctx.Err(), err)
+			}
 			return ctx.Err()
 		case <-tick.C:
 			tail.flush()

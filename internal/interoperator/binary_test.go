@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -61,16 +60,10 @@ func TestProvider(t *testing.T) {
 // with it. It runs first and alone (the process serves every namespace of
 // the onboarding cluster), and stops the process before it returns.
 func TestBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
+	needsClusters(t)
 	ctx := context.Background()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "marketplane-interoperator")
-	build := exec.Command("go", "build", "-o", bin, "../../cmd/marketplane-interoperator")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin, err := interoperatorBinary()
+	must(t, err)
 	platformKubeconfig, err := platform.KubeconfigPath()
 	must(t, err)
 	onboardingKubeconfig, err := onboarding.KubeconfigPath()

@@ -28,6 +28,7 @@ import (
 // binding's token, and everything a binding was given is revoked at
 // unbind.
 func TestBindingIsolation(t *testing.T) {
+	needsClusters(t)
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	applySamplePlanSmall(t, e)
@@ -198,6 +199,7 @@ func TestBindingIsolation(t *testing.T) {
 // instance, and the objects only the binding rendered (here its service
 // account) are deleted as they are without an unbind template.
 func TestUnbindTemplateRevokesBindingObjects(t *testing.T) {
+	needsClusters(t)
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	ctx := context.Background()
@@ -244,6 +246,7 @@ data:
 // another namespace gets the Secret deleted, never a token), and the
 // subject can do nothing in the other namespace.
 func TestEditCannotMintTokensAcrossNamespaces(t *testing.T) {
+	needsClusters(t)
 	t.Parallel()
 	ctx := context.Background()
 	n := envCounter.Add(1)

@@ -50,6 +50,7 @@ func rawProviderConfig(name string) *unstructured.Unstructured {
 // configures get Ready=False/InvalidProviderConfig naming both fields, and
 // are provisioned once it is fixed.
 func TestInvalidProviderConfigDurations(t *testing.T) {
+	needsClusters(t)
 	ctx := context.Background()
 	for value, path := range badDurations {
 		u := &unstructured.Unstructured{Object: map[string]any{}}

@@ -70,6 +70,7 @@ func absent(t *testing.T, obj client.Object, why string) {
 // grants a namespace, a cluster-scoped kind and a ClusterRole may render
 // them, and still no binding to cluster-admin.
 func TestRenderedObjectsRefused(t *testing.T) {
+	needsClusters(t)
 	t.Parallel()
 	ctx := context.Background()
 	n := envCounter.Load() + 1000
@@ -187,6 +188,7 @@ func TestRenderedObjectsRefused(t *testing.T) {
 // cluster-admin. The chart's output passes the same policy as a
 // gotemplate's: refused, nothing applied.
 func TestHelmChartRefused(t *testing.T) {
+	needsClusters(t)
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -243,6 +245,7 @@ bind:
 // victim's own namespace. Both are refused with SourceRefused; no bind
 // response Secret is written and the token appears nowhere.
 func TestSourceRefused(t *testing.T) {
+	needsClusters(t)
 	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, envOptions{})
@@ -325,6 +328,7 @@ stringData:
 // TestNoNetworkFunctions: getHostByName, env and expandenv are not
 // template functions; a plan using them is invalid and its instances fail.
 func TestNoNetworkFunctions(t *testing.T) {
+	needsClusters(t)
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	e.createService(t, "svc")
@@ -413,6 +417,7 @@ func workload(id string) []client.Object {
 // with a reason, applies nothing, and does not loop; deprovision then
 // leaves nothing behind.
 func TestOversizedInput(t *testing.T) {
+	needsClusters(t)
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	e.createService(t, "svc")
@@ -468,6 +473,7 @@ func TestOversizedInput(t *testing.T) {
 // were applied. The instance fails, status.resources records what was
 // applied, and deprovision deletes all of it.
 func TestDeprovisionAfterPartialApply(t *testing.T) {
+	needsClusters(t)
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	e.createService(t, "svc")

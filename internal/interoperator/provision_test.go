@@ -70,6 +70,7 @@ func targetConfigMaps(t *testing.T, namespace, instance string) []string {
 // file url and configmap url. Each renders ConfigMaps into the instance's
 // namespace, which the provisioner creates on the target cluster.
 func TestTemplateSources(t *testing.T) {
+	needsClusters(t)
 	t.Parallel()
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, "provision.yaml"), []byte(configMaps("from-file")), 0o600))
@@ -146,6 +147,7 @@ func TestTemplateSources(t *testing.T) {
 // then its plan (autoUpdateInstances): each time, what the new render no
 // longer has is deleted.
 func TestUpdateRemovesDroppedResources(t *testing.T) {
+	needsClusters(t)
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	ctx := context.Background()
@@ -197,6 +199,7 @@ func TestUpdateRemovesDroppedResources(t *testing.T) {
 // name and the instance fails with a readable error; with the indentation
 // fixed the Postgres is created.
 func TestSeedPostgresPlan(t *testing.T) {
+	needsClusters(t)
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	ctx := context.Background()
@@ -268,6 +271,7 @@ func TestSeedPostgresPlan(t *testing.T) {
 // unreachable, together with a good one: the bad ones fail with a readable
 // error, the good one succeeds, and nothing loops.
 func TestFailures(t *testing.T) {
+	needsClusters(t)
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	e.createService(t, "svc")
@@ -346,6 +350,7 @@ func containsReason(reasons []provisioner.Reason, r string) bool {
 // says it is ready, then takes state, description and dashboardUrl from the
 // status template.
 func TestStatusTemplate(t *testing.T) {
+	needsClusters(t)
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	ctx := context.Background()
@@ -388,6 +393,7 @@ func TestStatusTemplate(t *testing.T) {
 // on waits, with a reason and without retries, and proceeds once one is
 // registered.
 func TestNoClusterAvailable(t *testing.T) {
+	needsClusters(t)
 	t.Parallel()
 	e := newEnv(t, envOptions{noCluster: true})
 	e.createService(t, "svc")
@@ -411,6 +417,7 @@ func TestNoClusterAvailable(t *testing.T) {
 // TestCatalogValidation shows the catalog's verdicts on SFServices and
 // SFPlans.
 func TestCatalogValidation(t *testing.T) {
+	needsClusters(t)
 	t.Parallel()
 	e := newEnv(t, envOptions{noCluster: true})
 	ctx := context.Background()
@@ -497,6 +504,7 @@ func TestCatalogValidation(t *testing.T) {
 // one-object plan: finalizer, clusterId, status on the onboarding cluster
 // and one apply on the target cluster, nothing more (events aside).
 func TestWritesPerInstance(t *testing.T) {
+	needsClusters(t)
 	// Not parallel: the API servers' request counters are shared.
 	e := newEnv(t, envOptions{})
 	e.createService(t, "svc")

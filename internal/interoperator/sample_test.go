@@ -84,6 +84,8 @@ type credentials struct {
 // plan "small", and shows that the bind credentials work in the instance's
 // namespace only.
 func TestSampleCatalog(t *testing.T) {
+	needsClusters(t)
+	t.Parallel()
 	e := newEnv(t, envOptions{catalog: "interoperator"})
 	applySampleCatalog(t, e)
 	ctx := context.Background()
@@ -211,6 +213,7 @@ func TestSampleCatalog(t *testing.T) {
 // TestSampleCatalogHelm provisions and deprovisions the sample's Helm plan,
 // whose chart comes from a ConfigMap.
 func TestSampleCatalogHelm(t *testing.T) {
+	needsClusters(t)
 	t.Parallel()
 	e := newEnv(t, envOptions{catalog: "interoperator-helm"})
 	ctx := context.Background()

@@ -88,14 +88,14 @@ func WithTargetRateLimits(qps float32, burst int) Option {
 
 // WithProgressWait sets the backoff with which operations in progress are
 // looked at again (one to thirty seconds).
-func WithProgressWait(min, max time.Duration) Option {
-	return func(o *options) { o.minWait, o.maxWait = min, max }
+func WithProgressWait(minWait, maxWait time.Duration) Option {
+	return func(o *options) { o.minWait, o.maxWait = minWait, maxWait }
 }
 
 // WithBackoff sets the backoff of retries after transient errors
 // (DefaultBackoffBase to DefaultBackoffMax).
-func WithBackoff(base, max time.Duration) Option {
-	return func(o *options) { o.backoffBase, o.backoffMax = base, max }
+func WithBackoff(base, maxWait time.Duration) Option {
+	return func(o *options) { o.backoffBase, o.backoffMax = base, maxWait }
 }
 
 // WithKubeconfigRefresh sets how long an SFCluster's client is used before

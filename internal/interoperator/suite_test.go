@@ -1,13 +1,13 @@
 package interoperator_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	interoperatorv1alpha1 "github.com/marketplane/marketplane/api/interoperator/v1alpha1"
@@ -54,16 +53,35 @@ const (
 var (
 	platform, onboarding, target *testenv.Cluster
 	scheme                       *runtime.Scheme
-	logs                         syncBuffer
+	logs                         testenv.SyncBuffer
 	envCounter                   atomic.Int32
+	// interoperatorBinary waits for the build TestMain started and
+	// returns the path of the marketplane-interoperator binary.
+	interoperatorBinary func() (string, error)
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
+	if testenv.Short() {
+		// The tests that need the API servers skip themselves.
+		return m.Run()
+	}
 	ctrl.SetLogger(funcr.New(func(prefix, args string) {
 		logs.WriteString(prefix + " " + args + "\n")
 	}, funcr.Options{Verbosity: 2}))
+
+	// The binary TestBinary runs builds while the API servers start.
+	binDir, err := os.MkdirTemp("", "interoperator-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	interoperatorBinary = buildBinary(binDir)
+	defer func() {
+		_, _ = interoperatorBinary()
+		_ = os.RemoveAll(binDir)
+	}()
 
 	clusters, err := testenv.NewMany(map[string][]testenv.Option{
 		"platform":   nil,
@@ -82,6 +100,33 @@ func run(m *testing.M) int {
 	}()
 	scheme = platform.Scheme
 	return m.Run()
+}
+
+// needsClusters skips the test under -short, when TestMain started no API
+// servers.
+func needsClusters(t *testing.T) {
+	t.Helper()
+	testenv.SkipIfShort(t)
+}
+
+// buildBinary starts building cmd/marketplane-interoperator into dir and
+// returns a function that waits for the build and returns the binary.
+func buildBinary(dir string) func() (string, error) {
+	bin := filepath.Join(dir, "marketplane-interoperator")
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() {
+		defer close(done)
+		out, err = exec.Command("go", "build", "-o", bin, "../../cmd/marketplane-interoperator").CombinedOutput()
+	}()
+	return func() (string, error) {
+		<-done
+		if err != nil {
+			return "", fmt.Errorf("go build: %w\n%s", err, out)
+		}
+		return bin, nil
+	}
 }
 
 // env is one running inter-operator with a catalog namespace of its own on
@@ -166,7 +211,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 			t.Errorf("manager: %v", err)
 		}
 		if t.Failed() {
-			t.Logf("controller log of %s:\n%s", e.name, logs.linesWith(e.name+"-"))
+			t.Logf("controller log of %s:\n%s", e.name, logs.LinesWith(e.name+"-"))
 		}
 	})
 	return e
@@ -231,7 +276,7 @@ func (e *env) createInstance(t *testing.T, id, serviceID, planID string, params 
 }
 
 // createBinding records a bind request.
-func (e *env) createBinding(t *testing.T, id string, inst *osbv1alpha1.SFServiceInstance) *osbv1alpha1.SFServiceBinding {
+func (e *env) createBinding(t *testing.T, id string, inst *osbv1alpha1.SFServiceInstance) {
 	t.Helper()
 	b := &osbv1alpha1.SFServiceBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: id},
@@ -239,7 +284,6 @@ func (e *env) createBinding(t *testing.T, id string, inst *osbv1alpha1.SFService
 			PlanID: inst.Spec.PlanID, ServiceID: inst.Spec.ServiceID},
 	}
 	must(t, onboarding.Client.Create(context.Background(), b))
-	return b
 }
 
 // instance returns the instance, or nil when it is gone.
@@ -300,7 +344,7 @@ func (e *env) waitBinding(t *testing.T, name string, state osbv1alpha1.State) *o
 // reconciles returns how often the env's instance controller reconciled.
 func (e *env) reconciles(t *testing.T) float64 {
 	t.Helper()
-	return metricValue(t, "controller_runtime_reconcile_total", map[string]string{"controller": e.name + "-" + interoperator.InstanceControllerName})
+	return testenv.ReconcileCount(t, e.name+"-"+interoperator.InstanceControllerName)
 }
 
 // expectQuiet checks that the instance controller reconciles at most once
@@ -404,61 +448,4 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// metricValue sums the counter of the family name over the series whose
-// labels include labels.
-func metricValue(t *testing.T, name string, labels map[string]string) float64 {
-	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	must(t, err)
-	var total float64
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if got[k] != v {
-					continue series
-				}
-			}
-			total += m.GetCounter().GetValue()
-		}
-	}
-	return total
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) WriteString(s string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.WriteString(s)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// linesWith returns the lines that contain s.
-func (b *syncBuffer) linesWith(s string) string {
-	var out strings.Builder
-	for _, line := range strings.Split(b.String(), "\n") {
-		if strings.Contains(line, s) {
-			out.WriteString(line + "\n")
-		}
-	}
-	return out.String()
 }

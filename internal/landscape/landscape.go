@@ -136,7 +136,6 @@ type Landscape struct {
 	stops    []namedStop
 	procs    []*controlplane.Proc
 	started  bool
-	stopped  bool
 	stopErr  error
 	stopOnce sync.Once
 }
@@ -281,8 +280,8 @@ func (l *Landscape) ControlPlane() *controlplane.ControlPlane { return l.cp }
 // State returns a copy of the landscape's record.
 func (l *Landscape) State() *controlplane.State { return l.store.Snapshot() }
 
-// progress prints a progress line.
-func (l *Landscape) progress(format string, args ...any) {
+// progressf prints a progress line.
+func (l *Landscape) progressf(format string, args ...any) {
 	fmt.Fprintf(l.out, "• "+format+"\n", args...)
 }
 
@@ -358,34 +357,34 @@ func (l *Landscape) Start(ctx context.Context) (err error) {
 		return err
 	}
 
-	l.progress("starting etcd")
+	l.progressf("starting etcd")
 	if err := l.cp.StartEtcd(ctx); err != nil {
 		return err
 	}
-	l.progress("starting kube-apiserver and kube-controller-manager for %s, %s, %s", ClusterPlatform, ClusterOnboarding, ClusterWorkload)
+	l.progressf("starting kube-apiserver and kube-controller-manager for %s, %s, %s", ClusterPlatform, ClusterOnboarding, ClusterWorkload)
 	if err := l.startClusters(ctx); err != nil {
 		return err
 	}
-	l.progress("registering the %s and %s clusters on the %s cluster", ClusterOnboarding, ClusterWorkload, ClusterPlatform)
+	l.progressf("registering the %s and %s clusters on the %s cluster", ClusterOnboarding, ClusterWorkload, ClusterPlatform)
 	if err := l.registerClusters(ctx); err != nil {
 		return err
 	}
 	l.provisioner = localcluster.New(l.cp, l.Platform.Client, Namespace)
 	if n := len(provisioned(l.store.Snapshot())); n > 0 {
-		l.progress("restarting %d cluster(s) provisioned earlier", n)
+		l.progressf("restarting %d cluster(s) provisioned earlier", n)
 		if err := l.provisioner.Restore(ctx); err != nil {
 			return err
 		}
 	}
-	l.progress("starting the operator (process deployer, local cluster provider)")
-	if err := l.startOperator(ctx); err != nil {
+	l.progressf("starting the operator (process deployer, local cluster provider)")
+	if err := l.startOperator(); err != nil {
 		return err
 	}
 	if err := l.waitClustersReady(ctx); err != nil {
 		return err
 	}
 	for _, s := range l.steps {
-		l.progress("%s", s.name)
+		l.progressf("%s", s.name)
 		sctx, cancel := context.WithTimeout(ctx, l.cfg.StartTimeout)
 		err := s.fn(sctx, l)
 		cancel()

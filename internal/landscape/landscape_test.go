@@ -34,6 +34,8 @@ import (
 	"github.com/marketplane/marketplane/internal/landscape/controlplane"
 	"github.com/marketplane/marketplane/internal/landscape/localcluster"
 	"github.com/marketplane/marketplane/internal/operator/clusters"
+	"github.com/marketplane/marketplane/internal/supervisor"
+	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // TestMain lets this test binary stand in for the marketplane binary: `up`
@@ -69,6 +71,7 @@ const (
 // and down.
 func TestLandscape(t *testing.T) {
 	requireBinaries(t)
+	t.Parallel()
 	ctx := t.Context()
 	dir := filepath.Join(t.TempDir(), "state")
 	var out bytes.Buffer
@@ -326,6 +329,7 @@ func TestLandscape(t *testing.T) {
 // state, on a new port for the taken one; `down` removes everything.
 func TestCrashRecovery(t *testing.T) {
 	requireBinaries(t)
+	t.Parallel()
 	ctx := t.Context()
 	dir := filepath.Join(t.TempDir(), "state")
 	t.Cleanup(func() { _ = landscape.Down(context.Background(), dir, nil) })
@@ -402,6 +406,9 @@ func TestCrashRecovery(t *testing.T) {
 // TestDownStopsLeftovers checks that down stops processes a killed
 // landscape left alive, and only processes that are really its own.
 func TestDownStopsLeftovers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a process; run without -short")
+	}
 	dir := filepath.Join(t.TempDir(), "state")
 	layout, err := landscape.PrepareStateDir(dir)
 	must(t, err)
@@ -535,12 +542,12 @@ func checkNothingLeft(t *testing.T, s *controlplane.State) {
 }
 
 // logRSS logs the resident memory of the landscape's processes.
-func logRSS(t *testing.T, when string, s *controlplane.State, supervisor int) {
+func logRSS(t *testing.T, when string, s *controlplane.State, supervisorPID int) {
 	t.Helper()
 	var total int64
 	var parts []string
 	for _, p := range s.RecordedProcesses() {
-		n, err := controlplane.ResidentMemory(p.PID)
+		n, err := supervisor.ResidentMemory(p.PID)
 		if err != nil {
 			t.Logf("RSS of %s: %v", p.Name, err)
 			continue
@@ -548,7 +555,7 @@ func logRSS(t *testing.T, when string, s *controlplane.State, supervisor int) {
 		total += n
 		parts = append(parts, fmt.Sprintf("%s %d", p.Name, n>>20))
 	}
-	n, err := controlplane.ResidentMemory(supervisor)
+	n, err := supervisor.ResidentMemory(supervisorPID)
 	if err == nil {
 		total += n
 		parts = append(parts, fmt.Sprintf("supervisor %d", n>>20))
@@ -613,8 +620,11 @@ func waitGone(t *testing.T, c client.Client, obj client.Object) {
 	}, func() string { return fmt.Sprintf("%+v", obj) })
 }
 
+// requireBinaries skips t under -short (it starts a landscape) and fails it
+// when the control plane's binaries are missing.
 func requireBinaries(t *testing.T) {
 	t.Helper()
+	testenv.SkipIfShort(t)
 	dir, err := controlplane.BinDir("")
 	if err == nil {
 		_, err = controlplane.FindBinaries(dir)

@@ -49,13 +49,13 @@ func (l *Landscape) OperatorStateDir() string { return l.Layout.Path("providers"
 // startOperator writes the image map and runs the operator's controllers on
 // the platform cluster, like `marketplane-operator run --deployer=process`,
 // with the local cluster provider.
-func (l *Landscape) startOperator(ctx context.Context) error {
+func (l *Landscape) startOperator() error {
 	images := l.cfg.Images
 	if len(images) == 0 {
 		// A resumed landscape runs the providers the user mapped before
 		// (their objects are still there) without the flags again.
 		if images = recordedUserImages(l.ImageMapFile()); len(images) > 0 {
-			l.progress("keeping the %d image mapping(s) of the earlier run (--image-map replaces them)", len(images))
+			l.progressf("keeping the %d image mapping(s) of the earlier run (--image-map replaces them)", len(images))
 		}
 	}
 	if err := WriteImageMap(l.ImageMapFile(), l.Binaries.Dir, images); err != nil {

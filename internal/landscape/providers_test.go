@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -24,6 +23,7 @@ import (
 	"github.com/marketplane/marketplane/internal/landscape/controlplane"
 	"github.com/marketplane/marketplane/internal/landscape/stack"
 	"github.com/marketplane/marketplane/internal/operator/deploy/process"
+	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // fakeProviderEnv, set in a ServiceProvider's spec.env, makes this test
@@ -61,12 +61,12 @@ func fakeProvider(addr string, args []string) int {
 // the provider Ready, on ports of their own; then both go down cleanly.
 func TestTwoLandscapes(t *testing.T) {
 	requireBinaries(t)
+	t.Parallel()
 	// Built here, not taken from bin/: `make test` builds only the API
 	// servers there, and a user's provider is a binary of its own anyway.
-	sample := filepath.Join(t.TempDir(), "sample-provider")
-	if out, err := exec.Command("go", "build", "-o", sample, "github.com/marketplane/marketplane/providers/sample/cmd/sample").CombinedOutput(); err != nil {
-		t.Fatalf("build the sample provider: %v\n%s", err, out)
-	}
+	bin := t.TempDir()
+	testenv.BuildBinaries(t, bin, "github.com/marketplane/marketplane/providers/sample/cmd/sample")
+	sample := filepath.Join(bin, "sample")
 	const image = "registry.invalid/acme/sample-provider:v1.2.3"
 	manifest := filepath.Join(t.TempDir(), "sample.yaml")
 	must(t, os.WriteFile(manifest, []byte(`apiVersion: openmcp.cloud/v1alpha1
@@ -155,6 +155,7 @@ spec:
 // own words (bind: address already in use).
 func TestProviderCannotBind(t *testing.T) {
 	requireBinaries(t)
+	t.Parallel()
 	held, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
 	defer held.Close()

@@ -19,9 +19,9 @@ import (
 	corev2alpha1 "github.com/marketplane/marketplane/api/core/v2alpha1"
 	"github.com/marketplane/marketplane/api/crds"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
-	"github.com/marketplane/marketplane/internal/landscape/controlplane"
 	"github.com/marketplane/marketplane/internal/landscape/localcluster"
 	"github.com/marketplane/marketplane/internal/operator/app"
+	"github.com/marketplane/marketplane/internal/supervisor"
 	"github.com/marketplane/marketplane/pkg/crdinstall"
 )
 
@@ -102,7 +102,7 @@ func (l *Landscape) waitClustersReady(ctx context.Context) error {
 	if err != nil {
 		if pending != "" && ctx.Err() == nil {
 			return fmt.Errorf("waiting for the operator to report the clusters Ready: not within %s; last seen: %s; last lines of %s:\n%s",
-				l.cfg.StartTimeout, pending, l.Layout.Log("operator"), controlplane.LogTail(l.Layout.Log("operator"), 10))
+				l.cfg.StartTimeout, pending, l.Layout.Log("operator"), supervisor.LogTail(l.Layout.Log("operator"), 10))
 		}
 		return err
 	}

@@ -131,7 +131,7 @@ func (l *Landscape) recover() (*controlplane.State, bool, error) {
 	}
 	for _, p := range prev.RecordedProcesses() {
 		if controlplane.Alive(p) {
-			l.progress("stopping %s (pid %d), left running by an earlier run", p.Name, p.PID)
+			l.progressf("stopping %s (pid %d), left running by an earlier run", p.Name, p.PID)
 			if err := controlplane.StopRecorded(p, l.cfg.StopTimeout); err != nil {
 				return nil, false, err
 			}
@@ -151,9 +151,9 @@ func (l *Landscape) recover() (*controlplane.State, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	l.progress("resuming the landscape in %s", l.Layout.Dir)
+	l.progressf("resuming the landscape in %s", l.Layout.Dir)
 	for _, m := range moves {
-		l.progress("%s; kubeconfigs and Cluster registrations are rewritten for the new port", m)
+		l.progressf("%s; kubeconfigs and Cluster registrations are rewritten for the new port", m)
 	}
 	return l.starting(s)
 }
@@ -190,7 +190,7 @@ func (l *Landscape) fresh() (*controlplane.State, error) {
 			Phase:      controlplane.ClusterStarting,
 		}
 	}
-	l.progress("creating a new landscape in %s", l.Layout.Dir)
+	l.progressf("creating a new landscape in %s", l.Layout.Dir)
 	st, _, err := l.starting(s)
 	return st, err
 }

@@ -3,7 +3,6 @@ package landscape
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 	"text/tabwriter"
 	"time"
 )
@@ -29,7 +28,7 @@ func (l *Landscape) printSummary(elapsed time.Duration, reused bool) {
 	fmt.Fprintf(w, "  kubectl --kubeconfig %s get clusters -n %s\n", l.Platform.KubeconfigPath, Namespace)
 	fmt.Fprintf(w, "  kubectl --kubeconfig %s get managedcontrolplanes -A\n", l.Onboarding.KubeconfigPath)
 	fmt.Fprintf(w, "  marketplane landscape status --state-dir %s\n", l.Layout.Dir)
-	fmt.Fprintf(w, "Logs: %s\n", filepath.Join(l.Layout.LogDir()))
+	fmt.Fprintf(w, "Logs: %s\n", l.Layout.LogDir())
 	if l.cfg.Detached {
 		fmt.Fprintf(w, "Stop and remove it: marketplane landscape down --state-dir %s\n", l.Layout.Dir)
 	} else {

@@ -152,7 +152,8 @@ var estimators = map[string]func(args []reflect.Value) int64{
 	},
 	"seq": func(a []reflect.Value) int64 {
 		p := a[0] // variadic ...int
-		var lo, hi, step int64 = 1, 0, 1
+		lo, step := int64(1), int64(1)
+		var hi int64
 		switch p.Len() {
 		case 0:
 			return 0

@@ -255,11 +255,11 @@ const (
 // contentEncoded, else (when useURL) the document at url. It also returns
 // where the text came from.
 func (r *Renderer) templateText(ctx context.Context, t osbv1alpha1.TemplateSpec, useURL bool) (string, string, error) {
-	max := r.limits.MaxTemplateBytes
+	limit := r.limits.MaxTemplateBytes
 	switch {
 	case t.Content != "":
-		if int64(len(t.Content)) > max {
-			return "", originContent, newError(t, originContent, StageSource, fmt.Errorf("the text is larger than %d bytes", max))
+		if int64(len(t.Content)) > limit {
+			return "", originContent, newError(t, originContent, StageSource, fmt.Errorf("the text is larger than %d bytes", limit))
 		}
 		return t.Content, originContent, nil
 	case t.ContentEncoded != "":
@@ -267,13 +267,13 @@ func (r *Renderer) templateText(ctx context.Context, t osbv1alpha1.TemplateSpec,
 		if err != nil {
 			return "", originContentEncoded, newError(t, originContentEncoded, StageSource, fmt.Errorf("not valid base64: %w", err))
 		}
-		if int64(len(b)) > max {
-			return "", originContentEncoded, newError(t, originContentEncoded, StageSource, fmt.Errorf("the text is larger than %d bytes", max))
+		if int64(len(b)) > limit {
+			return "", originContentEncoded, newError(t, originContentEncoded, StageSource, fmt.Errorf("the text is larger than %d bytes", limit))
 		}
 		return string(b), originContentEncoded, nil
 	case useURL && t.URL != "":
 		origin := redactURL(t.URL)
-		b, err := r.fetcher.Fetch(ctx, t.URL, max)
+		b, err := r.fetcher.Fetch(ctx, t.URL, limit)
 		if err != nil {
 			return "", origin, newError(t, origin, StageSource, err)
 		}

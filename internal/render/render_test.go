@@ -400,9 +400,10 @@ func TestParseStatus(t *testing.T) {
 			wantErr:  "provision.state is required",
 		},
 		"StateUnknown": {
-			rendered: "provision:\n  state: succeded",
+			// A misspelt state is the mistake this case is about.
+			rendered: "provision:\n  state: succeded", //nolint:misspell // the misspelling is the input under test
 			op:       OperationProvision,
-			wantErr:  `provision.state "succeded" is not one of`,
+			wantErr:  `provision.state "succeded" is not one of`, //nolint:misspell // the misspelling is the input under test
 		},
 		"SectionMissing": {
 			rendered: "provision:\n  state: succeeded",

@@ -136,7 +136,10 @@ func ParseStatus(rendered map[string]any, op Operation) (Status, error) {
 	if resp, ok := sec["response"]; ok && resp != nil {
 		switch r := resp.(type) {
 		case map[string]any, []any:
-			b, _ := json.Marshal(r)
+			b, err := json.Marshal(r)
+			if err != nil {
+				return Status{}, fmt.Errorf("%s.response: %w", op, err)
+			}
 			st.Description = string(b)
 		default:
 			st.Description, _ = scalar(r)

@@ -44,7 +44,7 @@ func (m *Manager) ensureClusterRequest(ctx context.Context, key types.Namespaced
 		if err := m.platform.Create(ctx, cr); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("create ClusterRequest %s: %w", key, err)
 		}
-		logf.FromContext(ctx).V(1).Info("created ClusterRequest", "clusterRequest", key, "purpose", purpose)
+		logf.FromContext(ctx).V(1).Info("Created ClusterRequest", "clusterRequest", key, "purpose", purpose)
 		return cr, nil
 	case err != nil:
 		return nil, fmt.Errorf("get ClusterRequest %s: %w", key, err)
@@ -71,7 +71,7 @@ func (m *Manager) ensureAccessRequest(ctx context.Context, want *clustersv1alpha
 			}
 			return nil, fmt.Errorf("create AccessRequest %s: %w", key, err)
 		}
-		logf.FromContext(ctx).V(1).Info("created AccessRequest", "accessRequest", key)
+		logf.FromContext(ctx).V(1).Info("Created AccessRequest", "accessRequest", key)
 		return want, nil
 	case err != nil:
 		return nil, fmt.Errorf("get AccessRequest %s: %w", key, err)
@@ -93,7 +93,7 @@ func (m *Manager) ensureAccessRequest(ctx context.Context, want *clustersv1alpha
 	if err := m.platform.Update(ctx, update); err != nil {
 		return nil, fmt.Errorf("update AccessRequest %s to the requested permissions: %w", key, err)
 	}
-	logf.FromContext(ctx).V(1).Info("updated AccessRequest", "accessRequest", key)
+	logf.FromContext(ctx).V(1).Info("Updated AccessRequest", "accessRequest", key)
 	return update, nil
 }
 

@@ -26,6 +26,8 @@ import (
 // subtests release it in turn.
 func TestMCPAccessOfEveryControlPlane(t *testing.T) {
 	l := env(t)
+	t.Parallel()
+	useMCPCluster(t)
 	ns := l.ProviderNamespace(t, "sp-mcp-kinds")
 	pc := providerClient(t, l, ns, "run", runClusterRules, runRoleRules)
 	m, err := clusteraccess.New(pc, providerName, ns, clusteraccess.WithMCPPermissions(clusteraccess.Permissions{Rules: readConfigMaps}))

@@ -79,7 +79,7 @@ func (m *Manager) cachedClusterFor(ctx context.Context, arKey, secretKey types.N
 	m.mu.Lock()
 	m.clusters[arKey] = cachedCluster{secretVersion: secret.ResourceVersion, cluster: cluster}
 	m.mu.Unlock()
-	logf.FromContext(ctx).V(1).Info("built client from kubeconfig Secret", "cluster", name, "secret", secretKey, "secretVersion", secret.ResourceVersion)
+	logf.FromContext(ctx).V(1).Info("Built client from kubeconfig Secret", "cluster", name, "secret", secretKey, "secretVersion", secret.ResourceVersion)
 	return cluster, true, nil
 }
 
@@ -114,12 +114,12 @@ func (s *secretToken) get(ctx context.Context) string {
 	}
 	secret := &corev1.Secret{}
 	if err := s.reader.Get(ctx, s.key, secret); err != nil {
-		logf.FromContext(ctx).V(1).Info("cannot re-read token, using the last one", "secret", s.key, "error", err.Error())
+		logf.FromContext(ctx).V(1).Info("Cannot re-read token, using the last one", "secret", s.key, "error", err.Error())
 		return s.token
 	}
 	cfg, err := kubeconfig.Parse(secret.Data[clustersv1alpha1.SecretKeyKubeconfig])
 	if err != nil || cfg.BearerToken == "" {
-		logf.FromContext(ctx).V(1).Info("kubeconfig Secret holds no token, using the last one", "secret", s.key)
+		logf.FromContext(ctx).V(1).Info("Kubeconfig Secret holds no token, using the last one", "secret", s.key)
 		return s.token
 	}
 	s.token, s.fetched = cfg.BearerToken, s.now()

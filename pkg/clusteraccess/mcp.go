@@ -159,7 +159,7 @@ func (m *Manager) clusterOf(ctx context.Context, ar *clustersv1alpha1.AccessRequ
 	secret, granted, err := grantedSecret(ar)
 	if err != nil || !granted {
 		if err == nil {
-			logf.FromContext(ctx).V(2).Info("waiting for cluster access", "state", describe(ar))
+			logf.FromContext(ctx).V(2).Info("Waiting for cluster access", "state", describe(ar))
 		}
 		return nil, false, err
 	}
@@ -197,7 +197,7 @@ func (m *Manager) Release(ctx context.Context, obj client.Object) (bool, error) 
 			}
 			return false, fmt.Errorf("delete AccessRequest %s: %w", key, err)
 		}
-		logf.FromContext(ctx).V(1).Info("deleted AccessRequest", "accessRequest", key)
+		logf.FromContext(ctx).V(1).Info("Deleted AccessRequest", "accessRequest", key)
 	}
 	return false, nil
 }

@@ -50,12 +50,18 @@ func allowedOnly(ctx context.Context, c client.Client) error {
 	if err := c.List(ctx, &corev1.ConfigMapList{}, client.InNamespace("default")); err != nil {
 		return fmt.Errorf("list configmaps (allowed): %w", err)
 	}
-	if err := c.List(ctx, &corev1.SecretList{}, client.InNamespace("default")); !apierrors.IsForbidden(err) {
-		return fmt.Errorf("list secrets: got %v, want Forbidden", err)
+	switch err := c.List(ctx, &corev1.SecretList{}, client.InNamespace("default")); {
+	case err == nil:
+		return errors.New("list secrets: allowed, want Forbidden")
+	case !apierrors.IsForbidden(err):
+		return fmt.Errorf("list secrets: got %w, want Forbidden", err)
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "denied-", Namespace: "default"}}
-	if err := c.Create(ctx, cm); !apierrors.IsForbidden(err) {
-		return fmt.Errorf("create configmap: got %v, want Forbidden", err)
+	switch err := c.Create(ctx, cm); {
+	case err == nil:
+		return errors.New("create configmap: allowed, want Forbidden")
+	case !apierrors.IsForbidden(err):
+		return fmt.Errorf("create configmap: got %w, want Forbidden", err)
 	}
 	return nil
 }
@@ -67,6 +73,8 @@ func allowedOnly(ctx context.Context, c client.Client) error {
 // workload cluster surviving it for the next object.
 func TestMCPAccess(t *testing.T) {
 	l := env(t)
+	t.Parallel()
+	useMCPCluster(t)
 	ns := l.ProviderNamespace(t, "sp-mcp-access")
 	pc := providerClient(t, l, ns, "run", runClusterRules, runRoleRules)
 	m, err := clusteraccess.New(pc, providerName, ns,
@@ -164,8 +172,11 @@ func TestMCPAccess(t *testing.T) {
 		var refreshed spruntime.ClusterContext
 		eventually(t, "a new client after the token refresh", func(ctx context.Context) error {
 			cc, ready, err := access.Clusters(ctx, obj)
-			if err != nil || !ready {
-				return fmt.Errorf("ready %v, %v", ready, err)
+			switch {
+			case err != nil:
+				return fmt.Errorf("Clusters(): %w", err)
+			case !ready:
+				return errors.New("Clusters(): not ready")
 			}
 			if cc.MCPCluster == first.MCPCluster {
 				return errors.New("still the old client")
@@ -215,8 +226,11 @@ func TestMCPAccess(t *testing.T) {
 		defer l.DeleteMCP(t, other.Name, other.Namespace)
 		eventually(t, "access denied", func(ctx context.Context) error {
 			_, ready, err := access.Clusters(ctx, other)
-			if !errors.Is(err, clusteraccess.ErrAccessDenied) {
-				return fmt.Errorf("Clusters() = ready %v, %v; want ErrAccessDenied", ready, err)
+			switch {
+			case err == nil:
+				return fmt.Errorf("Clusters() = ready %v, no error; want ErrAccessDenied", ready)
+			case !errors.Is(err, clusteraccess.ErrAccessDenied):
+				return fmt.Errorf("Clusters() = ready %v, %w; want ErrAccessDenied", ready, err)
 			}
 			return nil
 		})
@@ -226,8 +240,11 @@ func TestMCPAccess(t *testing.T) {
 		oldToken := first.MCPCluster.Client()
 		eventually(t, "release done", func(ctx context.Context) error {
 			done, err := access.Release(ctx, obj)
-			if err != nil || !done {
-				return fmt.Errorf("Release() = %v, %v", done, err)
+			switch {
+			case err != nil:
+				return fmt.Errorf("Release(): %w", err)
+			case !done:
+				return errors.New("Release(): not done")
 			}
 			return nil
 		})
@@ -236,9 +253,11 @@ func TestMCPAccess(t *testing.T) {
 		}
 		// The API server caches token authentications for a few seconds.
 		eventually(t, "the released token is rejected", func(ctx context.Context) error {
-			err := oldToken.List(ctx, &corev1.ConfigMapList{}, client.InNamespace("default"))
-			if !apierrors.IsUnauthorized(err) {
-				return fmt.Errorf("list with the released token: got %v, want Unauthorized", err)
+			switch err := oldToken.List(ctx, &corev1.ConfigMapList{}, client.InNamespace("default")); {
+			case err == nil:
+				return errors.New("list with the released token: allowed, want Unauthorized")
+			case !apierrors.IsUnauthorized(err):
+				return fmt.Errorf("list with the released token: got %w, want Unauthorized", err)
 			}
 			return nil
 		})
@@ -267,8 +286,11 @@ func TestMCPAccess(t *testing.T) {
 			t.Errorf("%d workload AccessRequests, want 1 shared by every object", len(list.Items))
 		}
 		eventually(t, "release of the second object", func(ctx context.Context) error {
-			if done, err := access.Release(ctx, next); err != nil || !done {
-				return fmt.Errorf("Release() = %v, %v", done, err)
+			switch done, err := access.Release(ctx, next); {
+			case err != nil:
+				return fmt.Errorf("Release(): %w", err)
+			case !done:
+				return errors.New("Release(): not done")
 			}
 			return nil
 		})

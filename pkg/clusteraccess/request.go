@@ -80,7 +80,7 @@ func (m *Manager) Request(ctx context.Context, purpose, name string, p Permissio
 	case err != nil:
 		return nil, fmt.Errorf("request %s cluster access: not granted within %s (or the context ended): %s", purpose, m.timeout, pending)
 	}
-	log.V(1).Info("cluster access granted", "cluster", cluster.Name())
+	log.V(1).Info("Cluster access granted", "cluster", cluster.Name())
 	return cluster, nil
 }
 

@@ -31,6 +31,7 @@ var readCRDs = []rbacv1.PolicyRule{{APIGroups: []string{"apiextensions.k8s.io"},
 // longer accepts.
 func TestOnboarding(t *testing.T) {
 	l := env(t)
+	t.Parallel()
 	ns := l.ProviderNamespace(t, "sp-onboarding")
 	pc := providerClient(t, l, ns, "init", nil, initRoleRules)
 	m, err := clusteraccess.New(pc, providerName, ns,
@@ -93,8 +94,11 @@ func TestOnboarding(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, "the old token is rejected", func(ctx context.Context) error {
-			if err := old.List(ctx, &apiextensionsv1.CustomResourceDefinitionList{}); !apierrors.IsUnauthorized(err) {
-				return fmt.Errorf("got %v, want Unauthorized", err)
+			switch err := old.List(ctx, &apiextensionsv1.CustomResourceDefinitionList{}); {
+			case err == nil:
+				return errors.New("the old token is still accepted, want Unauthorized")
+			case !apierrors.IsUnauthorized(err):
+				return fmt.Errorf("got %w, want Unauthorized", err)
 			}
 			return nil
 		})
@@ -115,6 +119,7 @@ func TestOnboarding(t *testing.T) {
 // ErrAccessDenied and says why.
 func TestRequestDenied(t *testing.T) {
 	l := env(t)
+	t.Parallel()
 	ns := l.ProviderNamespace(t, "sp-denied")
 	m, err := clusteraccess.New(l.Platform.Client, providerName, ns,
 		clusteraccess.WithPollInterval(200*time.Millisecond), clusteraccess.WithTimeout(pollTimeout))
@@ -132,6 +137,7 @@ func TestRequestDenied(t *testing.T) {
 // time.
 func TestRequestTimeout(t *testing.T) {
 	l := env(t)
+	t.Parallel()
 	ns := l.ProviderNamespace(t, "sp-timeout")
 	m, err := clusteraccess.New(l.Platform.Client, providerName, ns,
 		clusteraccess.WithPollInterval(100*time.Millisecond), clusteraccess.WithTimeout(time.Second))

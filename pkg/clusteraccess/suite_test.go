@@ -25,6 +25,7 @@ import (
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/pkg/providertest"
 	"github.com/marketplane/marketplane/pkg/spruntime"
+	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // The landscape every integration test of the package shares, started on
@@ -36,7 +37,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	var log logr.Logger = logr.Discard()
+	log := logr.Discard()
 	if os.Getenv("TEST_LOG") != "" {
 		log = funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{Verbosity: 2})
 	}
@@ -51,9 +52,14 @@ func TestMain(m *testing.M) {
 }
 
 // env returns the shared landscape: platform, onboarding, one MCP cluster
-// and a workload cluster.
+// and a workload cluster. It skips the test under -short.
+//
+// The integration tests run in parallel, each as a provider of a namespace
+// of its own; the tests that give an MCP the one MCP cluster hold it with
+// useMCPCluster.
 func env(t *testing.T) *providertest.Landscape {
 	t.Helper()
+	testenv.SkipIfShort(t)
 	landscapeOnce.Do(func() {
 		landscape, landscapeErr = providertest.New(providertest.WithWorkloadCluster(), providertest.WithLogger(logf.Log))
 	})
@@ -61,6 +67,19 @@ func env(t *testing.T) *providertest.Landscape {
 		t.Fatalf("landscape: %v", landscapeErr)
 	}
 	return landscape
+}
+
+// mcpCluster is held by the test whose MCP has the landscape's one MCP
+// cluster.
+var mcpCluster sync.Mutex
+
+// useMCPCluster waits until no other test has an MCP and keeps the MCP
+// cluster for the rest of the test and its clean-ups.
+func useMCPCluster(t *testing.T) {
+	t.Helper()
+	mcpCluster.Lock()
+	// Registered before the test's own clean-ups, so it runs after them.
+	t.Cleanup(mcpCluster.Unlock)
 }
 
 // Timing of the tests' polls: generous, the machine is shared.
@@ -178,7 +197,7 @@ func newObject(namespace, name string) *testObject {
 
 func (o *testObject) DeepCopyObject() runtime.Object {
 	c := *o
-	o.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	o.DeepCopyInto(&c.ObjectMeta)
 	c.conditions = slices.Clone(o.conditions)
 	return &c
 }

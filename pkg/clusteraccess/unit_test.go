@@ -57,8 +57,8 @@ func TestNames(t *testing.T) {
 			}
 		})
 	}
-	if MCPAccessRequestName("p", "a", "b") != MCPAccessRequestName("p", "a", "b") {
-		t.Errorf("the MCP AccessRequest name is not deterministic")
+	if first, again := MCPAccessRequestName("p", "a", "b"), MCPAccessRequestName("p", "a", "b"); first != again {
+		t.Errorf("the MCP AccessRequest name is not deterministic: %q, then %q", first, again)
 	}
 	// "a/b-c" and "a-b/c" must not collide, nor differ only in namespace.
 	distinct := map[string]bool{}

@@ -60,7 +60,7 @@ func TestFlagsValidate(t *testing.T) {
 				t.Errorf("Verbosity = %q, want %q", f.Verbosity, tc.wantVerbosity)
 			}
 			// The logger must build at every accepted verbosity.
-			f.Logger().V(1).Info("probe")
+			f.Logger().V(1).Info("Probe")
 		})
 	}
 }

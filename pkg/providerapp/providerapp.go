@@ -175,7 +175,7 @@ func (p Provider) init(ctx context.Context, f *flags) error {
 	if err := RegisterServiceKinds(ctx, platform, f.ProviderName, p.ServiceKinds...); err != nil {
 		return err
 	}
-	log.Info("initialized", "platformCRDs", len(platformCRDs), "onboardingCRDs", len(onboardingCRDs), "serviceKinds", len(p.ServiceKinds))
+	log.Info("Initialized", "platformCRDs", len(platformCRDs), "onboardingCRDs", len(onboardingCRDs), "serviceKinds", len(p.ServiceKinds))
 	return nil
 }
 
@@ -230,7 +230,7 @@ func (p Provider) run(ctx context.Context, f *flags, accessOpts []clusteraccess.
 	if err := p.Setup(ctx, mgr, Env{Flags: f.Flags, Pod: pod, Platform: platform, Access: access}); err != nil {
 		return fmt.Errorf("set up controllers: %w", err)
 	}
-	log.Info("starting provider", "provider", f.ProviderName, "environment", f.Environment, "namespace", pod.Namespace)
+	log.Info("Starting provider", "provider", f.ProviderName, "environment", f.Environment, "namespace", pod.Namespace)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("run manager: %w", err)
 	}

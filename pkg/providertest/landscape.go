@@ -123,9 +123,11 @@ func WithLogger(l logr.Logger) Option { return func(o *options) { o.log = l } }
 // (default DefaultWaitTimeout).
 func WithWaitTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
-// Start starts a landscape for a test and stops it when the test ends.
+// Start starts a landscape for a test and stops it when the test ends. It
+// skips the test under -short, as testenv.Start does.
 func Start(t testing.TB, opts ...Option) *Landscape {
 	t.Helper()
+	testenv.SkipIfShort(t)
 	l, err := New(opts...)
 	if err != nil {
 		t.Fatalf("providertest: %v", err)

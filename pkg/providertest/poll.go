@@ -28,7 +28,7 @@ func poll(ctx context.Context, check func(context.Context) error) error {
 		return last == nil, nil
 	})
 	if err != nil {
-		return fmt.Errorf("%w (after waiting: %v)", last, err)
+		return fmt.Errorf("%w (after waiting: %w)", last, err)
 	}
 	return nil
 }

@@ -13,13 +13,17 @@ import (
 	"github.com/marketplane/marketplane/internal/crdtest"
 	"github.com/marketplane/marketplane/pkg/spruntime"
 	"github.com/marketplane/marketplane/pkg/spruntime/internal/testapi"
+	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
-// rawConfig is a ProviderConfig with spec.pollInterval as given, built
-// unstructured (as kubectl sends it) so that the test's own decoding does
-// not depend on the type under test.
-func rawConfig(name, pollInterval string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"pollInterval": pollInterval}}}
+// badPollInterval is a spec.pollInterval that is not a duration.
+const badPollInterval = "often"
+
+// badConfig is a ProviderConfig with spec.pollInterval badPollInterval,
+// built unstructured (as kubectl sends it) so that the test's own decoding
+// does not depend on the type under test.
+func badConfig(name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"pollInterval": badPollInterval}}}
 	u.SetGroupVersionKind(testapi.GroupVersion.WithKind("ProviderConfig"))
 	u.SetName(name)
 	return u
@@ -33,22 +37,23 @@ func rawConfig(name, pollInterval string) *unstructured.Unstructured {
 // own ProviderConfig is bad get Ready=False/InvalidProviderConfig, without
 // retries, until it is fixed.
 func TestInvalidProviderConfig(t *testing.T) {
+	testenv.SkipIfShort(t)
 	if platform == nil {
 		t.Fatal(errMissingTestEnvironment)
 	}
 	ctx := context.Background()
-	err := platformC.Create(ctx, rawConfig("refused", "often"), client.DryRunAll)
+	err := platformC.Create(ctx, badConfig("refused"), client.DryRunAll)
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.pollInterval") || !strings.Contains(err.Error(), "must be a non-negative duration") {
-		t.Fatalf("create with spec.pollInterval %q: %v; want 422 naming spec.pollInterval with the rule's message", "often", err)
+		t.Fatalf("create with spec.pollInterval %q: %v; want 422 naming spec.pollInterval with the rule's message", badPollInterval, err)
 	}
 
 	restore := crdtest.DropValidations(t, platform.Config, "providerconfigs.test.services.openmcp.cloud", []string{"spec", "pollInterval"},
 		func(ctx context.Context) error {
-			return platformC.Create(ctx, rawConfig("probe", "often"), client.DryRunAll)
+			return platformC.Create(ctx, badConfig("probe"), client.DryRunAll)
 		})
 	// Another provider's ProviderConfig, bad and stored before any
 	// provider of this test starts: its cache's first list holds it.
-	other := rawConfig("someone-else", "often")
+	other := badConfig("someone-else")
 	if err := platformC.Create(ctx, other); err != nil {
 		t.Fatalf("create the other provider's ProviderConfig: %v", err)
 	}
@@ -64,7 +69,7 @@ func TestInvalidProviderConfig(t *testing.T) {
 	good.waitReady(t, "svc")
 
 	bad := startProvider(t)
-	cfg := rawConfig(bad.name, "often")
+	cfg := badConfig(bad.name)
 	if err := platformC.Create(ctx, cfg); err != nil {
 		t.Fatalf("create ProviderConfig %s: %v", bad.name, err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/marketplane/marketplane/pkg/spruntime"
 	"github.com/marketplane/marketplane/pkg/spruntime/internal/testapi"
+	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // TestAddFinalizer shows that adding the runtime's finalizer to an object
@@ -20,6 +21,7 @@ import (
 // changed: a broker that writes an SFServiceInstance's status right after
 // creating it must not cost the provisioner a failed write and a retry.
 func TestAddFinalizer(t *testing.T) {
+	testenv.SkipIfShort(t)
 	t.Parallel()
 	ctx := context.Background()
 	const ns, ours = "add-finalizer", "example.com/finalizer"

@@ -143,12 +143,12 @@ func WithControllerOptions(opts controller.Options) Option {
 
 // WithBackoff sets the exponential backoff for objects whose reconcile
 // failed: the first retry after base, each next one after twice as long, up
-// to max. The default is controller-runtime's (5ms to 1000s per object,
+// to limit. The default is controller-runtime's (5ms to 1000s per object,
 // within an overall rate limit).
-func WithBackoff(base, max time.Duration) Option {
+func WithBackoff(base, limit time.Duration) Option {
 	return func(o *options) {
-		if base > 0 && max >= base {
-			o.backoff = &backoff{base: base, max: max}
+		if base > 0 && limit >= base {
+			o.backoff = &backoff{base: base, max: limit}
 		}
 	}
 }

@@ -7,10 +7,10 @@ import (
 
 // pollInterval is how long to wait before the next drift check of an object
 // with these annotations under cfg: the annotation wins over the
-// ProviderConfig, which wins over the default; the result is at least min.
-// A bad annotation is reported in err, and the interval is then chosen as
-// if it were absent.
-func pollInterval(annotations map[string]string, cfg Config, def, min time.Duration) (d time.Duration, err error) {
+// ProviderConfig, which wins over the default; the result is at least
+// floor. A bad annotation is reported in err, and the interval is then
+// chosen as if it were absent.
+func pollInterval(annotations map[string]string, cfg Config, def, floor time.Duration) (d time.Duration, err error) {
 	d, err = annotatedPollInterval(annotations)
 	if d <= 0 {
 		d = configPollInterval(cfg)
@@ -18,8 +18,8 @@ func pollInterval(annotations map[string]string, cfg Config, def, min time.Durat
 	if d <= 0 {
 		d = def
 	}
-	if d < min {
-		d = min
+	if d < floor {
+		d = floor
 	}
 	return d, err
 }

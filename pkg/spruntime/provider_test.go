@@ -187,6 +187,8 @@ func (p *testProvider) count(m map[string]int, name string) int {
 
 // createCalls and deleteCalls report how often CreateOrUpdate and Delete
 // ran for the object name.
+//
+//nolint:unparam // the tests name the object they created, as for get and waitReady
 func (p *testProvider) createCalls(name string) int { return p.count(p.creates, name) }
 func (p *testProvider) deleteCalls(name string) int { return p.count(p.deletes, name) }
 

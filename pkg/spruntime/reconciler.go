@@ -268,7 +268,7 @@ func (r *APIReconciler[T, C]) reconcileCreateOrUpdate(ctx context.Context, obj T
 			}
 			log.Info("Drift detected; repairing", "drift", drift)
 			driftsTotal.WithLabelValues(r.kind).Inc()
-			r.event(obj, corev1.EventTypeWarning, ReasonDriftDetected, "Observe", "Drift detected, repairing: %s", drift)
+			r.eventf(obj, corev1.EventTypeWarning, ReasonDriftDetected, "Observe", "Drift detected, repairing: %s", drift)
 		}
 	}
 
@@ -391,7 +391,7 @@ func (r *APIReconciler[T, C]) release(ctx context.Context, obj T, orphaned bool)
 	}
 	r.syncedConfig.Delete(client.ObjectKeyFromObject(obj))
 	if orphaned {
-		r.event(obj, corev1.EventTypeNormal, ReasonOrphaned, "Delete",
+		r.eventf(obj, corev1.EventTypeNormal, ReasonOrphaned, "Delete",
 			"Deletion policy Orphan: the service was left in place and is no longer managed")
 	}
 	logf.FromContext(ctx).V(1).Info("Deletion finished; finalizer removed", "orphaned", orphaned)
@@ -457,6 +457,8 @@ func waitOrFail(err error) (ctrl.Result, string, error) {
 // reason and is not retried: a change of the object or its ProviderConfig
 // triggers the next reconcile. Any other error sets Synced=False and is
 // returned, so controller-runtime retries it with backoff.
+//
+//nolint:unparam // it returns a reconcile step's outcome, so that each step ends in one return
 func (r *APIReconciler[T, C]) authorFailed(ctx context.Context, obj T, step string, err error) (ctrl.Result, string, error) {
 	if uerr, ok := AsInvalidUserInput(err); ok {
 		logf.FromContext(ctx).V(1).Info("Invalid user input; waiting for a change", "step", step, "reason", uerr.Reason, "message", uerr.Message)
@@ -491,6 +493,8 @@ const conflictRetryInterval = 100 * time.Millisecond
 
 // retryConflict retries shortly, without a condition or event: a conflict
 // means that the cache was behind, not that anything is wrong.
+//
+//nolint:unparam // it returns a reconcile step's outcome, so that each step ends in one return
 func (r *APIReconciler[T, C]) retryConflict(ctx context.Context, step string) (ctrl.Result, string, error) {
 	logf.FromContext(ctx).V(1).Info("Conflict; retrying", "step", step)
 	return ctrl.Result{RequeueAfter: conflictRetryInterval}, ResultWaiting, nil
@@ -593,20 +597,20 @@ func (r *APIReconciler[T, C]) observe(obj T, result string, start time.Time) {
 	}
 }
 
-// event records an event on obj, when there is a recorder.
-func (r *APIReconciler[T, C]) event(obj T, eventType, reason, action, format string, args ...any) {
+// eventf records an event on obj, when there is a recorder.
+func (r *APIReconciler[T, C]) eventf(obj T, eventType, reason, action, format string, args ...any) {
 	if r.recorder == nil {
 		return
 	}
 	r.recorder.Eventf(obj, nil, eventType, reason, action, format, args...)
 }
 
-// listNames joins names for a message, at most max of them.
-func listNames(names []string, max int) string {
-	if len(names) <= max {
+// listNames joins names for a message, at most limit of them.
+func listNames(names []string, limit int) string {
+	if len(names) <= limit {
 		return strings.Join(names, ", ")
 	}
-	return fmt.Sprintf("%s and %d more", strings.Join(names[:max], ", "), len(names)-max)
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:limit], ", "), len(names)-limit)
 }
 
 // isNil reports whether v is nil or a nil pointer, map, func, ... in an

@@ -16,6 +16,7 @@ import (
 	"github.com/marketplane/marketplane/api/common"
 	"github.com/marketplane/marketplane/pkg/spruntime"
 	"github.com/marketplane/marketplane/pkg/spruntime/internal/testapi"
+	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 const finalizer = "test.services.openmcp.cloud/finalizer"
@@ -42,6 +43,7 @@ func label(k, v string) func(*testapi.TestService) {
 // (and ProviderConfig, namespace and controller), then checks the metrics
 // they left behind.
 func TestRuntime(t *testing.T) {
+	testenv.SkipIfShort(t)
 	t.Run("scenarios", func(t *testing.T) {
 		t.Run("GoesReadyAndFollowsSpec", testGoesReady)
 		t.Run("PollWritesNothingWhenUnchanged", testPollWritesNothing)
@@ -107,13 +109,13 @@ func testPollWritesNothing(t *testing.T) {
 	p := startProvider(t)
 	p.createConfig(t, testapi.ProviderConfigSpec{PollInterval: common.DurationOf(time.Second)})
 	p.createService(t, "svc", "one")
-	obj := p.waitReady(t, "svc")
+	p.waitReady(t, "svc")
 	// Wait for the first poll to settle the status (its Synced message).
 	waitFor(t, "a poll", func() bool {
 		c := cond(p.get(t, "svc"), spruntime.ConditionSynced)
 		return c != nil && c.Message == "The service is up to date"
 	})
-	obj = p.get(t, "svc")
+	obj := p.get(t, "svc")
 	creates, reconciles := p.domain.createCalls("svc"), p.reconciles(t)
 	waitFor(t, "two more polls", func() bool { return p.reconciles(t) >= reconciles+2 })
 	if got := p.get(t, "svc"); got.ResourceVersion != obj.ResourceVersion {
@@ -170,7 +172,7 @@ func testDrift(t *testing.T) {
 	p.createConfig(t, testapi.ProviderConfigSpec{})
 	p.createService(t, "svc", "one", annotate(spruntime.PollIntervalAnnotation, "1s"))
 	p.waitReady(t, "svc")
-	before := metricValue(t, spruntime.MetricDriftsTotal, map[string]string{"kind": "TestService"})
+	before := testenv.MetricValue(t, spruntime.MetricDriftsTotal, map[string]string{"kind": "TestService"})
 
 	cm := p.managed(t, "svc")
 	if err := mcpC.Delete(context.Background(), cm); err != nil {
@@ -184,7 +186,7 @@ func testDrift(t *testing.T) {
 	if !strings.Contains(e.Note, managedName("svc")+" is missing") {
 		t.Errorf("drift event note = %q, want it to say what drifted", e.Note)
 	}
-	if after := metricValue(t, spruntime.MetricDriftsTotal, map[string]string{"kind": "TestService"}); after <= before {
+	if after := testenv.MetricValue(t, spruntime.MetricDriftsTotal, map[string]string{"kind": "TestService"}); after <= before {
 		t.Errorf("%s did not grow: %v -> %v", spruntime.MetricDriftsTotal, before, after)
 	}
 	p.waitReady(t, "svc")
@@ -444,14 +446,14 @@ func testTransientError(t *testing.T) {
 	p := startProvider(t)
 	p.createConfig(t, testapi.ProviderConfigSpec{})
 	p.domain.failTimes("svc", 3)
-	before := metricValue(t, spruntime.MetricReconcileErrorsTotal, map[string]string{"kind": "TestService", "reason": spruntime.ReasonReconcileError})
+	before := testenv.MetricValue(t, spruntime.MetricReconcileErrorsTotal, map[string]string{"kind": "TestService", "reason": spruntime.ReasonReconcileError})
 	p.createService(t, "svc", "one")
 	p.waitReady(t, "svc")
 	if n := p.domain.createCalls("svc"); n < 4 {
 		t.Errorf("CreateOrUpdate calls = %d, want at least 4 (3 failures, then success)", n)
 	}
 	p.waitEvent(t, "svc", corev1.EventTypeWarning, spruntime.ReasonReconcileError)
-	if after := metricValue(t, spruntime.MetricReconcileErrorsTotal, map[string]string{"kind": "TestService", "reason": spruntime.ReasonReconcileError}); after < before+3 {
+	if after := testenv.MetricValue(t, spruntime.MetricReconcileErrorsTotal, map[string]string{"kind": "TestService", "reason": spruntime.ReasonReconcileError}); after < before+3 {
 		t.Errorf("%s{reason=ReconcileError} grew by %v, want at least 3", spruntime.MetricReconcileErrorsTotal, after-before)
 	}
 }
@@ -500,13 +502,13 @@ func testMetrics(t *testing.T) {
 		{spruntime.MetricDriftsTotal, kind, 1},
 		{spruntime.MetricReconcileDuration, kind, 10},
 	} {
-		if got := metricValue(t, c.name, c.labels); got < c.min {
+		if got := testenv.MetricValue(t, c.name, c.labels); got < c.min {
 			t.Errorf("%s%v = %v, want at least %v", c.name, c.labels, got, c.min)
 		}
 	}
 	// Every reconcile is counted once and timed once.
-	total := metricValue(t, spruntime.MetricReconcilesTotal, kind)
-	if timed := metricValue(t, spruntime.MetricReconcileDuration, kind); timed != total {
+	total := testenv.MetricValue(t, spruntime.MetricReconcilesTotal, kind)
+	if timed := testenv.MetricValue(t, spruntime.MetricReconcileDuration, kind); timed != total {
 		t.Errorf("%s has %v samples, %s counts %v reconciles", spruntime.MetricReconcileDuration, timed, spruntime.MetricReconcilesTotal, total)
 	}
 }

@@ -3,18 +3,24 @@ package spruntime
 import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/marketplane/marketplane/api/common"
 )
 
-// Phase summarises an object's state in status.phase.
-type Phase string
+// Phase summarises an object's state in status.phase. It is an alias of
+// common.Phase, which API packages use so that they need not import the
+// runtime; providers may write either name.
+type Phase = common.Phase
 
-// The phases of a ServiceProviderAPI object (the velero provider's set).
+// The phases of a ServiceProviderAPI object (the velero provider's set),
+// re-exported from api/common so that provider code written against the
+// runtime's names keeps compiling.
 const (
-	PhasePending     Phase = "Pending"
-	PhaseProgressing Phase = "Progressing"
-	PhaseReady       Phase = "Ready"
-	PhaseFailed      Phase = "Failed"
-	PhaseTerminating Phase = "Terminating"
+	PhasePending     = common.PhasePending
+	PhaseProgressing = common.PhaseProgressing
+	PhaseReady       = common.PhaseReady
+	PhaseFailed      = common.PhaseFailed
+	PhaseTerminating = common.PhaseTerminating
 )
 
 // Condition types the runtime maintains.

@@ -1,13 +1,11 @@
 package spruntime_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/marketplane/marketplane/pkg/spruntime"
@@ -53,7 +50,7 @@ var (
 	platform, onboarding, mcp *testenv.Cluster
 	platformC, onboardingC    client.Client
 	mcpC                      client.Client
-	logs                      syncBuffer
+	logs                      testenv.SyncBuffer
 	providerCounter           atomic.Int32
 	errMissingTestEnvironment = errors.New("test environment not started")
 )
@@ -63,6 +60,10 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	if testenv.Short() {
+		// The tests that need the API servers skip themselves.
+		return m.Run()
+	}
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -198,7 +199,7 @@ func startProviderWith(t *testing.T, optsFor func(ns string) []spruntime.Option)
 			t.Errorf("manager: %v", err)
 		}
 		if t.Failed() {
-			t.Logf("controller log of %s:\n%s", p.name, logs.linesWith(`"`+p.name+`"`))
+			t.Logf("controller log of %s:\n%s", p.name, logs.LinesWith(`"`+p.name+`"`))
 		}
 	})
 	return p
@@ -250,6 +251,8 @@ func (p *provider) get(t *testing.T, name string) *testapi.TestService {
 
 // update re-reads the TestService, applies mutate and updates it, retrying
 // on conflicts (the runtime writes the object too).
+//
+//nolint:unparam // the tests name the object they created, as for get and waitReady
 func (p *provider) update(t *testing.T, name string, mutate func(*testapi.TestService)) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(context.Background(), pollEvery, pollTimeout, true, func(ctx context.Context) (bool, error) {
@@ -287,7 +290,7 @@ func (p *provider) managed(t *testing.T, name string) *corev1.ConfigMap {
 // from controller-runtime's metrics.
 func (p *provider) reconciles(t *testing.T) float64 {
 	t.Helper()
-	return metricValue(t, "controller_runtime_reconcile_total", map[string]string{"controller": p.name})
+	return testenv.ReconcileCount(t, p.name)
 }
 
 // waitFor polls cond until it is true, failing the test with what after
@@ -359,6 +362,8 @@ func (p *provider) waitReady(t *testing.T, name string) *testapi.TestService {
 }
 
 // waitEvent waits for an event with reason (and type) on the TestService.
+//
+//nolint:unparam // the tests name the object they created, as for get and waitReady
 func (p *provider) waitEvent(t *testing.T, name, eventType, reason string) eventsv1.Event {
 	t.Helper()
 	var found eventsv1.Event
@@ -402,63 +407,4 @@ func (p *provider) events(t *testing.T, name string) []string {
 		}
 	}
 	return out
-}
-
-// metricValue sums the counter (or histogram sample count) of the family
-// name over the series whose labels include labels.
-func metricValue(t *testing.T, name string, labels map[string]string) float64 {
-	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatalf("gather metrics: %v", err)
-	}
-	var total float64
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if got[k] != v {
-					continue series
-				}
-			}
-			if h := m.GetHistogram(); h != nil {
-				total += float64(h.GetSampleCount())
-			} else {
-				total += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return total
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) WriteString(s string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.WriteString(s)
-}
-
-// linesWith returns the lines that contain s.
-func (b *syncBuffer) linesWith(s string) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out strings.Builder
-	for _, line := range strings.Split(b.buf.String(), "\n") {
-		if strings.Contains(line, s) {
-			out.WriteString(line + "\n")
-		}
-	}
-	return out.String()
 }

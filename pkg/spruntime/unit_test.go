@@ -26,7 +26,7 @@ type fakeAPI struct {
 
 func (f *fakeAPI) DeepCopyObject() runtime.Object {
 	c := *f
-	f.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	f.DeepCopyInto(&c.ObjectMeta)
 	c.conditions = append([]metav1.Condition(nil), f.conditions...)
 	return &c
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/marketplane/marketplane/api/crds"
 	"github.com/marketplane/marketplane/api/install"
+	"github.com/marketplane/marketplane/internal/supervisor"
 )
 
 // Client-side rate limits of the clients handed out. Tests create many
@@ -148,9 +149,10 @@ func New(opts ...Option) (*Cluster, error) {
 }
 
 // Start starts a cluster for a test and stops it when the test ends. It fails
-// the test when the cluster cannot start.
+// the test when the cluster cannot start, and skips it under -short.
 func Start(t testing.TB, opts ...Option) *Cluster {
 	t.Helper()
+	SkipIfShort(t)
 	c, err := New(opts...)
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
@@ -195,9 +197,10 @@ func NewMany(specs map[string][]Option) (map[string]*Cluster, error) {
 }
 
 // StartMany starts one cluster per name concurrently, each with opts, and
-// stops them all when the test ends.
+// stops them all when the test ends. It skips the test under -short.
 func StartMany(t testing.TB, names []string, opts ...Option) map[string]*Cluster {
 	t.Helper()
+	SkipIfShort(t)
 	specs := make(map[string][]Option, len(names))
 	for _, name := range names {
 		specs[name] = opts
@@ -284,8 +287,10 @@ func (c *Cluster) startControllerManager(path string, controllers []string) erro
 		"--v=1",
 	)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// The controller manager must not outlive a test binary that crashes.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// The controller manager must not outlive a test binary that crashes:
+	// on Linux the supervisor's attributes include Pdeathsig (other
+	// systems have none, see internal/supervisor).
+	cmd.SysProcAttr = supervisor.SysProcAttr()
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
 		return fmt.Errorf("start kube-controller-manager for %q: %w", c.Name, err)

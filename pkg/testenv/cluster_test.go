@@ -140,6 +140,7 @@ func must(t *testing.T, err error) {
 // TestNewManyReportsFailures shows that NewMany returns the failure of one
 // cluster (here: a CRD the API server rejects) and no clusters.
 func TestNewManyReportsFailures(t *testing.T) {
+	testenv.SkipIfShort(t)
 	bad := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "not-a-valid-crd"}}
 	clusters, err := testenv.NewMany(map[string][]testenv.Option{
 		"good":   {testenv.WithCRDs()},

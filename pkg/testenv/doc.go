@@ -10,4 +10,11 @@
 // The binaries are looked up in $KUBEBUILDER_ASSETS or, failing that, in the
 // nearest bin/ directory above the working directory that contains
 // kube-apiserver; `make tools` builds them there from source.
+//
+// Under `go test -short` nothing starts: Start and StartMany skip the calling
+// test, and a TestMain that shares servers between its tests asks Short
+// first while its tests call SkipIfShort. The package also holds the small
+// helpers integration tests share: SyncBuffer collects the log lines of
+// many controllers, ReconcileCount and MetricValue read controller-runtime's
+// metrics to show that something does not happen.
 package testenv

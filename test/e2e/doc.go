@@ -1,5 +1,7 @@
-// Package e2e holds the end-to-end test of the local landscape: it runs
-// `make run`, follows the README's quick start block by block, and checks
+// Package e2e holds the end-to-end test of the local landscape: it does
+// what `make run` does (in a directory of its own, with the binaries it
+// builds), follows the README's quick start block by block, and checks
 // that `landscape down` leaves no process and no listening port behind. It
-// is built only with the e2e tag (`make test-e2e`).
+// is part of `make test`; `make test-e2e` runs it alone; `go test -short`
+// skips it.
 package e2e

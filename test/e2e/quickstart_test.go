@@ -1,5 +1,3 @@
-//go:build e2e
-
 package e2e
 
 import (
@@ -14,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 const marker = "<!-- quickstart -->"
@@ -33,13 +33,35 @@ func quickstartBlocks(readme string) []string {
 	return blocks
 }
 
+// toolBinaries are the binaries of `make tools` the quick start needs:
+// the landscape's control plane, and kubectl for the README's commands.
+var toolBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl"}
+
+// landscapeBinaries are the binaries of `make build` the quick start runs:
+// marketplane (the CLI, with the supervisor and the operator in it), the
+// broker and the two providers the operator starts. marketplane-operator
+// is left out: the landscape runs the operator in its supervisor.
+var landscapeBinaries = []string{
+	"github.com/marketplane/marketplane/cmd/marketplane",
+	"github.com/marketplane/marketplane/cmd/marketplane-broker",
+	"github.com/marketplane/marketplane/cmd/marketplane-interoperator",
+	"github.com/marketplane/marketplane/providers/sample/cmd/sample",
+}
+
+// TestQuickStart does what a user of the README does, in a directory of its
+// own laid out like the checkout (bin/, examples/), so that it neither
+// needs nor disturbs a landscape in the checkout: what `make run` does
+// (build the binaries the landscape runs into bin/ beside the tools,
+// `bin/marketplane landscape up`), then every quick-start block
+// of the README in order, in one shell. The last block runs `landscape
+// down`; the test checks that it left no process, port or state behind.
 func TestQuickStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds Marketplane and runs the README quick start on a landscape; run without -short")
+	}
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, ".landscape", "state.json")); err == nil {
-		t.Fatalf("a landscape exists in %s/.landscape; stop it with 'bin/marketplane landscape down' first", root)
 	}
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
@@ -49,17 +71,45 @@ func TestQuickStart(t *testing.T) {
 	if len(blocks) < 4 {
 		t.Fatalf("found %d quick-start blocks in README.md, want at least 4", len(blocks))
 	}
+	assets, err := testenv.BinaryDir()
+	if err != nil {
+		// Not a skip: `make test` builds the tools, and a skipped
+		// quick start would pass CI untested.
+		t.Fatal(err)
+	}
+
+	// The user's checkout: bin/ with the tools and Marketplane's
+	// binaries (as `make tools build` leaves it), and the examples.
+	work := t.TempDir()
+	bin := filepath.Join(work, "bin")
+	testenv.BuildBinaries(t, bin, landscapeBinaries...)
+	for _, name := range toolBinaries {
+		if err := os.Symlink(filepath.Join(assets, name), filepath.Join(bin, name)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(bin, name)); err != nil {
+			t.Fatalf("%v (run 'make tools')", err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(root, "examples"), filepath.Join(work, "examples")); err != nil {
+		t.Fatal(err)
+	}
+	marketplane := filepath.Join(bin, "marketplane")
 	t.Cleanup(func() {
-		// Whatever happened, leave nothing running.
-		cmd := exec.Command(filepath.Join(root, "bin", "marketplane"), "landscape", "down")
-		cmd.Dir = root
-		_ = cmd.Run()
+		// Whatever happened, leave nothing running (a no-op after the
+		// quick start's own down). Registered after TempDir, so it runs
+		// before the directory is removed.
+		cmd := exec.Command(marketplane, "landscape", "down")
+		cmd.Dir = work
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("landscape down: %v\n%s", err, out)
+		}
 	})
 
 	start := time.Now()
-	run(t, root, "make run", "make", "run")
-	t.Logf("make run: landscape ready after %s", time.Since(start).Round(100*time.Millisecond))
-	pids, ports := recorded(t, filepath.Join(root, ".landscape", "state.json"))
+	run(t, work, "landscape up (make run)", marketplane, "landscape", "up")
+	t.Logf("landscape ready after %s", time.Since(start).Round(100*time.Millisecond))
+	pids, ports := recorded(t, filepath.Join(work, ".landscape", "state.json"))
 	if len(pids) < 7 || len(ports) < 4 {
 		t.Fatalf("state.json records %d processes and %d ports; want the etcd, API servers and controller managers", len(pids), len(ports))
 	}
@@ -71,7 +121,7 @@ func TestQuickStart(t *testing.T) {
 	for i, b := range blocks {
 		fmt.Fprintf(&script, "echo '### quick-start block %d'\n%s\n", i+1, b)
 	}
-	out := run(t, root, "the README quick start", "bash", "-c", script.String())
+	out := run(t, work, "the README quick start", "bash", "-c", script.String())
 	for _, want := range []string{
 		"condition met",               // MCP and Sample became Ready
 		"sampleobjects.domain.sample", // the provider's CRD is in the tenant's cluster
@@ -102,7 +152,7 @@ func TestQuickStart(t *testing.T) {
 		}
 		l.Close()
 	}
-	if _, err := os.Stat(filepath.Join(root, ".landscape")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(work, ".landscape")); !os.IsNotExist(err) {
 		t.Errorf(".landscape still exists after down (stat: %v)", err)
 	}
 }

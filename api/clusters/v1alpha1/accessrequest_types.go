@@ -154,7 +154,3 @@ type AccessRequestList struct {
 	// Items are the AccessRequests.
 	Items []AccessRequest `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&AccessRequest{}, &AccessRequestList{})
-}

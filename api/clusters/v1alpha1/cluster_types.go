@@ -137,7 +137,3 @@ type ClusterList struct {
 	// Items are the Clusters.
 	Items []Cluster `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&Cluster{}, &ClusterList{})
-}

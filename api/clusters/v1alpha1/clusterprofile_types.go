@@ -67,7 +67,3 @@ type ClusterProfileList struct {
 	// Items are the ClusterProfiles.
 	Items []ClusterProfile `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&ClusterProfile{}, &ClusterProfileList{})
-}

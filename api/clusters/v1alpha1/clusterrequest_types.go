@@ -91,7 +91,3 @@ type ClusterRequestList struct {
 	// Items are the ClusterRequests.
 	Items []ClusterRequest `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&ClusterRequest{}, &ClusterRequestList{})
-}

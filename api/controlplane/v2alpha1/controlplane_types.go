@@ -61,7 +61,3 @@ type ControlPlaneList struct {
 	// Items are the ControlPlanes.
 	Items []ControlPlane `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&ControlPlane{}, &ControlPlaneList{})
-}

@@ -129,7 +129,3 @@ type ManagedControlPlaneList struct {
 	// Items are the ManagedControlPlanes.
 	Items []ManagedControlPlane `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&ManagedControlPlane{}, &ManagedControlPlaneList{})
-}

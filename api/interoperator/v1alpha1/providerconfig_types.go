@@ -194,7 +194,3 @@ type ProviderConfigList struct {
 	// items are the ProviderConfigs.
 	Items []ProviderConfig `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&ProviderConfig{}, &ProviderConfigList{})
-}

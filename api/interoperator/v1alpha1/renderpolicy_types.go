@@ -6,8 +6,8 @@ package v1alpha1
 
 import "slices"
 
-// RenderPolicyAll, in a RenderPolicy's plans, namespaces, clusterRoles or a
-// kind's group and kind, matches everything.
+// RenderPolicyAll matches everything when it stands in a RenderPolicy's
+// plans, namespaces, clusterRoles or a kind's group and kind.
 const RenderPolicyAll = "*"
 
 // DefaultBindableClusterRoles are the ClusterRoles that role bindings a plan

@@ -230,7 +230,3 @@ type SFPlanList struct {
 	// items are the SFPlans.
 	Items []SFPlan `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&SFPlan{}, &SFPlanList{})
-}

@@ -199,7 +199,3 @@ type SFServiceList struct {
 	// items are the SFServices.
 	Items []SFService `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&SFService{}, &SFServiceList{})
-}

@@ -144,7 +144,3 @@ type SFServiceBindingList struct {
 	// items are the SFServiceBindings.
 	Items []SFServiceBinding `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&SFServiceBinding{}, &SFServiceBindingList{})
-}

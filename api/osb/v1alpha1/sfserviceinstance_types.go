@@ -168,7 +168,3 @@ type SFServiceInstanceList struct {
 	// items are the SFServiceInstances.
 	Items []SFServiceInstance `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&SFServiceInstance{}, &SFServiceInstanceList{})
-}

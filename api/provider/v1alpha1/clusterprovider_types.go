@@ -47,7 +47,3 @@ type ClusterProviderList struct {
 	// Items are the ClusterProviders.
 	Items []ClusterProvider `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&ClusterProvider{}, &ClusterProviderList{})
-}

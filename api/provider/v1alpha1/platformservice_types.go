@@ -72,7 +72,3 @@ type PlatformServiceList struct {
 	// Items are the PlatformServices.
 	Items []PlatformService `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&PlatformService{}, &PlatformServiceList{})
-}

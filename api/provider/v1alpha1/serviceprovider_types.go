@@ -55,7 +55,3 @@ type ServiceProviderList struct {
 	// Items are the ServiceProviders.
 	Items []ServiceProvider `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&ServiceProvider{}, &ServiceProviderList{})
-}

@@ -114,7 +114,3 @@ type SFClusterList struct {
 	// items are the SFClusters.
 	Items []SFCluster `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&SFCluster{}, &SFClusterList{})
-}

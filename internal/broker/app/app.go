@@ -491,7 +491,7 @@ func metricsServer(o Options, platformCfg *rest.Config, reg *prometheus.Registry
 	}
 	exposed := !metricsauth.IsLoopback(ln.Addr().String())
 	secure := exposed && o.MetricsSecure
-	var metrics http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	if secure {
 		var err error
 		if metrics, err = metricsauth.Protect(metrics, platformCfg, log.WithName("metrics")); err != nil {

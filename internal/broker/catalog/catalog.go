@@ -352,7 +352,7 @@ func buildPlan(p *osbv1alpha1.SFPlan, svc *Service) (*Plan, wirePlan, error) {
 	var m manager
 	if p.Spec.Manager != nil && len(p.Spec.Manager.Raw) > 0 {
 		if err := json.Unmarshal(p.Spec.Manager.Raw, &m); err != nil {
-			return nil, wirePlan{}, fmt.Errorf("manager: %v", err)
+			return nil, wirePlan{}, fmt.Errorf("manager: %w", err)
 		}
 	}
 	plan := &Plan{
@@ -369,7 +369,7 @@ func buildPlan(p *osbv1alpha1.SFPlan, svc *Service) (*Plan, wirePlan, error) {
 	if t := m.Settings.DashboardURLTemplate; t != "" {
 		decoded, err := base64.StdEncoding.DecodeString(t)
 		if err != nil {
-			return nil, wirePlan{}, fmt.Errorf("manager.settings.dashboard_url_template is not base64: %v", err)
+			return nil, wirePlan{}, fmt.Errorf("manager.settings.dashboard_url_template is not base64: %w", err)
 		}
 		plan.DashboardURLTemplate = string(decoded)
 	}
@@ -380,21 +380,21 @@ func buildPlan(p *osbv1alpha1.SFPlan, svc *Service) (*Plan, wirePlan, error) {
 	if s := p.Spec.Schemas; s != nil {
 		if s.Instance != nil {
 			if plan.CreateSchema, err = compileParameters(s.Instance.Create); err != nil {
-				return nil, wirePlan{}, fmt.Errorf("schemas.service_instance.create: %v", err)
+				return nil, wirePlan{}, fmt.Errorf("schemas.service_instance.create: %w", err)
 			}
 			if plan.UpdateSchema, err = compileParameters(s.Instance.Update); err != nil {
-				return nil, wirePlan{}, fmt.Errorf("schemas.service_instance.update: %v", err)
+				return nil, wirePlan{}, fmt.Errorf("schemas.service_instance.update: %w", err)
 			}
 		}
 		if s.Binding != nil {
 			if plan.BindSchema, err = compileParameters(s.Binding.Create); err != nil {
-				return nil, wirePlan{}, fmt.Errorf("schemas.service_binding.create: %v", err)
+				return nil, wirePlan{}, fmt.Errorf("schemas.service_binding.create: %w", err)
 			}
 		}
 	}
 	meta, err := objectJSON(p.Spec.Metadata)
 	if err != nil {
-		return nil, wirePlan{}, fmt.Errorf("metadata: %v", err)
+		return nil, wirePlan{}, fmt.Errorf("metadata: %w", err)
 	}
 	wire := wirePlan{
 		ID:                     p.Spec.ID,

@@ -167,9 +167,13 @@ func TestBuildPlanSettings(t *testing.T) {
 	svc := service("s1", "a", func(s *osbv1alpha1.SFService) {
 		s.Spec.PlanUpdatable = true
 		s.Spec.InstancesRetrievable = true
-		yes := true
-		s.Spec.DeprecatedBindingRetrievable = &yes
-		s.Spec.DashboardClient = &osbv1alpha1.DashboardClient{ID: "c", Secret: "s", DeprecatedRedirectURI: "https://r"}
+		// The older spellings bindingRetrievable and redirectURI arrive the
+		// way a Service Fabrik manifest sends them: the catalog must honour
+		// them although the newer fields are unset.
+		older := `{"bindingRetrievable": true, "dashboardClient": {"id": "c", "secret": "s", "redirectURI": "https://r"}}`
+		if err := json.Unmarshal([]byte(older), &s.Spec); err != nil {
+			t.Fatalf("decode the older spellings: %v", err)
+		}
 		s.Spec.Metadata = raw(`{"displayName": "A"}`)
 	})
 	p := plan("p1", "small", "s1", func(p *osbv1alpha1.SFPlan) {

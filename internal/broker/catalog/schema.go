@@ -39,7 +39,7 @@ func CompileSchema(raw []byte) (*Schema, error) {
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return nil, fmt.Errorf("not JSON: %v", err)
+		return nil, fmt.Errorf("not JSON: %w", err)
 	}
 	if _, ok := doc.(map[string]any); !ok {
 		return nil, errors.New("a schema must be a JSON object")
@@ -69,7 +69,7 @@ func (s *Schema) Validate(raw []byte) error {
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return fmt.Errorf("not JSON: %v", err)
+		return fmt.Errorf("not JSON: %w", err)
 	}
 	err = s.compiled.Validate(doc)
 	if err == nil {

@@ -9,8 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/validation/path"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -29,7 +29,7 @@ const DefaultFieldOwner = "marketplane-interoperator"
 // namespace, not one per object.
 type Applier struct {
 	client client.Client
-	mapper meta.RESTMapper
+	mapper apimeta.RESTMapper
 
 	// namespaces holds the names of namespaces known to exist.
 	namespaces sync.Map
@@ -81,7 +81,7 @@ func (a *Applier) Prepare(objs []*unstructured.Unstructured, defaultNamespace st
 		// The API server validates names itself, with the messages users
 		// know; only a name that cannot even be a path segment of the
 		// request is refused here.
-		if problems := path.ValidatePathSegmentName(o.GetName(), false); len(problems) > 0 {
+		if problems := content.IsPathSegmentName(o.GetName()); len(problems) > 0 {
 			return nil, false, &InvalidObjectError{Index: i + 1, What: what, Problem: "invalid name: " + problems[0]}
 		}
 		if len(labels) > 0 {
@@ -234,7 +234,7 @@ func (a *Applier) namespaced(gvk schema.GroupVersionKind) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
+	return m.Scope.Name() == apimeta.RESTScopeNameNamespace, nil
 }
 
 // wrap classifies an error of a request about ref.

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 )
@@ -108,5 +108,5 @@ func describe(ref osbv1alpha1.Source) string {
 
 // isNoMatch reports whether err says that a kind is unknown.
 func isNoMatch(err error) bool {
-	return meta.IsNoMatchError(err)
+	return apimeta.IsNoMatchError(err)
 }

@@ -177,8 +177,8 @@ func (a *Applier) Check(ctx context.Context, objs []*unstructured.Unstructured, 
 		if err != nil {
 			return &InvalidObjectError{Index: slices.Index(objs, o) + 1, What: describe(r), Problem: "it cannot be encoded as JSON: " + err.Error()}
 		}
-		if max := p.maxObjectBytes(); int64(len(b)) > max {
-			return &TooLargeError{Ref: r, Size: len(b), Limit: max}
+		if limit := p.maxObjectBytes(); int64(len(b)) > limit {
+			return &TooLargeError{Ref: r, Size: len(b), Limit: limit}
 		}
 		gk := o.GroupVersionKind().GroupKind()
 		switch ns := o.GetNamespace(); {

@@ -97,7 +97,7 @@ func TestSampleCatalogRenders(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff([]string{"Namespace//sf-i1", "ResourceQuota/sf-i1/quota", "Namespace//" + credentialsNamespace("i1")}, objectKeys(objs)); diff != "" {
+			if diff := cmp.Diff([]string{"Namespace//sf-i1", "ResourceQuota/sf-i1/quota", "Namespace//" + credentialsNamespaceI1}, objectKeys(objs)); diff != "" {
 				t.Errorf("objects, -want +got:\n%s", diff)
 			}
 			hard, _, _ := unstructured.NestedMap(objs[1].Object, "spec", "hard")
@@ -122,14 +122,14 @@ func TestSampleCatalogRenders(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if refs["token"].Name != "binding-b1-token" || refs["token"].Namespace != credentialsNamespace("i1") {
+		if refs["token"].Name != "binding-b1-token" || refs["token"].Namespace != credentialsNamespaceI1 {
 			t.Errorf("token source = %+v, want the bind template's Secret in the credentials namespace", refs["token"])
 		}
 		objs, err := r.RenderObjects(ctx, render.Input{Template: tmpl(osbv1alpha1.ActionBind), Values: vals})
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []string{"ServiceAccount/" + credentialsNamespace("i1") + "/binding-b1", "Secret/" + credentialsNamespace("i1") + "/binding-b1-token", "RoleBinding/sf-i1/binding-b1"}
+		want := []string{"ServiceAccount/" + credentialsNamespaceI1 + "/binding-b1", "Secret/" + credentialsNamespaceI1 + "/binding-b1-token", "RoleBinding/sf-i1/binding-b1"}
 		if diff := cmp.Diff(want, objectKeys(objs)); diff != "" {
 			t.Errorf("bind objects, -want +got:\n%s", diff)
 		}
@@ -170,13 +170,13 @@ func TestSampleCatalogRenders(t *testing.T) {
 	})
 }
 
-// credentialsNamespace is the sample plan's namespace of an instance's
-// binding service accounts: sfb- and the first 40 hex digits of the
+// credentialsNamespaceI1 is the sample plan's namespace of the binding
+// service accounts of instance i1: sfb- and the first 40 hex digits of the
 // SHA-256 of the instance name.
-func credentialsNamespace(instance string) string {
-	sum := sha256.Sum256([]byte(instance))
+var credentialsNamespaceI1 = func() string {
+	sum := sha256.Sum256([]byte("i1"))
 	return "sfb-" + hex.EncodeToString(sum[:])[:40]
-}
+}()
 
 // objectKeys returns kind/namespace/name of each object.
 func objectKeys(objs []*unstructured.Unstructured) []string {

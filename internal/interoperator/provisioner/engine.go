@@ -69,10 +69,10 @@ type EngineOption func(*Engine)
 // WithProgressWait sets the backoff with which operations in progress, and
 // deletions waiting for resources to go, are looked at again
 // (DefaultMinProgressWait to DefaultMaxProgressWait).
-func WithProgressWait(min, max time.Duration) EngineOption {
+func WithProgressWait(minWait, maxWait time.Duration) EngineOption {
 	return func(e *Engine) {
-		if min > 0 && max >= min {
-			e.minWait, e.maxWait = min, max
+		if minWait > 0 && maxWait >= minWait {
+			e.minWait, e.maxWait = minWait, maxWait
 		}
 	}
 }
@@ -235,8 +235,8 @@ func (e *Engine) renderObjects(ctx context.Context, cfg *interoperatorv1alpha1.P
 		}
 		return rendered{}, failed(ReasonTemplateFailed, "%v", err)
 	}
-	if max := cfg.MaxObjects(); len(objs) > max {
-		return rendered{}, failed(ReasonInvalidResource, "the %s template renders %d objects, more than the limit of %d", t.Action, len(objs), max)
+	if limit := cfg.MaxObjects(); len(objs) > limit {
+		return rendered{}, failed(ReasonInvalidResource, "the %s template renders %d objects, more than the limit of %d", t.Action, len(objs), limit)
 	}
 	return rendered{objs: objs, policy: renderPolicy(cfg, vals, namespace)}, outcome{}
 }

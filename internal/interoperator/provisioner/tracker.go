@@ -43,20 +43,20 @@ func (t *tracker) transientError(uid types.UID) int {
 }
 
 // poll returns how long to wait before the next look at an operation in
-// progress: min, doubling with every poll, at most max. It also clears the
+// progress: minWait, doubling with every poll, at most maxWait. It also clears the
 // error count: the operation got as far as applying.
-func (t *tracker) poll(uid types.UID, min, max time.Duration) time.Duration {
+func (t *tracker) poll(uid types.UID, minWait, maxWait time.Duration) time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	p := t.get(uid)
 	p.errors = 0
-	d := min
-	for i := 0; i < p.polls && d < max; i++ {
+	d := minWait
+	for i := 0; i < p.polls && d < maxWait; i++ {
 		d *= 2
 	}
 	p.polls++
-	if d > max {
-		d = max
+	if d > maxWait {
+		d = maxWait
 	}
 	return d
 }

@@ -44,7 +44,7 @@ func FindBinaries(dir string) (Binaries, error) {
 	}
 	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager} {
 		if err := executable(p); err != nil {
-			return Binaries{}, fmt.Errorf("%s: %w", err, ErrBinaryMissing)
+			return Binaries{}, fmt.Errorf("%w: %w", err, ErrBinaryMissing)
 		}
 	}
 	return b, nil

@@ -24,6 +24,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/marketplane/marketplane/internal/landscape/pki"
+	"github.com/marketplane/marketplane/internal/supervisor"
 )
 
 // Controllers are the kube-controller-manager controllers every cluster
@@ -520,7 +521,7 @@ func (c *ControlPlane) poll(ctx context.Context, what string, procs []*Proc, con
 		return nil
 	case ctx.Err() != nil:
 		last := procs[len(procs)-1].Record
-		return fmt.Errorf("waiting for %s: %w; last lines of %s:\n%s", what, ctx.Err(), last.Log, LogTail(last.Log, 15))
+		return fmt.Errorf("waiting for %s: %w; last lines of %s:\n%s", what, ctx.Err(), last.Log, supervisor.LogTail(last.Log, 15))
 	}
 	for _, p := range procs {
 		if p.Exited() {
@@ -529,7 +530,7 @@ func (c *ControlPlane) poll(ctx context.Context, what string, procs []*Proc, con
 	}
 	if tctx.Err() != nil {
 		last := procs[len(procs)-1].Record
-		return fmt.Errorf("%s not ready within %s; last lines of %s:\n%s", what, c.startTimeout, last.Log, LogTail(last.Log, 15))
+		return fmt.Errorf("%s not ready within %s; last lines of %s:\n%s", what, c.startTimeout, last.Log, supervisor.LogTail(last.Log, 15))
 	}
 	return err
 }
@@ -605,7 +606,7 @@ func (c *ControlPlane) Stop() error {
 
 // Crashes delivers every process of this ControlPlane that exits without
 // being stopped, e.g. an API server that crashed.
-func (c *ControlPlane) Crashes() <-chan *Proc { return c.runner.crashes }
+func (c *ControlPlane) Crashes() <-chan *supervisor.Process { return c.runner.Crashes() }
 
 // Close stops the Runner: processes still running are killed.
 func (c *ControlPlane) Close() { c.runner.Close() }

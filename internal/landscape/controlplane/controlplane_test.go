@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/marketplane/marketplane/internal/supervisor"
 )
 
 // TestControlPlane starts etcd and two clusters on it, and checks that each
@@ -22,6 +25,9 @@ import (
 // that stopping a cluster and deleting its data leaves no process, port or
 // key behind.
 func TestControlPlane(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd and API servers; run without -short")
+	}
 	// Missing binaries fail the test rather than skip it: `make test`
 	// builds them, and a skipped test would pass CI untested.
 	dir, err := BinDir("")
@@ -50,15 +56,21 @@ func TestControlPlane(t *testing.T) {
 	must(t, cp.EnsurePKI())
 	start := time.Now()
 	must(t, cp.StartEtcd(ctx))
-	a, err := cp.StartCluster(ctx, "a")
-	must(t, err)
-	b, err := cp.StartCluster(ctx, "b")
-	must(t, err)
+	// Both at once, as a landscape starts its clusters: each waits for its
+	// API server and controller manager, not for the other cluster.
+	var a, b *RunningCluster
+	var errA, errB error
+	var wg sync.WaitGroup
+	wg.Go(func() { a, errA = cp.StartCluster(ctx, "a") })
+	wg.Go(func() { b, errB = cp.StartCluster(ctx, "b") })
+	wg.Wait()
+	must(t, errA)
+	must(t, errB)
 	t.Logf("etcd and two clusters started in %s", time.Since(start).Round(time.Millisecond))
 
 	var rss int64
 	for _, p := range cp.Procs() {
-		n, err := ResidentMemory(p.PID)
+		n, err := supervisor.ResidentMemory(p.PID)
 		must(t, err)
 		t.Logf("%s: %d MiB", p.Name, n>>20)
 		rss += n
@@ -75,7 +87,7 @@ func TestControlPlane(t *testing.T) {
 	}
 	// The admin certificate of a is not accepted by b.
 	cross := *b.Config
-	cross.TLSClientConfig.CertData, cross.TLSClientConfig.KeyData = a.Config.CertData, a.Config.KeyData
+	cross.CertData, cross.KeyData = a.Config.CertData, a.Config.KeyData
 	if _, err := kubernetes.NewForConfigOrDie(&cross).CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err == nil {
 		t.Error("cluster b accepted the admin certificate of cluster a")
 	}
@@ -178,7 +190,7 @@ func TestMoveTakenPorts(t *testing.T) {
 	for range 2 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		must(t, err)
-		defer l.Close()
+		t.Cleanup(func() { _ = l.Close() })
 		held = append(held, l.Addr().(*net.TCPAddr).Port)
 	}
 	free, err := FreePorts(2)

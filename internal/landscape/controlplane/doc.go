@@ -4,8 +4,8 @@
 // also keeps the landscape's record, state.json, and the layout of its
 // state directory.
 //
-// Processes are started from one OS thread that lives as long as the
-// Runner, with Pdeathsig, so that they die with the process that started
+// Processes are started through package supervisor, from one OS thread
+// that lives as long as the Runner, with Pdeathsig, so that they die with the process that started
 // them even when it is killed; each runs in its own process group, so that
 // Ctrl-C in a terminal reaches the landscape only and the landscape stops
 // them in order. A process recorded by an earlier run is recognised by its

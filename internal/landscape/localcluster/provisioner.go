@@ -1,6 +1,7 @@
 package localcluster
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -127,13 +128,13 @@ func (p *Provisioner) Provision(ctx context.Context, req *clustersv1alpha1.Clust
 	a := &attempt{cancel: cancel, done: make(chan struct{})}
 	p.attempts[req.UID] = a
 	log := logf.FromContext(ctx).WithValues("cluster", name)
-	log.Info("starting local cluster")
+	log.Info("Starting local cluster")
 	p.wg.Go(func() {
 		defer close(a.done)
 		defer cancel()
 		a.err = p.start(actx, name)
 		if a.err != nil {
-			log.Error(a.err, "local cluster did not start")
+			log.Error(a.err, "Local cluster did not start")
 		}
 	})
 	return nil, nil
@@ -245,7 +246,7 @@ func Register(ctx context.Context, c client.Client, r Registration) error {
 		if err := c.Create(ctx, secret); err != nil {
 			return fmt.Errorf("create Secret %s/%s: %w", secret.Namespace, secret.Name, err)
 		}
-	} else if string(secret.Data[clusters.KubeconfigSecretKey]) != string(r.Kubeconfig) {
+	} else if !bytes.Equal(secret.Data[clusters.KubeconfigSecretKey], r.Kubeconfig) {
 		secret.Data = map[string][]byte{clusters.KubeconfigSecretKey: r.Kubeconfig}
 		if err := c.Update(ctx, secret); err != nil {
 			return fmt.Errorf("update Secret %s/%s: %w", secret.Namespace, secret.Name, err)
@@ -323,7 +324,7 @@ func (p *Provisioner) Release(ctx context.Context, req *clustersv1alpha1.Cluster
 		}
 		return p.deleteObjects(ctx, cluster.Name, string(req.UID))
 	}
-	logf.FromContext(ctx).Info("releasing local cluster", "cluster", rec.Name)
+	logf.FromContext(ctx).Info("Releasing local cluster", "cluster", rec.Name)
 	return p.release(ctx, rec.Name, rec.Request.UID)
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/marketplane/marketplane/internal/landscape"
 	"github.com/marketplane/marketplane/internal/landscape/controlplane"
+	"github.com/marketplane/marketplane/internal/supervisor"
 )
 
 // BrokerCredentialsFile is the file in the state directory that holds the
@@ -94,7 +95,7 @@ func startBroker(ctx context.Context, l *landscape.Landscape, timeout time.Durat
 		}
 		return true, nil
 	}, func() string {
-		return joinSeen(last.String(), fmt.Sprintf("last lines of %s:\n%s", proc.Record.Log, controlplane.LogTail(proc.Record.Log, 10)))
+		return joinSeen(last.String(), fmt.Sprintf("last lines of %s:\n%s", proc.Record.Log, supervisor.LogTail(proc.Record.Log, 10)))
 	}); err != nil {
 		return err
 	}

@@ -2,8 +2,10 @@ package stack
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/marketplane/marketplane/internal/landscape"
@@ -13,14 +15,27 @@ import (
 // the broker.
 const DefaultTimeout = 3 * time.Minute
 
-// Configure adds the stack's steps to l, in order: the sample provider, the
-// inter-operator with the sample catalog, the broker.
+// Configure adds the stack's steps to l, in order: the sample provider
+// together with the inter-operator and the sample catalog, then the broker.
 func Configure(l *landscape.Landscape) error {
-	l.AddStep("sample provider", func(ctx context.Context, l *landscape.Landscape) error {
-		return sampleProvider().start(ctx, l, DefaultTimeout)
-	})
-	l.AddStep("inter-operator and the sample catalog", func(ctx context.Context, l *landscape.Landscape) error {
-		return startInteroperator(ctx, l, DefaultTimeout)
+	// The two providers do not depend on each other, and starting one is
+	// mostly waiting (for its init, its run process, its CRDs to be
+	// served): at once, the landscape is ready seconds sooner.
+	l.AddStep("sample provider, inter-operator and the sample catalog", func(ctx context.Context, l *landscape.Landscape) error {
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() error {
+			if err := sampleProvider().start(gctx, l, DefaultTimeout); err != nil {
+				return fmt.Errorf("sample provider: %w", err)
+			}
+			return nil
+		})
+		g.Go(func() error {
+			if err := startInteroperator(gctx, l, DefaultTimeout); err != nil {
+				return fmt.Errorf("inter-operator: %w", err)
+			}
+			return nil
+		})
+		return g.Wait()
 	})
 	l.AddStep("OSB broker", func(ctx context.Context, l *landscape.Landscape) error {
 		return startBroker(ctx, l, DefaultTimeout)

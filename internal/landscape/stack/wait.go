@@ -20,7 +20,7 @@ import (
 
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/landscape"
-	"github.com/marketplane/marketplane/internal/landscape/controlplane"
+	"github.com/marketplane/marketplane/internal/supervisor"
 	"github.com/marketplane/marketplane/pkg/crdinstall"
 )
 
@@ -232,7 +232,7 @@ func logTail(path string) string {
 	if _, err := os.Stat(path); err != nil {
 		return ""
 	}
-	return fmt.Sprintf("\nlast lines of %s:\n%s", path, controlplane.LogTail(path, 10))
+	return fmt.Sprintf("\nlast lines of %s:\n%s", path, supervisor.LogTail(path, 10))
 }
 
 // describe says what was seen of the provider last: its conditions, the

@@ -162,7 +162,7 @@ func (r *Reconciler) requestsForCluster(ctx context.Context, obj client.Object) 
 func (r *Reconciler) matching(ctx context.Context, match func(*clustersv1alpha1.AccessRequest) bool) []reconcile.Request {
 	list := &clustersv1alpha1.AccessRequestList{}
 	if err := r.client.List(ctx, list); err != nil {
-		logf.FromContext(ctx).Error(err, "list AccessRequests")
+		logf.FromContext(ctx).Error(err, "List AccessRequests")
 		return nil
 	}
 	var out []reconcile.Request
@@ -251,7 +251,7 @@ func (r *Reconciler) report(ctx context.Context, ar *clustersv1alpha1.AccessRequ
 		return ctrl.Result{}
 	}
 	retry := r.backoff.ForConditions(ar.Status.Conditions, r.now())
-	logf.FromContext(ctx).V(1).Info("access not ready, retrying", "reason", o.reason, "retryAfter", retry)
+	logf.FromContext(ctx).V(1).Info("Access not ready, retrying", "reason", o.reason, "retryAfter", retry)
 	return ctrl.Result{RequeueAfter: retry}
 }
 
@@ -449,7 +449,7 @@ func (r *Reconciler) grant(ctx context.Context, ar *clustersv1alpha1.AccessReque
 		if tok, err = mintToken(ctx, target, sa, ttl, now); err != nil {
 			return targetError(err), 0, nil
 		}
-		log.V(1).Info("minted token", "serviceAccount", sa.Name, "expires", tok.expires)
+		log.V(1).Info("Minted token", "serviceAccount", sa.Name, "expires", tok.expires)
 	}
 	if err := r.writeSecret(ctx, ar, secret, *ep, sa, tok); err != nil {
 		return nil, 0, err
@@ -532,7 +532,7 @@ func (r *Reconciler) revoke(ctx context.Context, ar *clustersv1alpha1.AccessRequ
 		err := r.client.Get(ctx, key, cluster)
 		switch {
 		case apierrors.IsNotFound(err):
-			log.Info("target Cluster is gone, nothing to revoke there", "cluster", key)
+			log.Info("Target Cluster is gone, nothing to revoke there", "cluster", key)
 		case err != nil:
 			return nil, fmt.Errorf("get Cluster %s: %w", key, err)
 		default:
@@ -569,7 +569,7 @@ func (r *Reconciler) revoke(ctx context.Context, ar *clustersv1alpha1.AccessRequ
 		return nil, fmt.Errorf("remove finalizer of AccessRequest %s/%s: %w", ar.Namespace, ar.Name, err)
 	}
 	ar.Status = *status
-	log.V(1).Info("revoked access")
+	log.V(1).Info("Revoked access")
 	return nil, nil
 }
 

@@ -15,7 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/scheme"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,6 +26,7 @@ import (
 	"github.com/marketplane/marketplane/internal/operator/access"
 	"github.com/marketplane/marketplane/internal/operator/clusters"
 	"github.com/marketplane/marketplane/internal/operator/internal/optest"
+	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // startControllers runs the Cluster and AccessRequest controllers for one
@@ -72,7 +73,7 @@ func kubeconfigClient(t *testing.T, secret *corev1.Secret) client.Client {
 	if err != nil {
 		t.Fatalf("kubeconfig of Secret %s: %v", secret.Name, err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
+	c, err := client.New(cfg, client.Options{Scheme: clientgoscheme.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,14 +476,14 @@ func TestUnusableRequestsDoNotLoop(t *testing.T) {
 	// The unreachable one is retried at 5 s, 10 s, 20 s, …; the others only
 	// when something they watch changes.
 	const window, limit = 10 * time.Second, 6
-	start := optest.ReconcileCount(t, name)
+	start := testenv.ReconcileCount(t, name)
 	optest.Consistently(t, window, "reconciles of requests that cannot be granted", func() error {
-		if n := optest.ReconcileCount(t, name) - start; n > limit {
+		if n := testenv.ReconcileCount(t, name) - start; n > limit {
 			return fmt.Errorf("%v reconciles in less than %s, want at most %d", n, window, limit)
 		}
 		return nil
 	})
-	t.Logf("%v reconciles of 3 requests in %s", optest.ReconcileCount(t, name)-start, window)
+	t.Logf("%v reconciles of 3 requests in %s", testenv.ReconcileCount(t, name)-start, window)
 
 	optest.WriteKubeconfigSecret(t, ns, "missing-kubeconfig", optest.Target.Kubeconfig)
 	waitAccess(t, ns, "missing", clustersv1alpha1.RequestGranted, access.ReasonGranted)

@@ -33,9 +33,9 @@ var gadgetKind = schema.GroupVersionKind{Group: gadgetGroup, Version: "v1alpha1"
 
 // mcpRequest creates an AccessRequest in an MCP namespace labelled with
 // labels, for the rules, through requestRef or clusterRef.
-func mcpRequest(t *testing.T, ns, name string, labels map[string]string, clusterRef, requestRef *common.ObjectReference, rules []rbacv1.PolicyRule) *clustersv1alpha1.AccessRequest {
+func mcpRequest(t *testing.T, ns, name string, labels map[string]string, clusterRef, requestRef *common.ObjectReference, rules []rbacv1.PolicyRule) {
 	t.Helper()
-	return createAccessRequest(t, &clustersv1alpha1.AccessRequest{
+	createAccessRequest(t, &clustersv1alpha1.AccessRequest{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
 		Spec: clustersv1alpha1.AccessRequestSpec{ClusterRef: clusterRef, RequestRef: requestRef, Token: &clustersv1alpha1.TokenConfig{
 			Permissions: []clustersv1alpha1.PermissionsRequest{{Rules: rules}},

@@ -21,7 +21,7 @@ func (r *Reconciler) deny(ctx context.Context, ar *clustersv1alpha1.AccessReques
 		return o, err
 	}
 	ar.Status.SecretRef = nil
-	logf.FromContext(ctx).V(1).Info("denied by the access policy", "rule", v.Rule)
+	logf.FromContext(ctx).V(1).Info("Denied by the access policy", "rule", v.Rule)
 	return &outcome{phase: clustersv1alpha1.RequestDenied, reason: ReasonPolicyViolation, message: v.Error()}, nil
 }
 

@@ -155,13 +155,13 @@ func mcpClusterRequest(t *testing.T, mcp, cluster types.NamespacedName) types.Na
 
 // request creates an AccessRequest of the provider for the rules and
 // roleRefs, through clusterRef or requestRef.
-func (e *policyEnv) request(t *testing.T, name string, clusterRef, requestRef *common.ObjectReference, rules []rbacv1.PolicyRule, roleRefs ...common.RoleRef) *clustersv1alpha1.AccessRequest {
+func (e *policyEnv) request(t *testing.T, name string, clusterRef, requestRef *common.ObjectReference, rules []rbacv1.PolicyRule, roleRefs ...common.RoleRef) {
 	t.Helper()
 	token := &clustersv1alpha1.TokenConfig{RoleRefs: roleRefs}
 	if len(rules) > 0 {
 		token.Permissions = []clustersv1alpha1.PermissionsRequest{{Rules: rules}}
 	}
-	return createAccessRequest(t, &clustersv1alpha1.AccessRequest{
+	createAccessRequest(t, &clustersv1alpha1.AccessRequest{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
 		Spec:       clustersv1alpha1.AccessRequestSpec{ClusterRef: clusterRef, RequestRef: requestRef, Token: token},
 	})

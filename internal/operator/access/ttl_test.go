@@ -20,6 +20,7 @@ import (
 	"github.com/marketplane/marketplane/internal/crdtest"
 	"github.com/marketplane/marketplane/internal/operator/access"
 	"github.com/marketplane/marketplane/internal/operator/internal/optest"
+	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // ttlRequest is a token AccessRequest for the Cluster target in ns.
@@ -122,9 +123,9 @@ func TestInvalidTTLStopsOnlyItsRequest(t *testing.T) {
 	}
 
 	// Denied is final until the spec changes: no hot loop.
-	before := optest.ReconcileCount(t, "ar-ttl-tolerant")
+	before := testenv.ReconcileCount(t, "ar-ttl-tolerant")
 	optest.Consistently(t, 3*time.Second, "no reconciles while nothing changes", func() error {
-		if now := optest.ReconcileCount(t, "ar-ttl-tolerant"); now > before+1 {
+		if now := testenv.ReconcileCount(t, "ar-ttl-tolerant"); now > before+1 {
 			return fmt.Errorf("reconciles went from %v to %v", before, now)
 		}
 		return nil

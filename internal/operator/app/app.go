@@ -79,7 +79,7 @@ func runInit(ctx context.Context, o *options) error {
 	if err := crdinstall.Apply(ctx, platform, FieldOwner, 0, platformCRDs...); err != nil {
 		return fmt.Errorf("install platform CRDs: %w", err)
 	}
-	log.Info("installed platform CRDs", "count", len(platformCRDs))
+	log.Info("Installed platform CRDs", "count", len(platformCRDs))
 	if o.onboardingKubeconfig == "" {
 		return nil
 	}
@@ -90,7 +90,7 @@ func runInit(ctx context.Context, o *options) error {
 	if err := installOnboardingCRDs(ctx, onboarding); err != nil {
 		return err
 	}
-	log.Info("installed onboarding CRDs")
+	log.Info("Installed onboarding CRDs")
 	return nil
 }
 

@@ -110,7 +110,10 @@ func TestOperator(t *testing.T) {
 	running := func() error {
 		select {
 		case <-runDone:
-			return fmt.Errorf("operator exited: %v", runErr)
+			if runErr == nil {
+				return errors.New("operator exited")
+			}
+			return fmt.Errorf("operator exited: %w", runErr)
 		default:
 			return nil
 		}
@@ -139,7 +142,7 @@ func TestOperator(t *testing.T) {
 		want := []string{"--environment=test", "--provider-name=probe", "--verbosity=INFO"}
 		for _, sub := range []string{"init", "run"} {
 			r := probeReport(t, reports, sub)
-			if len(r.Args) < len(want)+1 || r.Args[0] != sub || !slices.Equal(r.Args[1:len(want)+1], want) {
+			if len(r.Args) <= len(want) || r.Args[0] != sub || !slices.Equal(r.Args[1:len(want)+1], want) {
 				t.Errorf("args = %v, want %s followed by %v", r.Args, sub, want)
 			}
 			if got := r.Env["POD_NAMESPACE"]; got != "sp-probe" {

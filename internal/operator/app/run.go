@@ -137,7 +137,7 @@ func run(ctx context.Context, o *options, ro *runOptions) error {
 		return err
 	}
 	defer closeDeployer()
-	log.Info("starting operator", "environment", o.Environment, "deployer", ro.deployer, "namespace", ro.namespace)
+	log.Info("Starting operator", "environment", o.Environment, "deployer", ro.deployer, "namespace", ro.namespace)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("run manager: %w", err)
 	}
@@ -269,11 +269,11 @@ func (s *onboardingStarter) Start(ctx context.Context) error {
 	err := wait.PollUntilContextCancel(ctx, interval, true, func(ctx context.Context) (bool, error) {
 		c, err := s.cfg.OnboardingConfig(ctx, s.mgr.GetAPIReader())
 		if err != nil {
-			log.Info("onboarding cluster not usable yet; ManagedControlPlanes wait", "reason", err.Error())
+			log.Info("Onboarding cluster not usable yet; ManagedControlPlanes wait", "reason", err.Error())
 			return false, nil
 		}
 		if c == nil {
-			log.Info("no onboarding Cluster registered yet; ManagedControlPlanes wait")
+			log.Info("No onboarding Cluster registered yet; ManagedControlPlanes wait")
 			return false, nil
 		}
 		onboarding = c

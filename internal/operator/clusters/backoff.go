@@ -12,8 +12,8 @@ import (
 // Backoff computes retry delays from an object's own status rather than from
 // memory, so that a restarted controller keeps backing off: the delay is as
 // long as the object has been failing so far (its Ready condition has been
-// False), clamped to [Min, Max]. Successive retries therefore wait Min, Min,
-// 2·Min, 4·Min, … up to Max.
+// False), clamped to [Min, Max]. Successive retries therefore wait Min, then
+// Min again, 2·Min, 4·Min, … up to Max.
 type Backoff struct {
 	// Min is the first delay.
 	Min time.Duration

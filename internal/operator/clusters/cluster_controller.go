@@ -104,7 +104,7 @@ func (r *ClusterReconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *ClusterReconciler) clustersForSecret(ctx context.Context, obj client.Object) []reconcile.Request {
 	list := &clustersv1alpha1.ClusterList{}
 	if err := r.client.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
-		logf.FromContext(ctx).Error(err, "list Clusters for Secret", "secret", client.ObjectKeyFromObject(obj))
+		logf.FromContext(ctx).Error(err, "List Clusters for Secret", "secret", client.ObjectKeyFromObject(obj))
 		return nil
 	}
 	var out []reconcile.Request
@@ -145,7 +145,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (re
 		}
 		r.setNotReady(cluster, reason, err.Error())
 		retry := r.backoff.ForConditions(cluster.Status.Conditions, r.now())
-		log.V(1).Info("cluster kubeconfig unusable", "reason", reason, "retryAfter", retry)
+		log.V(1).Info("Cluster kubeconfig unusable", "reason", reason, "retryAfter", retry)
 		return ctrl.Result{RequeueAfter: retry}, nil
 	}
 
@@ -153,7 +153,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (re
 	if err != nil {
 		r.setNotReady(cluster, ReasonUnreachable, fmt.Sprintf("GET %s/version: %v", cfg.Host, err))
 		retry := r.backoff.ForConditions(cluster.Status.Conditions, r.now())
-		log.V(1).Info("cluster unreachable", "host", cfg.Host, "error", err.Error(), "retryAfter", retry)
+		log.V(1).Info("Cluster unreachable", "host", cfg.Host, "error", err.Error(), "retryAfter", retry)
 		return ctrl.Result{RequeueAfter: retry}, nil
 	}
 

@@ -15,6 +15,7 @@ import (
 	"github.com/marketplane/marketplane/api/common"
 	"github.com/marketplane/marketplane/internal/operator/clusters"
 	"github.com/marketplane/marketplane/internal/operator/internal/optest"
+	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // TestClusterReachable registers the target cluster and expects Ready with
@@ -38,7 +39,7 @@ func TestClusterReachable(t *testing.T) {
 	host := strings.TrimSuffix(optest.Target.Config.Host, "/") // the kubeconfig's server
 	want := clustersv1alpha1.ClusterStatus{
 		Status:    common.Status{ObservedGeneration: cl.Generation, Phase: common.StatusPhaseReady},
-		APIServer: host,
+		APIServer: host, //nolint:staticcheck // the controller still fills the deprecated field for its readers
 		Endpoints: []clustersv1alpha1.Endpoint{{Name: clustersv1alpha1.EndpointAPIServerExternal, URL: host}},
 	}
 	got := cl.Status
@@ -84,14 +85,14 @@ func TestClusterNotReadyBacksOff(t *testing.T) {
 	// Three clusters retried at 5 s, 10 s, 20 s, …: at most two retries
 	// each in ten seconds, three with slack.
 	const window, limit = 10 * time.Second, 9
-	start := optest.ReconcileCount(t, name)
+	start := testenv.ReconcileCount(t, name)
 	optest.Consistently(t, window, "reconciles of not-ready clusters", func() error {
-		if n := optest.ReconcileCount(t, name) - start; n > limit {
+		if n := testenv.ReconcileCount(t, name) - start; n > limit {
 			return fmt.Errorf("%v reconciles in less than %s, want at most %d", n, window, limit)
 		}
 		return nil
 	})
-	t.Logf("%v reconciles of 3 not-ready clusters in %s", optest.ReconcileCount(t, name)-start, window)
+	t.Logf("%v reconciles of 3 not-ready clusters in %s", testenv.ReconcileCount(t, name)-start, window)
 }
 
 // TestClusterFixedSecret shows that creating or fixing a kubeconfig Secret

@@ -29,6 +29,23 @@ func OnboardingFromClusters(c client.Reader, timeout time.Duration) policy.Onboa
 	var mu sync.Mutex
 	var lastKey string
 	var last client.Client
+	// clientFor returns the kept client when cfg is the same as last time.
+	clientFor := func(cl *clustersv1alpha1.Cluster, cfg *rest.Config) (client.Client, error) {
+		key := configKey(cfg)
+		mu.Lock()
+		defer mu.Unlock()
+		if key == lastKey {
+			return last, nil
+		}
+		cfg = rest.CopyConfig(cfg)
+		cfg.Timeout = timeout
+		oc, err := client.New(cfg, client.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("client for onboarding Cluster %s/%s: %w", cl.Namespace, cl.Name, err)
+		}
+		lastKey, last = key, oc
+		return oc, nil
+	}
 	return func(ctx context.Context) (client.Reader, error) {
 		list := &clustersv1alpha1.ClusterList{}
 		if err := c.List(ctx, list); err != nil {
@@ -46,20 +63,7 @@ func OnboardingFromClusters(c client.Reader, timeout time.Duration) policy.Onboa
 			if err != nil {
 				return nil, err
 			}
-			key := configKey(cfg)
-			mu.Lock()
-			defer mu.Unlock()
-			if key == lastKey {
-				return last, nil
-			}
-			cfg = rest.CopyConfig(cfg)
-			cfg.Timeout = timeout
-			oc, err := client.New(cfg, client.Options{})
-			if err != nil {
-				return nil, fmt.Errorf("client for onboarding Cluster %s/%s: %w", cl.Namespace, cl.Name, err)
-			}
-			lastKey, last = key, oc
-			return oc, nil
+			return clientFor(cl, cfg)
 		}
 		return nil, nil
 	}

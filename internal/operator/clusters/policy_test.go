@@ -18,7 +18,7 @@ import (
 )
 
 // waitPolicyDenied waits until the request is Denied by rule.
-func waitPolicyDenied(t *testing.T, ns, name, rule string) *clustersv1alpha1.ClusterRequest {
+func waitPolicyDenied(t *testing.T, ns, name, rule string) {
 	t.Helper()
 	cr := waitRequestPhase(t, ns, name, clustersv1alpha1.RequestDenied, clusters.ReasonPolicyViolation)
 	if _, _, msg := optest.ReadyReason(cr.Status.Conditions); !strings.Contains(msg, fmt.Sprintf("rule %q", rule)) {
@@ -27,7 +27,6 @@ func waitPolicyDenied(t *testing.T, ns, name, rule string) *clustersv1alpha1.Clu
 	if cr.Status.Cluster != nil {
 		t.Errorf("ClusterRequest %s: denied, but granted %v", name, cr.Status.Cluster)
 	}
-	return cr
 }
 
 // TestClusterRequestLimits is the attack of issue #10 item 1 "a provider

@@ -162,7 +162,7 @@ func (r *RequestReconciler) providerRequests(kind string) func(context.Context, 
 func (r *RequestReconciler) policyDenied(ctx context.Context, sel client.ListOption, skip string) []reconcile.Request {
 	list := &clustersv1alpha1.ClusterRequestList{}
 	if err := r.client.List(ctx, list, sel); err != nil {
-		logf.FromContext(ctx).Error(err, "list ClusterRequests")
+		logf.FromContext(ctx).Error(err, "List ClusterRequests")
 		return nil
 	}
 	var out []reconcile.Request
@@ -181,7 +181,7 @@ func (r *RequestReconciler) policyDenied(ctx context.Context, sel client.ListOpt
 func (r *RequestReconciler) openRequests(ctx context.Context, _ client.Object) []reconcile.Request {
 	list := &clustersv1alpha1.ClusterRequestList{}
 	if err := r.client.List(ctx, list); err != nil {
-		logf.FromContext(ctx).Error(err, "list ClusterRequests")
+		logf.FromContext(ctx).Error(err, "List ClusterRequests")
 		return nil
 	}
 	var out []reconcile.Request
@@ -267,7 +267,7 @@ func (r *RequestReconciler) schedule(ctx context.Context, cr *clustersv1alpha1.C
 		}
 		if v != nil {
 			r.setPhase(cr, clustersv1alpha1.RequestDenied, ReasonPolicyViolation, v.Error())
-			log.V(1).Info("denied by the access policy", "rule", v.Rule)
+			log.V(1).Info("Denied by the access policy", "rule", v.Rule)
 			return ctrl.Result{}, nil
 		}
 		cluster = choose(list.Items, purpose, tenancy)
@@ -296,7 +296,7 @@ func (r *RequestReconciler) schedule(ctx context.Context, cr *clustersv1alpha1.C
 			msg = fmt.Sprintf("no Ready %s cluster with purpose %q is free and no cluster provider can create one", tenancy, purpose)
 		}
 		r.setPhase(cr, clustersv1alpha1.RequestDenied, ReasonNoMatchingCluster, msg)
-		log.V(1).Info("no cluster fits", "purpose", purpose, "tenancy", tenancy)
+		log.V(1).Info("No cluster fits", "purpose", purpose, "tenancy", tenancy)
 		return ctrl.Result{}, nil
 	}
 	if err := r.claim(ctx, cluster, cr, provisioned); err != nil {
@@ -304,7 +304,7 @@ func (r *RequestReconciler) schedule(ctx context.Context, cr *clustersv1alpha1.C
 	}
 	cr.Status.Cluster = &common.ObjectReference{Name: cluster.Name, Namespace: cluster.Namespace}
 	r.grant(cr, cluster)
-	log.V(1).Info("granted cluster", "cluster", client.ObjectKeyFromObject(cluster), "purpose", purpose, "tenancy", tenancy)
+	log.V(1).Info("Granted cluster", "cluster", client.ObjectKeyFromObject(cluster), "purpose", purpose, "tenancy", tenancy)
 	return ctrl.Result{}, nil
 }
 

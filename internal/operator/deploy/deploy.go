@@ -161,15 +161,15 @@ type Deployer interface {
 // 10s, 20s, 40s, … capped at five minutes. Both Deployers use it.
 func InitBackoff(failedAttempt int32) time.Duration {
 	const (
-		base = 10 * time.Second
-		max  = 5 * time.Minute
+		base    = 10 * time.Second
+		maxWait = 5 * time.Minute
 	)
 	if failedAttempt < 1 {
 		failedAttempt = 1
 	}
 	d := base
-	for i := int32(1); i < failedAttempt && d < max; i++ {
+	for i := int32(1); i < failedAttempt && d < maxWait; i++ {
 		d *= 2
 	}
-	return min(d, max)
+	return min(d, maxWait)
 }

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/api/common"
@@ -150,7 +150,7 @@ func (r *Reconciler) ensureAccessRequest(ctx context.Context, m object, cr *clus
 		case err != nil:
 			return nil, fmt.Errorf("create AccessRequest %s: %w", key, err)
 		default:
-			log.FromContext(ctx).V(1).Info("created AccessRequest", "accessRequest", key)
+			logf.FromContext(ctx).V(1).Info("Created AccessRequest", "accessRequest", key)
 		}
 		return ar, nil
 	}
@@ -172,7 +172,7 @@ func (r *Reconciler) ensureAccessRequest(ctx context.Context, m object, cr *clus
 	if err := pc.Update(ctx, want); err != nil {
 		return nil, fmt.Errorf("update AccessRequest %s: %w", key, err)
 	}
-	log.FromContext(ctx).V(1).Info("updated AccessRequest", "accessRequest", key)
+	logf.FromContext(ctx).V(1).Info("Updated AccessRequest", "accessRequest", key)
 	return want, nil
 }
 
@@ -215,7 +215,7 @@ func (r *Reconciler) copyKubeconfig(ctx context.Context, m object, token string,
 		if err := oc.Create(ctx, dst); err != nil {
 			return accessState{}, fmt.Errorf("create Secret %s: %w", dstKey, err)
 		}
-		log.FromContext(ctx).V(1).Info("copied kubeconfig", "token", token, "secret", dstKey)
+		logf.FromContext(ctx).V(1).Info("Copied kubeconfig", "token", token, "secret", dstKey)
 	case err != nil:
 		return accessState{}, fmt.Errorf("get Secret %s: %w", dstKey, err)
 	case !metav1.IsControlledBy(dst, m):
@@ -231,7 +231,7 @@ func (r *Reconciler) copyKubeconfig(ctx context.Context, m object, token string,
 			if err := oc.Update(ctx, want); err != nil {
 				return accessState{}, fmt.Errorf("update Secret %s: %w", dstKey, err)
 			}
-			log.FromContext(ctx).V(1).Info("updated kubeconfig", "token", token, "secret", dstKey)
+			logf.FromContext(ctx).V(1).Info("Updated kubeconfig", "token", token, "secret", dstKey)
 		}
 	}
 	return accessState{ready: true, reason: ReasonAccessReady, secret: dstKey.Name,
@@ -253,7 +253,7 @@ func (r *Reconciler) deleteStaleAccessRequests(ctx context.Context, m object, wa
 		if err := r.platform.GetClient().Delete(ctx, ar); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("delete AccessRequest %s: %w", client.ObjectKeyFromObject(ar), err)
 		}
-		log.FromContext(ctx).V(1).Info("deleted AccessRequest of a removed token", "accessRequest", client.ObjectKeyFromObject(ar))
+		logf.FromContext(ctx).V(1).Info("Deleted AccessRequest of a removed token", "accessRequest", client.ObjectKeyFromObject(ar))
 	}
 	return nil
 }
@@ -275,7 +275,7 @@ func (r *Reconciler) deleteStaleSecrets(ctx context.Context, m object, wanted ma
 		if err := r.onboarding.GetClient().Delete(ctx, s); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("delete Secret %s: %w", client.ObjectKeyFromObject(s), err)
 		}
-		log.FromContext(ctx).V(1).Info("deleted kubeconfig Secret", "secret", client.ObjectKeyFromObject(s))
+		logf.FromContext(ctx).V(1).Info("Deleted kubeconfig Secret", "secret", client.ObjectKeyFromObject(s))
 	}
 	return nil
 }

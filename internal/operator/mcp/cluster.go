@@ -8,7 +8,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/api/common"
@@ -49,7 +49,7 @@ func (r *Reconciler) reconcileClusterRequest(ctx context.Context, m object, plat
 		case err != nil:
 			return nil, fmt.Errorf("create ClusterRequest %s: %w", key, err)
 		default:
-			log.FromContext(ctx).V(1).Info("created ClusterRequest", "clusterRequest", key, "purpose", cr.Spec.Purpose)
+			logf.FromContext(ctx).V(1).Info("Created ClusterRequest", "clusterRequest", key, "purpose", cr.Spec.Purpose)
 		}
 	} else if err != nil {
 		return nil, fmt.Errorf("get ClusterRequest %s: %w", key, err)

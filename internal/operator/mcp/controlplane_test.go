@@ -36,6 +36,7 @@ type controlPlane interface {
 // of earlier versions, the name conflict between the two kinds and openMCP's
 // purpose label.
 func TestControlPlaneKinds(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	ensureNamespace(t, e.onboarding.Client, "tenant-a")
 	ensureNamespace(t, e.onboarding.Client, "default")

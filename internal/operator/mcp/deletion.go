@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/api/common"
@@ -30,7 +30,7 @@ import (
 // onboarding cluster, then its AccessRequests, then its ClusterRequest, then
 // the kubeconfig Secrets and the platform namespace; then the finalizer goes.
 func (r *Reconciler) reconcileDelete(ctx context.Context, m object) (ctrl.Result, error) {
-	logger := log.FromContext(ctx)
+	logger := logf.FromContext(ctx)
 	m.ControlPlaneStatus().Phase = common.StatusPhaseTerminating
 	setCondition(m, common.ConditionTypeReady, metav1.ConditionFalse, ReasonTerminating, "The "+kindOf(m)+" is being deleted.")
 	if !controllerutil.ContainsFinalizer(m, corev2alpha1.MCPFinalizer) {
@@ -53,7 +53,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, m object) (ctrl.Result
 			return ctrl.Result{}, err
 		}
 		if conflict != "" {
-			logger.V(1).Info("deleting a control plane that never held its name; leaving the holder's objects alone")
+			logger.V(1).Info("Deleting a control plane that never held its name; leaving the holder's objects alone")
 			return ctrl.Result{}, r.removeFinalizer(ctx, m)
 		}
 		if err := r.recordPlatformNamespace(ctx, m, platformNS); err != nil {
@@ -68,7 +68,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, m object) (ctrl.Result
 	if len(left) > 0 {
 		setCondition(m, corev2alpha1.ConditionAllServicesDeleted, metav1.ConditionFalse, ReasonDeletingServices,
 			"Waiting for the deletion of: "+strings.Join(left, ", ")+".")
-		logger.V(1).Info("waiting for service objects", "left", left)
+		logger.V(1).Info("Waiting for service objects", "left", left)
 		return ctrl.Result{RequeueAfter: r.servicePollInterval}, nil
 	}
 	setCondition(m, corev2alpha1.ConditionAllServicesDeleted, metav1.ConditionTrue, ReasonAllServicesDeleted, "No service object of the "+kindOf(m)+" is left.")
@@ -85,7 +85,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, m object) (ctrl.Result
 			// MCP back when they are gone.
 			setCondition(m, corev2alpha1.ConditionAllClusterRequestsDeleted, metav1.ConditionFalse, ReasonDeletingClusterRequests,
 				"Waiting for the deletion of: "+strings.Join(left, ", ")+".")
-			logger.V(1).Info("waiting for requests", "left", left)
+			logger.V(1).Info("Waiting for requests", "left", left)
 			return ctrl.Result{}, nil
 		}
 		setCondition(m, corev2alpha1.ConditionAllClusterRequestsDeleted, metav1.ConditionTrue, ReasonAllClusterRequestsDeleted, "The AccessRequests and the ClusterRequest are gone.")
@@ -104,7 +104,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, m object) (ctrl.Result
 	if err := r.removeFinalizer(ctx, m); err != nil {
 		return ctrl.Result{}, err
 	}
-	logger.V(1).Info("deleted")
+	logger.V(1).Info("Deleted")
 	return ctrl.Result{}, nil
 }
 
@@ -120,7 +120,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, m object) (ctrl.Result
 // objects of that name (issue #10). The provider learns of it from its
 // ResourcesAccepted condition.
 func (r *Reconciler) deleteServices(ctx context.Context, m object) ([]string, error) {
-	logger := log.FromContext(ctx)
+	logger := logf.FromContext(ctx)
 	// From the API server, not the cache: deletion is rare, and the cache
 	// would need informers for every provider kind.
 	own, err := policy.LoadOwnership(ctx, r.platform.GetAPIReader())
@@ -133,7 +133,7 @@ func (r *Reconciler) deleteServices(ctx context.Context, m object) ([]string, er
 			kinds[schema.GroupKind{Group: gvk.Group, Kind: gvk.Kind}] = true
 		}
 		if rejected := own.Rejected(policy.KindServiceProvider, sp); len(rejected) > 0 {
-			logger.V(1).Info("not deleting service kinds whose API group the provider does not own", "serviceProvider", sp, "rejected", len(rejected))
+			logger.V(1).Info("Not deleting service kinds whose API group the provider does not own", "serviceProvider", sp, "rejected", len(rejected))
 		}
 	}
 	sorted := make([]schema.GroupKind, 0, len(kinds))
@@ -149,7 +149,7 @@ func (r *Reconciler) deleteServices(ctx context.Context, m object) ([]string, er
 		mapping, err := r.onboarding.GetRESTMapper().RESTMapping(gk)
 		if err != nil {
 			if isNoMatch(err) {
-				logger.V(2).Info("service kind not served on the onboarding cluster", "kind", gk.String())
+				logger.V(2).Info("Service kind not served on the onboarding cluster", "kind", gk.String())
 				continue
 			}
 			return nil, fmt.Errorf("look up service kind %s: %w", gk, err)
@@ -158,7 +158,7 @@ func (r *Reconciler) deleteServices(ctx context.Context, m object) ([]string, er
 			// Service objects are namespaced like their MCP; a cluster-scoped
 			// object of the same name could belong to an MCP of that name in
 			// another namespace.
-			logger.V(1).Info("skipping cluster-scoped service kind", "kind", gk.String())
+			logger.V(1).Info("Skipping cluster-scoped service kind", "kind", gk.String())
 			continue
 		}
 		obj := &unstructured.Unstructured{}
@@ -174,7 +174,7 @@ func (r *Reconciler) deleteServices(ctx context.Context, m object) ([]string, er
 			if err := r.onboarding.GetClient().Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 				return nil, fmt.Errorf("delete %s %s: %w", gk, key, err)
 			}
-			logger.V(1).Info("deleted service object", "kind", gk.String())
+			logger.V(1).Info("Deleted service object", "kind", gk.String())
 		}
 		left = append(left, gk.String()+" "+key.String())
 	}

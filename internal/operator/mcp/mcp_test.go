@@ -30,6 +30,7 @@ import (
 // TestManagedControlPlane runs the controller against real platform and
 // onboarding API servers; the subtests share them and run in order.
 func TestManagedControlPlane(t *testing.T) {
+	t.Parallel()
 	e := startEnv(t)
 	ensureNamespace(t, e.onboarding.Client, "tenant-a")
 

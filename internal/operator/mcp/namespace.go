@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	corev2alpha1 "github.com/marketplane/marketplane/api/core/v2alpha1"
@@ -45,7 +45,7 @@ func (r *Reconciler) resolvePlatformNamespace(ctx context.Context, m object) (st
 		// Not made for this MCP: it gets the new namespace.
 		return stable, nil
 	}
-	log.FromContext(ctx).V(1).Info("keeping the legacy platform namespace", "platformNamespace", legacy)
+	logf.FromContext(ctx).V(1).Info("Keeping the legacy platform namespace", "platformNamespace", legacy)
 	return legacy, nil
 }
 
@@ -148,7 +148,7 @@ func (r *Reconciler) claimNamespace(ctx context.Context, m object, name string) 
 		ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: namespaceLabels(m)}}
 		err := pc.Create(ctx, ns)
 		if err == nil {
-			log.FromContext(ctx).V(1).Info("created platform namespace", "platformNamespace", name)
+			logf.FromContext(ctx).V(1).Info("Created platform namespace", "platformNamespace", name)
 			return "", nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
@@ -182,7 +182,7 @@ func (r *Reconciler) claimNamespace(ctx context.Context, m object, name string) 
 		if err := pc.Patch(ctx, ns, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 			return "", fmt.Errorf("label platform namespace %s: %w", name, err)
 		}
-		log.FromContext(ctx).V(1).Info("labelled platform namespace", "platformNamespace", name)
+		logf.FromContext(ctx).V(1).Info("Labelled platform namespace", "platformNamespace", name)
 		return "", nil
 	default:
 		return conflictMessage(m, ns), nil

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/marketplane/marketplane/api/common"
@@ -121,7 +121,7 @@ func (k kindReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 
 // reconcile brings one control plane of kind k closer to its desired state.
 func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request, k kind) (res ctrl.Result, retErr error) {
-	logger := log.FromContext(ctx)
+	logger := logf.FromContext(ctx)
 	m := k.new()
 	if err := r.onboarding.GetClient().Get(ctx, req.NamespacedName, m); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -134,7 +134,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req ctrl.Request, k kind) (r
 	}()
 
 	if !m.GetDeletionTimestamp().IsZero() {
-		logger.V(2).Info("reconciling deletion")
+		logger.V(2).Info("Reconciling deletion")
 		return r.reconcileDelete(ctx, m)
 	}
 	// The finalizer comes first, even for an MCP that is invalid: service

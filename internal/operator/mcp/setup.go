@@ -12,7 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -112,7 +112,7 @@ func (r *Reconciler) mapCluster(ctx context.Context, c *clustersv1alpha1.Cluster
 	}
 	list := &clustersv1alpha1.ClusterRequestList{}
 	if err := r.platform.GetCache().List(ctx, list, client.HasLabels{corev2alpha1.MCPNameLabel}); err != nil {
-		log.FromContext(ctx).Error(err, "map Cluster to ManagedControlPlanes", "cluster", client.ObjectKeyFromObject(c))
+		logf.FromContext(ctx).Error(err, "Map Cluster to ManagedControlPlanes", "cluster", client.ObjectKeyFromObject(c))
 		return nil
 	}
 	var reqs []reconcile.Request
@@ -133,7 +133,7 @@ func (r *Reconciler) mapCluster(ctx context.Context, c *clustersv1alpha1.Cluster
 func (r *Reconciler) mapPlatformSecret(ctx context.Context, s *metav1.PartialObjectMetadata) []reconcile.Request {
 	list := &clustersv1alpha1.AccessRequestList{}
 	if err := r.platform.GetCache().List(ctx, list, client.InNamespace(s.Namespace), client.HasLabels{corev2alpha1.MCPNameLabel}); err != nil {
-		log.FromContext(ctx).Error(err, "map Secret to ManagedControlPlanes", "secret", client.ObjectKeyFromObject(s))
+		logf.FromContext(ctx).Error(err, "Map Secret to ManagedControlPlanes", "secret", client.ObjectKeyFromObject(s))
 		return nil
 	}
 	var reqs []reconcile.Request

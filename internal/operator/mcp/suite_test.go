@@ -1,11 +1,11 @@
 package mcp_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
@@ -46,6 +45,15 @@ const (
 	fakeAccessRequestFinalizer  = "clusters.openmcp.cloud/accessrequest"
 )
 
+// logs collects the log of every test's controller; each test prints the
+// lines of its own when it fails. controller-runtime takes its logger once
+// per process, so it is set once.
+var (
+	logs       testenv.SyncBuffer
+	setLogger  sync.Once
+	envCounter atomic.Int32
+)
+
 // env is the pair of clusters and the running controller the subtests share.
 type env struct {
 	platform, onboarding *testenv.Cluster
@@ -54,19 +62,22 @@ type env struct {
 
 // startEnv starts the platform and onboarding API servers and a manager on
 // the onboarding cluster, with the platform cluster added to it, running the
-// ManagedControlPlane controller.
+// ManagedControlPlane controller under a name of its own, so that tests
+// with an env each can run in parallel.
 func startEnv(t *testing.T) *env {
 	t.Helper()
 	clusters := testenv.StartMany(t, []string{"platform", "onboarding"})
-	e := &env{platform: clusters["platform"], onboarding: clusters["onboarding"], controllerName: "mcp-test"}
+	e := &env{platform: clusters["platform"], onboarding: clusters["onboarding"],
+		controllerName: fmt.Sprintf("mcp-test-%d", envCounter.Add(1))}
 
-	var logs syncBuffer
-	ctrl.SetLogger(funcr.New(func(prefix, args string) {
-		logs.WriteString(prefix + " " + args + "\n")
-	}, funcr.Options{Verbosity: 2}))
+	setLogger.Do(func() {
+		ctrl.SetLogger(funcr.New(func(prefix, args string) {
+			logs.WriteString(prefix + " " + args + "\n")
+		}, funcr.Options{Verbosity: 2}))
+	})
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("controller log:\n%s", logs.String())
+			t.Logf("controller log:\n%s", logs.LinesWith(`"`+e.controllerName+`"`))
 		}
 	})
 
@@ -104,45 +115,10 @@ func startEnv(t *testing.T) *env {
 	return e
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) WriteString(s string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.WriteString(s)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // reconciles returns how often the controller has reconciled so far.
 func (e *env) reconciles(t *testing.T) float64 {
 	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatalf("gather metrics: %v", err)
-	}
-	var total float64
-	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == e.controllerName {
-					total += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return total
+	return testenv.ReconcileCount(t, e.controllerName)
 }
 
 // eventually polls cond until it returns nil, failing the test with the last

@@ -94,7 +94,7 @@ func (r *Reconciler) everything(ctx context.Context, _ client.Object) []reconcil
 	out := []reconcile.Request{sharedKey}
 	list := &corev1.NamespaceList{}
 	if err := r.client.List(ctx, list, client.HasLabels{corev2alpha1.MCPNameLabel}); err != nil {
-		logf.FromContext(ctx).Error(err, "list MCP namespaces")
+		logf.FromContext(ctx).Error(err, "List MCP namespaces")
 		return out
 	}
 	for i := range list.Items {
@@ -188,7 +188,7 @@ func (r *Reconciler) ensureRole(ctx context.Context, ns string, providers []stri
 	if err != nil {
 		return err
 	}
-	logf.FromContext(ctx).V(2).Info("providers bound in MCP namespace", "namespace", ns, "providers", strings.Join(providers, ","))
+	logf.FromContext(ctx).V(2).Info("Providers bound in MCP namespace", "namespace", ns, "providers", strings.Join(providers, ","))
 	return nil
 }
 

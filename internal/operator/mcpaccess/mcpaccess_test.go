@@ -121,7 +121,7 @@ func TestProviderRequestsInMCPNamespaces(t *testing.T) {
 		if isPolicyDenial(err) {
 			return true, nil
 		}
-		return false, fmt.Errorf("unlabelled AccessRequest by provider a: %v", err)
+		return false, fmt.Errorf("unlabelled AccessRequest by provider a: %w", err)
 	})
 
 	// What the library does, as provider a.

@@ -138,7 +138,7 @@ func providerOfNamespace(ctx context.Context, c client.Reader, ns *corev1.Namesp
 func WatchedNamespaces(ctx context.Context, c client.Reader, kind string, obj client.Object) []string {
 	namespaces, err := NamespacesOf(ctx, c, kind, obj.GetName())
 	if err != nil {
-		logf.FromContext(ctx).Error(err, "find provider namespaces", "kind", kind, "name", obj.GetName())
+		logf.FromContext(ctx).Error(err, "Find provider namespaces", "kind", kind, "name", obj.GetName())
 	}
 	return namespaces
 }

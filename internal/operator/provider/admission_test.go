@@ -22,6 +22,9 @@ import (
 // rewriting another provider's CRD, is denied with a reason; the platform
 // operator's spec.accessPolicy.apiGroups allows it.
 func TestCRDGroupsPolicy(t *testing.T) {
+	needsPlatform(t)
+	t.Parallel()
+	ownGroups(t)
 	const ownerGroup = "crdowner.services.openmcp.cloud"
 	owner := serviceProvider("crd-owner", nil)
 	create(t, owner)

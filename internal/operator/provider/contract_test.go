@@ -36,6 +36,8 @@ var contractEnv = []corev1.EnvVar{
 // TestServiceProviderContract deploys the ServiceProvider of seed 04
 // unchanged and follows it through init, run and an image update.
 func TestServiceProviderContract(t *testing.T) {
+	needsPlatform(t)
+	t.Parallel()
 	ctx := t.Context()
 	raw, err := os.ReadFile("../../../api/crds/testdata/openmcp/serviceprovider.yaml")
 	if err != nil {
@@ -187,6 +189,8 @@ func TestServiceProviderContract(t *testing.T) {
 // TestInitFailureIsRetriedAfterBackoff fails the init Job and expects the
 // failure on the condition and a new attempt only after the backoff.
 func TestInitFailureIsRetriedAfterBackoff(t *testing.T) {
+	needsPlatform(t)
+	t.Parallel()
 	ctx := t.Context()
 	sp := serviceProvider("flaky", nil)
 	create(t, sp)
@@ -208,7 +212,7 @@ func TestInitFailureIsRetriedAfterBackoff(t *testing.T) {
 
 	job2 := waitForJob(t, ns, initName, 1, 2)
 	// Timestamps have second precision: allow one second of rounding.
-	if gap := job2.CreationTimestamp.Sub(failedAt.Time.Truncate(time.Second)); gap < initBackoff-time.Second {
+	if gap := job2.CreationTimestamp.Sub(failedAt.Truncate(time.Second)); gap < initBackoff-time.Second {
 		t.Errorf("attempt 2 started %v after the failure, want at least the backoff %v", gap, initBackoff)
 	}
 	waitForConditions(t, sp, want{Type: providerv1alpha1.ConditionInitialized, Status: metav1.ConditionFalse, Reason: providerv1alpha1.ReasonInitRunning, Message: "attempt 2"})
@@ -220,6 +224,8 @@ func TestInitFailureIsRetriedAfterBackoff(t *testing.T) {
 // with leader election, a metrics port, pull secrets, extra volumes, env
 // and topology spread; and that turning metrics off removes the Service.
 func TestRunOptions(t *testing.T) {
+	needsPlatform(t)
+	t.Parallel()
 	ctx := t.Context()
 	sp := serviceProvider("tuned", func(s *providerv1alpha1.DeploymentSpec) {
 		s.RunReplicas = 2

@@ -69,32 +69,32 @@ func (r *Reconciler[T]) reconcileDelete(ctx context.Context, obj T, n names) (re
 	gen := obj.GetGeneration()
 	st.ObservedGeneration = gen
 	setPhase(st, true)
-	setCondition(st, gen, providerv1alpha1.ConditionReady, metav1.ConditionFalse, providerv1alpha1.ReasonUninstalling, "the provider is being uninstalled")
+	setConditionf(st, gen, providerv1alpha1.ConditionReady, metav1.ConditionFalse, providerv1alpha1.ReasonUninstalling, "the provider is being uninstalled")
 
 	w := r.baseWorkload(obj, n)
 	done, err := r.deployer.Remove(ctx, w)
 	if err != nil {
-		setCondition(st, gen, providerv1alpha1.ConditionUninstalled, metav1.ConditionFalse, providerv1alpha1.ReasonUninstallFailed, "removing the provider's workloads failed: %v", err)
+		setConditionf(st, gen, providerv1alpha1.ConditionUninstalled, metav1.ConditionFalse, providerv1alpha1.ReasonUninstallFailed, "removing the provider's workloads failed: %v", err)
 		return ctrl.Result{}, false, fmt.Errorf("remove workloads of %s %s: %w", r.kind.Name, obj.GetName(), err)
 	}
 	if !done {
-		setCondition(st, gen, providerv1alpha1.ConditionUninstalled, metav1.ConditionFalse, providerv1alpha1.ReasonUninstalling, "waiting for the provider's workloads to be removed")
+		setConditionf(st, gen, providerv1alpha1.ConditionUninstalled, metav1.ConditionFalse, providerv1alpha1.ReasonUninstalling, "waiting for the provider's workloads to be removed")
 		return ctrl.Result{RequeueAfter: r.opts.waitInterval}, false, nil
 	}
 	for _, step := range r.removalSteps(w, n) {
 		objs, err := step.objects(ctx)
 		if err != nil {
-			setCondition(st, gen, providerv1alpha1.ConditionUninstalled, metav1.ConditionFalse, providerv1alpha1.ReasonUninstallFailed, "removing the %s failed: %v", step.what, err)
+			setConditionf(st, gen, providerv1alpha1.ConditionUninstalled, metav1.ConditionFalse, providerv1alpha1.ReasonUninstallFailed, "removing the %s failed: %v", step.what, err)
 			return ctrl.Result{}, false, err
 		}
 		left, err := r.deleteAll(ctx, objs)
 		if err != nil {
-			setCondition(st, gen, providerv1alpha1.ConditionUninstalled, metav1.ConditionFalse, providerv1alpha1.ReasonUninstallFailed, "removing the %s failed: %v", step.what, err)
+			setConditionf(st, gen, providerv1alpha1.ConditionUninstalled, metav1.ConditionFalse, providerv1alpha1.ReasonUninstallFailed, "removing the %s failed: %v", step.what, err)
 			return ctrl.Result{}, false, fmt.Errorf("remove %s of %s %s: %w", step.what, r.kind.Name, obj.GetName(), err)
 		}
 		if len(left) > 0 {
 			log.V(1).Info("Waiting for removal", "what", step.what, "left", left)
-			setCondition(st, gen, providerv1alpha1.ConditionUninstalled, metav1.ConditionFalse, providerv1alpha1.ReasonUninstalling, "waiting for the %s to be removed: %s", step.what, strings.Join(left, ", "))
+			setConditionf(st, gen, providerv1alpha1.ConditionUninstalled, metav1.ConditionFalse, providerv1alpha1.ReasonUninstalling, "waiting for the %s to be removed: %s", step.what, strings.Join(left, ", "))
 			return ctrl.Result{RequeueAfter: r.opts.waitInterval}, false, nil
 		}
 	}

@@ -21,12 +21,15 @@ import (
 	"github.com/marketplane/marketplane/api/common"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/operator/provider"
+	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // TestAllKindsWithoutClusterAdmin installs one provider of each kind
 // through the same reconciler and then checks that no binding anywhere
 // grants cluster-admin.
 func TestAllKindsWithoutClusterAdmin(t *testing.T) {
+	needsPlatform(t)
+	t.Parallel()
 	ctx := t.Context()
 	sp := serviceProvider("velero", nil)
 	cp := &providerv1alpha1.ClusterProvider{ObjectMeta: metav1.ObjectMeta{Name: "kind"}}
@@ -72,9 +75,15 @@ func TestAllKindsWithoutClusterAdmin(t *testing.T) {
 	if err := k8s.List(ctx, rbs); err != nil {
 		t.Fatal(err)
 	}
+	// Other tests run at the same time: count only the bindings of the
+	// providers of this one.
+	isOurs := func(labels map[string]string) bool {
+		return labels["openmcp.cloud/managed-by"] == provider.ManagedByValue &&
+			slices.Contains([]string{sp.Name, cp.Name, ps.Name}, labels[provider.LabelProviderName])
+	}
 	ours := 0
 	for _, b := range crbs.Items {
-		if b.Labels["openmcp.cloud/managed-by"] == provider.ManagedByValue {
+		if isOurs(b.Labels) {
 			ours++
 		}
 		// system:masters holds cluster-admin by Kubernetes' own
@@ -84,7 +93,7 @@ func TestAllKindsWithoutClusterAdmin(t *testing.T) {
 		}
 	}
 	for _, b := range rbs.Items {
-		if b.Labels["openmcp.cloud/managed-by"] == provider.ManagedByValue {
+		if isOurs(b.Labels) {
 			ours++
 		}
 		if b.RoleRef.Name == "cluster-admin" {
@@ -98,7 +107,11 @@ func TestAllKindsWithoutClusterAdmin(t *testing.T) {
 
 // TestInvalidSpecNoHotLoop gives a spec the reconciler refuses and checks
 // the condition and that it does not retry on its own.
+//
+// It is not parallel: it counts the reconciles of the controller that all
+// ServiceProviders share.
 func TestInvalidSpecNoHotLoop(t *testing.T) {
+	needsPlatform(t)
 	ctx := t.Context()
 
 	// The API server already refuses some bad input.
@@ -128,18 +141,18 @@ func TestInvalidSpecNoHotLoop(t *testing.T) {
 	// Give the reconcile triggered by its own status write time to
 	// finish, then count over a few seconds: a retry (with or without
 	// backoff) would show.
-	settle := reconcileCount(t, controller)
+	settle := testenv.ReconcileCount(t, controller)
 	_ = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Second, false, func(context.Context) (bool, error) {
-		now := reconcileCount(t, controller)
+		now := testenv.ReconcileCount(t, controller)
 		changed := now != settle
 		settle = now
 		return !changed, nil
 	})
-	start := reconcileCount(t, controller)
+	start := testenv.ReconcileCount(t, controller)
 	window := 4 * time.Second
 	deadline := time.Now().Add(window)
 	for time.Now().Before(deadline) {
-		if n := reconcileCount(t, controller) - start; n > 1 {
+		if n := testenv.ReconcileCount(t, controller) - start; n > 1 {
 			t.Fatalf("%v reconciles within %v of an invalid spec; want at most 1 (no hot loop)", n, window)
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -160,6 +173,8 @@ func TestInvalidSpecNoHotLoop(t *testing.T) {
 // TestMissingPullSecret names a pull secret the operator namespace lacks,
 // then creates it.
 func TestMissingPullSecret(t *testing.T) {
+	needsPlatform(t)
+	t.Parallel()
 	sp := serviceProvider("private", func(s *providerv1alpha1.DeploymentSpec) {
 		s.ImagePullSecrets = []common.LocalObjectReference{{Name: "late"}}
 	})
@@ -178,15 +193,19 @@ func TestMissingPullSecret(t *testing.T) {
 
 // TestOperationAnnotation covers openmcp.cloud/operation: ignore leaves the
 // object alone, reconcile reconciles it and is removed.
+//
+// It is not parallel: it learns that the ignored object was looked at from
+// the reconcile count of the controller all ServiceProviders share.
 func TestOperationAnnotation(t *testing.T) {
+	needsPlatform(t)
 	ctx := t.Context()
 	controller := provider.ControllerName("ServiceProvider")
-	before := reconcileCount(t, controller)
+	before := testenv.ReconcileCount(t, controller)
 	sp := serviceProvider("ignored", nil)
 	sp.Annotations = map[string]string{providerv1alpha1.OperationAnnotation: providerv1alpha1.OperationIgnore}
 	create(t, sp)
 	eventually(t, "the ignored object was looked at", func(context.Context) (bool, string, error) {
-		n := reconcileCount(t, controller)
+		n := testenv.ReconcileCount(t, controller)
 		return n > before, fmt.Sprintf("%v reconciles", n-before), nil
 	})
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(sp), sp); err != nil {
@@ -217,6 +236,8 @@ func TestOperationAnnotation(t *testing.T) {
 // turned on, deletes it, and looks for every kind of object the operator
 // could have created, by label, by name and by owner.
 func TestDeletionLeavesNothing(t *testing.T) {
+	needsPlatform(t)
+	t.Parallel()
 	ctx := t.Context()
 	sp := serviceProvider("doomed", func(s *providerv1alpha1.DeploymentSpec) {
 		s.ImagePullSecrets = []common.LocalObjectReference{{Name: pullSecretName}}

@@ -87,22 +87,22 @@ func dnsLabel(s string) string {
 	return withHash(clean, s, validation.DNS1035LabelMaxLength)
 }
 
-// shorten returns s if it is at most max bytes long, else a prefix of s
-// with a hash of s appended that together are max bytes long at most.
-func shorten(s string, max int) string {
-	if len(s) <= max {
+// shorten returns s if it is at most limit bytes long, else a prefix of s
+// with a hash of s appended that together are limit bytes long at most.
+func shorten(s string, limit int) string {
+	if len(s) <= limit {
 		return s
 	}
-	return withHash(s, s, max)
+	return withHash(s, s, limit)
 }
 
 // withHash cuts prefix so that "-<hash of full>" fits behind it within
-// max bytes, and appends it. Trailing separators are trimmed from the cut
+// limit bytes, and appends it. Trailing separators are trimmed from the cut
 // so that the result stays a valid name.
-func withHash(prefix, full string, max int) string {
+func withHash(prefix, full string, limit int) string {
 	sum := sha256.Sum256([]byte(full))
 	suffix := hex.EncodeToString(sum[:])[:hashLen]
-	if keep := max - hashLen - 1; len(prefix) > keep {
+	if keep := limit - hashLen - 1; len(prefix) > keep {
 		prefix = prefix[:keep]
 	}
 	prefix = strings.TrimRight(prefix, "-.:")

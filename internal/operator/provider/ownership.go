@@ -51,7 +51,7 @@ func (r *Reconciler[T]) setResourcesAccepted(ctx context.Context, st *providerv1
 	rejected := own.Rejected(r.kind.Name, obj.GetName())
 	gen := obj.GetGeneration()
 	if len(rejected) == 0 {
-		setCondition(st, gen, ConditionResourcesAccepted, metav1.ConditionTrue, ReasonResourcesAccepted,
+		setConditionf(st, gen, ConditionResourcesAccepted, metav1.ConditionTrue, ReasonResourcesAccepted,
 			"the provider owns the API groups of all registered kinds")
 		return
 	}
@@ -64,7 +64,7 @@ func (r *Reconciler[T]) setResourcesAccepted(ctx context.Context, st *providerv1
 		msgs = append(msgs, rej.Message)
 	}
 	logf.FromContext(ctx).V(1).Info("Not honouring entries of the provider's API groups", "rejected", len(rejected))
-	setCondition(st, gen, ConditionResourcesAccepted, metav1.ConditionFalse, providerv1alpha1.ConditionReason(rejected[0].Reason),
+	setConditionf(st, gen, ConditionResourcesAccepted, metav1.ConditionFalse, providerv1alpha1.ConditionReason(rejected[0].Reason),
 		"%s", strings.Join(msgs, "; "))
 }
 
@@ -74,7 +74,7 @@ func (r *Reconciler[T]) enqueueAll(c client.Reader) handler.MapFunc {
 	return func(ctx context.Context, _ client.Object) []reconcile.Request {
 		list := r.kind.NewList()
 		if err := c.List(ctx, list); err != nil {
-			logf.FromContext(ctx).Error(err, "list providers to re-evaluate API group ownership", "kind", r.kind.Name)
+			logf.FromContext(ctx).Error(err, "List providers to re-evaluate API group ownership", "kind", r.kind.Name)
 			return nil
 		}
 		var reqs []reconcile.Request

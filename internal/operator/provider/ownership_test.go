@@ -36,6 +36,9 @@ type access struct {
 // spec.accessPolicy.apiGroups moves a group, and a change of one provider
 // re-evaluates the others.
 func TestOwnershipAttack(t *testing.T) {
+	needsPlatform(t)
+	t.Parallel()
+	ownGroups(t)
 	const ownGroup, interopGroup = "evil.services.openmcp.cloud", "interoperator.services.openmcp.cloud"
 	osb, sfResource := "osb.servicefabrik.io", "resource.servicefabrik.io"
 

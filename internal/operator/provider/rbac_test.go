@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 )
 
@@ -30,6 +30,8 @@ const testGroup = "rbactest.services.openmcp.cloud"
 // the API server and checks that they can do what docs/operator.md grants
 // and nothing more.
 func TestRBACLeastPrivilege(t *testing.T) {
+	needsPlatform(t)
+	t.Parallel()
 	ctx := t.Context()
 	createCRD(t, "widgets", "Widget")
 	// A second provider whose status the first must not touch; ignored, so
@@ -155,6 +157,8 @@ func createCRD(t *testing.T, plural, kind string) {
 // opencontrolplane-runtime watches Secrets in every namespace); taking the
 // opt-in back takes the right back.
 func TestSecretsClusterWide(t *testing.T) {
+	needsPlatform(t)
+	t.Parallel()
 	sp := serviceProvider("secrets-wide", nil)
 	create(t, sp)
 	run := as(t, "sp-secrets-wide", "sp-secrets-wide")

@@ -156,10 +156,10 @@ func (r *Reconciler[T]) reconcileNormal(ctx context.Context, obj T, n names) (ct
 	st := r.kind.Status(obj)
 	gen := obj.GetGeneration()
 	initialized := func(status metav1.ConditionStatus, reason providerv1alpha1.ConditionReason, format string, args ...any) {
-		setCondition(st, gen, providerv1alpha1.ConditionInitialized, status, reason, format, args...)
+		setConditionf(st, gen, providerv1alpha1.ConditionInitialized, status, reason, format, args...)
 	}
 	ready := func(status metav1.ConditionStatus, reason providerv1alpha1.ConditionReason, format string, args ...any) {
-		setCondition(st, gen, providerv1alpha1.ConditionReady, status, reason, format, args...)
+		setConditionf(st, gen, providerv1alpha1.ConditionReady, status, reason, format, args...)
 	}
 	// initBlocked reports that init cannot start yet; Ready then waits for it.
 	initBlocked := func(reason providerv1alpha1.ConditionReason, format string, args ...any) {

@@ -38,8 +38,8 @@ var warningReasons = map[providerv1alpha1.ConditionReason]bool{
 	policy.ReasonGroupInvalid:                         true,
 }
 
-// setCondition sets a condition of the given type on st for generation.
-func setCondition(st *providerv1alpha1.DeploymentStatus, generation int64, t providerv1alpha1.ConditionType, status metav1.ConditionStatus, reason providerv1alpha1.ConditionReason, format string, args ...any) {
+// setConditionf sets a condition of the given type on st for generation.
+func setConditionf(st *providerv1alpha1.DeploymentStatus, generation int64, t providerv1alpha1.ConditionType, status metav1.ConditionStatus, reason providerv1alpha1.ConditionReason, format string, args ...any) {
 	apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{
 		Type:               string(t),
 		Status:             status,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
@@ -32,6 +32,13 @@ import (
 // so that namespaces really go away) and one manager running the three
 // reconcilers with the Kubernetes deployer. The tests play the kubelet and
 // the Job and Deployment controllers by writing Job and Deployment status.
+//
+// Tests that use the API server start with needsPlatform. Most then run in
+// parallel: each works on providers of its own names, and most of a test's
+// time is spent waiting for the kube-controller-manager to delete the
+// provider namespaces. Tests stay serial when they count the reconciles of
+// a controller all tests share; tests of API-group ownership, which is
+// decided across all providers, hold groupOwnership.
 const (
 	operatorNamespace = "marketplane-system"
 	environment       = "test"
@@ -52,6 +59,10 @@ var (
 func TestMain(m *testing.M) { os.Exit(runSuite(m)) }
 
 func runSuite(m *testing.M) int {
+	if testenv.Short() {
+		// The tests that need the API server skip themselves.
+		return m.Run()
+	}
 	if os.Getenv("TEST_LOG") != "" {
 		ctrl.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{Verbosity: 2, LogTimestamp: true}))
 	} else {
@@ -109,6 +120,27 @@ func runSuite(m *testing.M) int {
 	return code
 }
 
+// needsPlatform skips the test under -short, when TestMain started no API
+// server.
+func needsPlatform(t *testing.T) {
+	t.Helper()
+	testenv.SkipIfShort(t)
+}
+
+// groupOwnership is held by the tests that grant API groups through
+// spec.accessPolicy.apiGroups: who owns a group is decided across all
+// providers, so two such tests at once would take each other's groups.
+var groupOwnership sync.Mutex
+
+// ownGroups runs the rest of the test, and its clean-ups, while no other
+// test grants API groups.
+func ownGroups(t *testing.T) {
+	t.Helper()
+	groupOwnership.Lock()
+	// Registered before the test's own clean-ups, so it runs after them.
+	t.Cleanup(groupOwnership.Unlock)
+}
+
 // seedOperatorNamespace creates the operator's namespace with an image pull
 // secret providers can name.
 func seedOperatorNamespace(ctx context.Context) error {
@@ -143,8 +175,12 @@ func eventually(t *testing.T, what string, cond func(ctx context.Context) (done 
 }
 
 // created holds, per test, the objects create made, so that they are
-// deleted together when the test ends.
-var created = map[*testing.T][]client.Object{}
+// deleted together when the test ends. Parallel tests share it, under
+// createdMu.
+var (
+	createdMu sync.Mutex
+	created   = map[*testing.T][]client.Object{}
+)
 
 // create creates obj and, when the test ends, deletes it and waits until it
 // is gone, so that tests do not see each other's providers. All objects of
@@ -155,13 +191,18 @@ func create(t *testing.T, obj client.Object) {
 	if err := k8s.Create(t.Context(), obj); err != nil {
 		t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
 	}
+	createdMu.Lock()
+	defer createdMu.Unlock()
 	if _, ok := created[t]; !ok {
 		// Registered first, so it runs after the deletes below.
 		t.Cleanup(func() {
-			for _, o := range created[t] {
+			createdMu.Lock()
+			objs := created[t]
+			delete(created, t)
+			createdMu.Unlock()
+			for _, o := range objs {
 				deleteAndWait(t, o)
 			}
-			delete(created, t)
 		})
 	}
 	created[t] = append(created[t], obj)
@@ -337,30 +378,6 @@ func install(t *testing.T, obj client.Object, prefix string) {
 	dep := waitForDeployment(t, base, base, nil)
 	markAvailable(t, dep)
 	waitForConditions(t, obj, want{Type: providerv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: providerv1alpha1.ReasonProviderReady})
-}
-
-// reconcileCount reads controller-runtime's reconcile counter of a
-// controller.
-func reconcileCount(t *testing.T, controller string) float64 {
-	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatalf("gather metrics: %v", err)
-	}
-	var sum float64
-	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == controller {
-					sum += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return sum
 }
 
 // isForbidden fails the test unless err is a Forbidden error, or (for

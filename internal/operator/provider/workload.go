@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/operator/deploy"
@@ -113,7 +112,7 @@ func (r *Reconciler[T]) baseWorkload(obj T, n names) *deploy.Workload {
 		InitServiceAccount: n.Init,
 		RunServiceAccount:  n.Run,
 		Metrics:            deploy.Metrics{ServiceName: n.MetricsService},
-		Labels:             r.labels(obj, n),
+		Labels:             r.labels(n),
 	}
 }
 
@@ -147,8 +146,8 @@ func (r *Reconciler[T]) workload(obj T, n names) *deploy.Workload {
 	return w
 }
 
-// labels are the labels of everything created for obj.
-func (r *Reconciler[T]) labels(obj client.Object, n names) map[string]string {
+// labels are the labels of everything created for a provider named n.
+func (r *Reconciler[T]) labels(n names) map[string]string {
 	return map[string]string{
 		providerv1alpha1.ManagedByLabel: ManagedByValue,
 		LabelProviderKind:               r.kind.Name,

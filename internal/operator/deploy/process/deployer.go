@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/marketplane/marketplane/internal/operator/deploy"
+	"github.com/marketplane/marketplane/internal/supervisor"
 )
 
 var _ deploy.Deployer = &Deployer{}
@@ -43,14 +44,14 @@ const stableAfter = time.Minute
 // The count starts over once a process stayed up for a minute.
 func DefaultRestartBackoff(restarts int32) time.Duration {
 	const (
-		base = time.Second
-		max  = 5 * time.Minute
+		base    = time.Second
+		maxWait = 5 * time.Minute
 	)
 	d := base
-	for i := int32(1); i < restarts && d < max; i++ {
+	for i := int32(1); i < restarts && d < maxWait; i++ {
 		d *= 2
 	}
-	return min(d, max)
+	return min(d, maxWait)
 }
 
 // Config holds what a Deployer needs.
@@ -147,7 +148,7 @@ type Deployer struct {
 	// inCluster is what in-cluster clients read the server from
 	// (inClusterVars).
 	inCluster []string
-	spawner   *spawner
+	spawner   *supervisor.Spawner
 	// ports hands out the listen ports of run processes.
 	ports portPool
 	// nsOnce guards ns, found out on the first process start.
@@ -222,7 +223,7 @@ func New(cfg Config, opts ...Option) (*Deployer, error) {
 		}
 		d.tokens = TokenRequester{Client: c}
 	}
-	d.spawner = newSpawner()
+	d.spawner = supervisor.NewSpawner(supervisor.WithClock(d.clock))
 	return d, nil
 }
 
@@ -265,7 +266,7 @@ func (d *Deployer) halt(p *provider) []<-chan struct{} {
 	var wait []<-chan struct{}
 	if a := p.init; a != nil && !a.finished {
 		d.stopInit(a)
-		wait = append(wait, a.proc.done)
+		wait = append(wait, a.proc.Done())
 	}
 	if p.run != nil {
 		p.run.halt()
@@ -367,6 +368,6 @@ func (d *Deployer) Close() error {
 		errs = append(errs, p.dropCredentials(roleInit), p.dropCredentials(roleRun))
 		p.mu.Unlock()
 	}
-	d.spawner.close()
+	d.spawner.Close()
 	return errors.Join(errs...)
 }

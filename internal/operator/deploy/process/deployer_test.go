@@ -1,6 +1,7 @@
 package process_test
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"net/url"
@@ -552,7 +553,7 @@ func TestTokenRefresh(t *testing.T) {
 	clock.Step(ttl * 9 / 10)
 	poll(t, 30*time.Second, "a new token", func() (bool, error) {
 		cur, err := os.ReadFile(tokenPath)
-		return err == nil && len(cur) > 0 && string(cur) != string(old), nil
+		return err == nil && len(cur) > 0 && !bytes.Equal(cur, old), nil
 	})
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(f.providerDir(), "run.kubeconfig"))

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/operator/deploy"
 )
@@ -152,13 +154,13 @@ func runPodName(w *deploy.Workload, i int) string {
 // runSpecKey identifies everything that makes run processes differ: when
 // it changes, they are restarted.
 func runSpecKey(w *deploy.Workload, binary string) string {
-	data, _ := json.Marshal(struct {
+	data, _ := json.Marshal(struct { //nolint:errchkjson // API types from a decoded object always encode again
 		UID                     string
 		Generation              int64
 		Binary, Namespace, Name string
 		ServiceAccount          string
 		Command, Args, RunArgs  []string
-		Env                     any
+		Env                     []corev1.EnvVar
 		Replicas                int32
 		Metrics                 deploy.Metrics
 	}{

@@ -78,8 +78,8 @@ func TestLoadImageMap(t *testing.T) {
 		"UnknownField": {
 			reason:  "a misspelt field is an error, not silently ignored",
 			file:    "images.yaml",
-			content: "images:\n- image: a:v1\n  bianry: /x\n",
-			wantErr: "bianry",
+			content: "images:\n- image: a:v1\n  bianry: /x\n", //nolint:misspell // the misspelling is the input under test
+			wantErr: "bianry",                                 //nolint:misspell // the misspelling is the input under test
 		},
 		"MissingBinary": {
 			reason:  "an entry needs a binary",

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/marketplane/marketplane/internal/operator/deploy"
+	"github.com/marketplane/marketplane/internal/supervisor"
 )
 
 // initAttempt is one run of a provider's init command. Its fields are
@@ -25,7 +26,7 @@ type initAttempt struct {
 	attempt    int32
 	binary     string
 	// proc is nil when the process could not start.
-	proc     *process
+	proc     *supervisor.Process
 	stopping bool
 
 	finished   bool
@@ -186,7 +187,7 @@ func (d *Deployer) startInit(ctx context.Context, p *provider, w *deploy.Workloa
 		return deploy.InitStatus{State: deploy.InitFailed, Message: a.message, Attempt: n, RetryAfter: d.opts.initBackoff(n)}, nil
 	}
 	a.proc = proc
-	log.V(1).Info("Started init", "pid", proc.pid)
+	log.V(1).Info("Started init", "pid", proc.PID)
 	go d.awaitInit(context.WithoutCancel(ctx), p, a)
 	return deploy.InitStatus{
 		State:      deploy.InitRunning,
@@ -198,11 +199,11 @@ func (d *Deployer) startInit(ctx context.Context, p *provider, w *deploy.Workloa
 
 // awaitInit records how init attempt a ended.
 func (d *Deployer) awaitInit(ctx context.Context, p *provider, a *initAttempt) {
-	<-a.proc.done
+	<-a.proc.Done()
 	log := logr.FromContextOrDiscard(ctx).WithValues("provider", p.kind+"/"+p.name, "generation", a.generation, "attempt", a.attempt)
 	p.mu.Lock()
 	a.finished, a.finishedAt = true, d.clock.Now()
-	if a.proc.exitCode() == 0 && !a.stopping {
+	if a.proc.ExitCode() == 0 && !a.stopping {
 		a.succeeded = true
 		log.V(1).Info("Init completed")
 		err := p.writeInitRecord(initRecord{
@@ -214,11 +215,11 @@ func (d *Deployer) awaitInit(ctx context.Context, p *provider, a *initAttempt) {
 			log.Error(err, "Recording init success failed")
 		}
 	} else {
-		a.message = fmt.Sprintf("init %s (attempt %d)", a.proc.describeExit(), a.attempt)
-		if tail := a.proc.outputTail(); tail != "" {
+		a.message = fmt.Sprintf("init %s (attempt %d)", a.proc.DescribeExit(), a.attempt)
+		if tail := a.proc.OutputTail(tailLines, tailBytes); tail != "" {
 			a.message += "; last output: " + tail
 		}
-		log.V(1).Info("Init failed", "exit", a.proc.describeExit())
+		log.V(1).Info("Init failed", "exit", a.proc.DescribeExit())
 	}
 	if p.init == a {
 		if err := p.dropCredentials(roleInit); err != nil {
@@ -235,5 +236,5 @@ func (d *Deployer) stopInit(a *initAttempt) {
 		return
 	}
 	a.stopping = true
-	go a.proc.terminate(d.clock, d.opts.stopTimeout)
+	go a.proc.Stop(d.opts.stopTimeout)
 }

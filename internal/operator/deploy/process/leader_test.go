@@ -40,7 +40,7 @@ func buildLeaderProbe(t *testing.T) string {
 		out, err := exec.Command("go", "build", "-o", leaderProbe.path,
 			"github.com/marketplane/marketplane/internal/operator/deploy/process/internal/leaderprobe").CombinedOutput()
 		if err != nil {
-			leaderProbe.err = fmt.Errorf("build leaderprobe: %v\n%s", err, out)
+			leaderProbe.err = fmt.Errorf("build leaderprobe: %w\n%s", err, out)
 		}
 	})
 	if leaderProbe.err != nil {
@@ -112,7 +112,7 @@ func TestLeaderElectionOfLocalReplicas(t *testing.T) {
 		}
 	})
 	if err := process.NamespaceFileError(d); err != nil {
-		process.SkipUnsupported(t, "this system cannot give processes the service-account namespace file, so leader election without a configured namespace cannot work: %v", err)
+		process.SkipUnsupportedf(t, "this system cannot give processes the service-account namespace file, so leader election without a configured namespace cannot work: %v", err)
 	}
 
 	// What the provider reconciler grants a run service account: leases

@@ -213,21 +213,21 @@ func provideNamespaceFile(namespace string) error {
 		missing = append([]string{filepath.Base(base)}, missing...)
 		base = filepath.Dir(base)
 	}
-	real, err := filepath.EvalSymlinks(base)
+	resolved, err := filepath.EvalSymlinks(base)
 	if err != nil {
 		return err
 	}
-	if real == "/" {
+	if resolved == "/" {
 		return fmt.Errorf("none of the parents of %s exists but /", target)
 	}
 	if len(missing) == 0 {
-		if err := syscall.Mount("tmpfs", real, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=0755"); err != nil {
-			return fmt.Errorf("mount tmpfs on %s: %w", real, err)
+		if err := syscall.Mount("tmpfs", resolved, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=0755"); err != nil {
+			return fmt.Errorf("mount tmpfs on %s: %w", resolved, err)
 		}
-	} else if err := mirror(real); err != nil {
+	} else if err := mirror(resolved); err != nil {
 		return err
 	}
-	dir := filepath.Join(append([]string{real}, missing...)...)
+	dir := filepath.Join(append([]string{resolved}, missing...)...)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/marketplane/marketplane/internal/supervisor"
 )
 
 // canStartIn reports whether the system lets this user start a process in
@@ -25,7 +27,7 @@ func runWrapped(t *testing.T, attr *syscall.SysProcAttr, spec nsHelperSpec, scri
 	t.Helper()
 	cmd := exec.Command("/bin/sh", "-c", script)
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = supervisor.SysProcAttr()
 	if err := wrapWithNamespaceFile(cmd, spec, attr); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +57,7 @@ func TestNamespaceHelper(t *testing.T) {
 	for name, attr := range attrs {
 		t.Run(name, func(t *testing.T) {
 			if err := canStartIn(attr); err != nil {
-				SkipUnsupported(t, "this system does not allow a process in a new %s: %v", name, err)
+				SkipUnsupportedf(t, "this system does not allow a process in a new %s: %v", name, err)
 			}
 			if _, err := detectNamespaceFileWith(t.Context(), []*syscall.SysProcAttr{attr}); err != nil {
 				t.Fatalf("check mode failed although the system allows the namespaces: %v", err)
@@ -113,7 +115,7 @@ func TestWrapMissingBinary(t *testing.T) {
 	}
 	for _, bin := range []string{"/nonexistent/provider", notExecutable, t.TempDir()} {
 		cmd := exec.Command(bin)
-		cmd.SysProcAttr = sysProcAttr()
+		cmd.SysProcAttr = supervisor.SysProcAttr()
 		if err := wrapWithNamespaceFile(cmd, nsHelperSpec{Namespace: "ns"}, userNamespaceAttr()); err == nil {
 			t.Errorf("wrapping %s: no error, want one as the file cannot be executed", bin)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/marketplane/marketplane/internal/operator/deploy"
+	"github.com/marketplane/marketplane/internal/supervisor"
 )
 
 // runSet is the set of run processes for one spec of a provider.
@@ -148,7 +149,7 @@ func (d *Deployer) startRunSet(ctx context.Context, p *provider, w *deploy.Workl
 // start starts a process of replica r with free ports for its listen
 // flags, and returns it with the endpoints it was told to listen on; the
 // caller releases them once the process has exited.
-func (d *Deployer) start(ctx context.Context, r *replica) (*process, []endpoint, error) {
+func (d *Deployer) start(ctx context.Context, r *replica) (*supervisor.Process, []endpoint, error) {
 	args, eps, err := assignListenAddresses(r.cmd.args, d.ports.get)
 	if err != nil {
 		return nil, nil, err
@@ -186,17 +187,17 @@ func (d *Deployer) supervise(ctx context.Context, p *provider, s *runSet, r *rep
 		} else {
 			// Info, not V(1): the ports are free ones, and this is where
 			// a developer finds them besides the provider's status.
-			log.Info("Started a run process", "pid", proc.pid, "listen", describeEndpoints(eps))
+			log.Info("Started a run process", "pid", proc.PID, "listen", describeEndpoints(eps))
 			r.mu.Lock()
-			r.running, r.startedAt, r.endpoints = true, proc.started, eps
+			r.running, r.startedAt, r.endpoints = true, proc.Started, eps
 			r.mu.Unlock()
 			stopped := d.watch(p, s, r, proc)
 			d.ports.release(eps)
 			if stopped {
 				return
 			}
-			log.Info("A run process ended; restarting it", "exit", proc.describeExit())
-			if d.clock.Since(proc.started) >= stableAfter {
+			log.Info("A run process ended; restarting it", "exit", proc.DescribeExit())
+			if d.clock.Since(proc.Started) >= stableAfter {
 				failures = 0
 			}
 		}
@@ -218,24 +219,24 @@ func (d *Deployer) supervise(ctx context.Context, p *provider, s *runSet, r *rep
 // watch waits until proc exits (false) or s is stopped (true, once proc
 // has been terminated). It notifies when proc has stayed up for the ready
 // grace period, as run may be ready then.
-func (d *Deployer) watch(p *provider, s *runSet, r *replica, proc *process) (stopped bool) {
+func (d *Deployer) watch(p *provider, s *runSet, r *replica, proc *supervisor.Process) (stopped bool) {
 	grace := d.clock.NewTimer(d.opts.readyGrace)
 	defer grace.Stop()
 	for {
 		select {
 		case <-grace.C():
 			d.notify(p)
-		case <-proc.done:
+		case <-proc.Done():
 			r.mu.Lock()
 			r.running = false
-			r.lastExit = proc.describeExit()
-			if tail := proc.outputTail(); tail != "" {
+			r.lastExit = proc.DescribeExit()
+			if tail := proc.OutputTail(tailLines, tailBytes); tail != "" {
 				r.lastExit += "; last output: " + tail
 			}
 			r.mu.Unlock()
 			return false
 		case <-s.stop:
-			proc.terminate(d.clock, d.opts.stopTimeout)
+			proc.Stop(d.opts.stopTimeout)
 			r.mu.Lock()
 			r.running = false
 			r.mu.Unlock()

@@ -39,7 +39,8 @@ var (
 
 func TestMain(m *testing.M) {
 	if os.Getenv(operatorHelperEnv) != "" {
-		os.Exit(runOperatorHelper())
+		fmt.Fprintln(os.Stderr, "helper:", runOperatorHelper())
+		os.Exit(1)
 	}
 	code := m.Run()
 	if shared.platform != nil {
@@ -53,26 +54,37 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// setup builds the contract probe and starts the platform API server once.
+// setup builds the contract probe and starts the platform API server once,
+// both at the same time. It skips the test under -short.
 func setup(t *testing.T) (probe string, platform *testenv.Cluster) {
 	t.Helper()
-	shared.once.Do(func() {
-		if shared.dir, shared.err = os.MkdirTemp("", "process-deployer-"); shared.err != nil {
-			return
-		}
-		shared.probe = filepath.Join(shared.dir, "contractprobe")
-		out, err := exec.Command("go", "build", "-o", shared.probe,
-			"github.com/marketplane/marketplane/internal/operator/deploy/process/internal/contractprobe").CombinedOutput()
-		if err != nil {
-			shared.err = fmt.Errorf("build contract probe: %v\n%s", err, out)
-			return
-		}
-		shared.platform, shared.err = testenv.New(testenv.WithName("platform"), testenv.WithCRDs())
-	})
+	testenv.SkipIfShort(t)
+	shared.once.Do(func() { shared.err = startShared() })
 	if shared.err != nil {
 		t.Fatal(shared.err)
 	}
 	return shared.probe, shared.platform
+}
+
+// startShared fills shared. Its directory is not a test's t.TempDir: it
+// outlives the test that happens to start it and is removed by TestMain.
+func startShared() error {
+	var err error
+	if shared.dir, err = os.MkdirTemp("", "process-deployer-"); err != nil {
+		return fmt.Errorf("shared directory: %w", err)
+	}
+	shared.probe = filepath.Join(shared.dir, "contractprobe")
+	built := make(chan error, 1)
+	go func() {
+		out, err := exec.Command("go", "build", "-o", shared.probe,
+			"github.com/marketplane/marketplane/internal/operator/deploy/process/internal/contractprobe").CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("build contract probe: %w\n%s", err, out)
+		}
+		built <- err
+	}()
+	shared.platform, err = testenv.New(testenv.WithName("platform"), testenv.WithCRDs())
+	return errors.Join(err, <-built)
 }
 
 // probeImage is the image the tests map to the probe (as repo:*).

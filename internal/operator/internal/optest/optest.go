@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
@@ -65,9 +64,11 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-// StartEnv starts the shared API servers once.
+// StartEnv starts the shared API servers once. It skips the test under
+// -short.
 func StartEnv(t *testing.T) {
 	t.Helper()
+	testenv.SkipIfShort(t)
 	envOnce.Do(func() {
 		var clusters map[string]*testenv.Cluster
 		clusters, envErr = testenv.NewMany(map[string][]testenv.Option{"platform": nil, "target": {testenv.WithCRDs()}})
@@ -185,6 +186,8 @@ func WriteKubeconfigSecret(t *testing.T, namespace, name string, kubeconfig []by
 	}
 }
 
+// CreateOrUpdate reads obj from the platform cluster, applies mutate and
+// creates or updates it; it reports whether it created it.
 func CreateOrUpdate(ctx context.Context, obj client.Object, mutate func()) (bool, error) {
 	err := Platform.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
 	mutate()
@@ -281,33 +284,9 @@ func WaitClusterReason(t *testing.T, namespace, name string, status metav1.Condi
 		}
 		s, r, m := ReadyReason(cl.Status.Conditions)
 		if s != status || r != string(reason) {
-			return false, fmt.Errorf("Ready=%s/%s: %s", s, r, m)
+			return false, fmt.Errorf("the Cluster is Ready=%s/%s: %s", s, r, m)
 		}
 		return true, nil
 	})
 	return cl
-}
-
-// ReconcileCount returns how often the controller called name has
-// reconciled, from controller-runtime's metrics.
-func ReconcileCount(t *testing.T, name string) float64 {
-	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatalf("gather metrics: %v", err)
-	}
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == name {
-					total += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return total
 }

@@ -6,35 +6,17 @@ package crds
 
 import (
 	"embed"
-	"fmt"
-	"io/fs"
-	"path"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"sigs.k8s.io/yaml"
+
+	marketplanecrds "github.com/marketplane/marketplane/api/crds"
 )
 
 //go:embed manifests/*.yaml
 var manifests embed.FS
 
-// CRDs returns the provider's CRDs, fresh copies on each call.
+// CRDs returns the provider's CRDs, fresh copies on each call. Marketplane's
+// loader decodes them, strictly: a manifest with an unknown field fails.
 func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	entries, err := fs.ReadDir(manifests, "manifests")
-	if err != nil {
-		return nil, fmt.Errorf("read embedded CRDs: %w", err)
-	}
-	out := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(entries))
-	for _, e := range entries {
-		name := path.Join("manifests", e.Name())
-		raw, err := manifests.ReadFile(name)
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", name, err)
-		}
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.UnmarshalStrict(raw, crd); err != nil {
-			return nil, fmt.Errorf("decode %s: %w", name, err)
-		}
-		out = append(out, crd)
-	}
-	return out, nil
+	return marketplanecrds.Load(manifests, "manifests")
 }

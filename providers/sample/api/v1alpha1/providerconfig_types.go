@@ -6,7 +6,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/marketplane/marketplane/api/common"
-	"github.com/marketplane/marketplane/pkg/spruntime"
 )
 
 // ProviderConfigSpec is what platform operators configure.
@@ -47,15 +46,6 @@ type ProviderConfigList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ProviderConfig `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&ProviderConfig{}, &ProviderConfigList{})
-}
-
-var (
-	_ spruntime.Config          = &ProviderConfig{}
-	_ spruntime.ConfigValidator = &ProviderConfig{}
-)
 
 // PollInterval implements spruntime.Config. Unset (or a nil config) is zero,
 // which means the runtime's default; so is an invalid value, which Validate

@@ -3,7 +3,7 @@ package v1alpha1
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/marketplane/marketplane/pkg/spruntime"
+	"github.com/marketplane/marketplane/api/common"
 )
 
 // SampleSpec is what a tenant asks for: the options of the domain service
@@ -65,20 +65,18 @@ type SampleList struct {
 	Items           []Sample `json:"items"`
 }
 
-func init() {
-	SchemeBuilder.Register(&Sample{}, &SampleList{})
-}
-
-var _ spruntime.API = &Sample{}
+// The methods below implement spruntime.API, the interface the provider
+// runtime drives a ServiceProviderAPI object through. The controller checks
+// that at compile time: an API package imports no runtime.
 
 // GetConditions implements spruntime.API.
 func (o *Sample) GetConditions() *[]metav1.Condition { return &o.Status.Conditions }
 
 // GetPhase implements spruntime.API.
-func (o *Sample) GetPhase() spruntime.Phase { return spruntime.Phase(o.Status.Phase) }
+func (o *Sample) GetPhase() common.Phase { return common.Phase(o.Status.Phase) }
 
 // SetPhase implements spruntime.API.
-func (o *Sample) SetPhase(p spruntime.Phase) { o.Status.Phase = string(p) }
+func (o *Sample) SetPhase(p common.Phase) { o.Status.Phase = string(p) }
 
 // SetObservedGeneration implements spruntime.API.
 func (o *Sample) SetObservedGeneration(g int64) { o.Status.ObservedGeneration = g }

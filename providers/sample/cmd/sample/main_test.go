@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // unreachableKubeconfig points at a port nothing listens on.
@@ -36,17 +38,10 @@ users:
 // non-zero, so that the Job fails and the operator reports it, instead of
 // the provider starting without its API.
 func TestInitFailsWithNonZeroExit(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
 	dir := t.TempDir()
+	// Skipped under -short: a build takes seconds at best.
+	testenv.BuildBinaries(t, dir, ".")
 	bin := filepath.Join(dir, "sample")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, []byte(unreachableKubeconfig), 0o600); err != nil {
 		t.Fatal(err)

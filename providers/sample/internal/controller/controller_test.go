@@ -20,6 +20,7 @@ import (
 	"github.com/marketplane/marketplane/pkg/clusteraccess"
 	"github.com/marketplane/marketplane/pkg/contract"
 	"github.com/marketplane/marketplane/pkg/spruntime"
+	"github.com/marketplane/marketplane/pkg/testenv"
 
 	apiv1alpha1 "github.com/marketplane/marketplane/providers/sample/api/v1alpha1"
 	"github.com/marketplane/marketplane/providers/sample/internal/controller"
@@ -41,6 +42,7 @@ func userObject(name string) *unstructured.Unstructured {
 // through its own AccessRequest with no more rights than MCPPermissions,
 // and Observe agrees with what CreateOrUpdate made.
 func TestGoesReady(t *testing.T) {
+	t.Parallel()
 	p := startProvider(t)
 	p.createConfig(t, 0, "v1", "v2")
 	mcp := p.createMCP(t)
@@ -113,6 +115,7 @@ func TestGoesReady(t *testing.T) {
 // Sample at once (not at the next poll, a minute later): the new default
 // version reaches the CRD.
 func TestProviderConfigChange(t *testing.T) {
+	t.Parallel()
 	p := startProvider(t)
 	p.createConfig(t, 0, "v1")
 	mcp := p.createMCP(t)
@@ -132,6 +135,7 @@ func TestProviderConfigChange(t *testing.T) {
 // TestDriftIsRepaired: someone deletes the CRD in the MCP cluster; the next
 // poll finds it missing, reports the drift and installs it again.
 func TestDriftIsRepaired(t *testing.T) {
+	t.Parallel()
 	p := startProvider(t)
 	p.createConfig(t, time.Second, "v1")
 	mcp := p.createMCP(t)
@@ -154,6 +158,7 @@ func TestDriftIsRepaired(t *testing.T) {
 // (UserResourcesPresent) and leaves the CRD alone; once they are removed the
 // CRD and the Sample go, and the provider's MCP access is released.
 func TestDeletionBlockedByUserObjects(t *testing.T) {
+	t.Parallel()
 	p := startProvider(t)
 	p.createConfig(t, 0, "v1")
 	mcp := p.createMCP(t)
@@ -199,6 +204,7 @@ func TestDeletionBlockedByUserObjects(t *testing.T) {
 // Sample leaves the DomainServiceAPI in place and only releases the
 // provider's access.
 func TestOrphanPolicy(t *testing.T) {
+	t.Parallel()
 	p := startProvider(t)
 	p.createConfig(t, 0, "v1")
 	mcp := p.createMCP(t)
@@ -224,6 +230,7 @@ func TestOrphanPolicy(t *testing.T) {
 // TestIgnoreAnnotation: openmcp.cloud/operation: ignore stops
 // reconciliation, spec changes included; removing it resumes.
 func TestIgnoreAnnotation(t *testing.T) {
+	t.Parallel()
 	p := startProvider(t)
 	p.createConfig(t, 0, "v1", "v2")
 	mcp := p.createMCP(t)
@@ -255,6 +262,7 @@ func TestIgnoreAnnotation(t *testing.T) {
 // TestMissingProviderConfig: without a ProviderConfig the Sample says so in
 // its conditions and waits, without a hot loop, until one is created.
 func TestMissingProviderConfig(t *testing.T) {
+	t.Parallel()
 	p := startProvider(t)
 	p.createMCP(t)
 	p.create(t, "")
@@ -272,6 +280,7 @@ func TestMissingProviderConfig(t *testing.T) {
 // user input: Ready=False (phase Failed) with reason UnsupportedVersion, no
 // CRD, no hot loop; fixing the spec makes it Ready.
 func TestInvalidInput(t *testing.T) {
+	t.Parallel()
 	p := startProvider(t)
 	p.createConfig(t, 0, "v1")
 	mcp := p.createMCP(t)
@@ -298,6 +307,7 @@ func TestInvalidInput(t *testing.T) {
 // deleted first, deleting the Sample still finishes and releases the
 // provider's access.
 func TestManagedControlPlaneLifecycle(t *testing.T) {
+	t.Parallel()
 	p := startProvider(t)
 	p.createConfig(t, 0, "v1")
 	p.create(t, "")
@@ -322,7 +332,12 @@ func TestManagedControlPlaneLifecycle(t *testing.T) {
 // own definition: it installs the CRDs into the platform and onboarding
 // clusters (getting onboarding access through an AccessRequest) and
 // registers the Sample kind in the ServiceProvider's status.resources.
+//
+// It does not run in parallel: while the kind is registered, deleting a
+// ManagedControlPlane deletes the Sample of its name first, which the
+// other tests do not expect. Go runs it before the parallel tests start.
 func TestInit(t *testing.T) {
+	testenv.SkipIfShort(t)
 	ctx := context.Background()
 	const name = "init-test"
 	namespace := landscape.ProviderNamespace(t, "sp-"+name)

@@ -37,6 +37,11 @@ var (
 	_ spruntime.Reconciler[*apiv1alpha1.Sample, *apiv1alpha1.ProviderConfig]          = &Reconciler{}
 	_ spruntime.Observer[*apiv1alpha1.Sample, *apiv1alpha1.ProviderConfig]            = &Reconciler{}
 	_ spruntime.UserResourceChecker[*apiv1alpha1.Sample, *apiv1alpha1.ProviderConfig] = &Reconciler{}
+
+	// The runtime calls ProviderConfig.Validate only if the type has it,
+	// so a wrong signature would go unnoticed without this check. (The
+	// type parameters above already check spruntime.API and Config.)
+	_ spruntime.ConfigValidator = &apiv1alpha1.ProviderConfig{}
 )
 
 // NewReconciler returns the domain logic of the provider named

@@ -1,12 +1,12 @@
 package controller_test
 
 import (
-	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,7 +27,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
@@ -39,6 +38,7 @@ import (
 	"github.com/marketplane/marketplane/pkg/providerapp"
 	"github.com/marketplane/marketplane/pkg/providertest"
 	"github.com/marketplane/marketplane/pkg/spruntime"
+	"github.com/marketplane/marketplane/pkg/testenv"
 
 	"github.com/marketplane/marketplane/providers/sample/api/crds"
 	apiv1alpha1 "github.com/marketplane/marketplane/providers/sample/api/v1alpha1"
@@ -56,16 +56,26 @@ const (
 	quietPeriod = 3 * time.Second
 )
 
-// The landscape every test shares: platform, onboarding, an MCP cluster
+// maxMCPClusters bounds the MCP clusters the landscape starts: each is one
+// more API server to start and keep in memory.
+const maxMCPClusters = 4
+
+// The landscape every test shares: platform, onboarding, MCP clusters
 // and a workload cluster, with the operator's cluster controllers running
 // in-process.
 var (
 	landscape *providertest.Landscape
-	scheme    *runtime.Scheme
+	// mcpSlots holds one token per MCP cluster. The tests run in parallel
+	// and each may hold an MCP; MCP clusters are Exclusive, so a test
+	// takes a token before it starts (startProvider) and returns it once
+	// its MCP is gone: a test never waits for a cluster another test
+	// holds.
+	mcpSlots chan struct{}
+	scheme   *runtime.Scheme
 	// platformC and onboardingC are admin clients of the platform and
 	// onboarding clusters that know the provider's types.
 	platformC, onboardingC client.Client
-	logs                   syncBuffer
+	logs                   testenv.SyncBuffer
 	providers              atomic.Int32
 )
 
@@ -79,8 +89,16 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if testenv.Short() {
+		// Only the unit tests run; the others skip themselves.
+		return m.Run()
+	}
 	ctrl.SetLogger(funcr.New(func(prefix, args string) { logs.WriteString(prefix + " " + args + "\n") }, funcr.Options{Verbosity: 1}))
-	landscape, err = providertest.New(providertest.WithWorkloadCluster())
+	// As many MCP clusters as tests run at once (go test -parallel,
+	// GOMAXPROCS by default), so that no test waits for a cluster.
+	clusters := min(parallelism(), maxMCPClusters)
+	mcpSlots = make(chan struct{}, clusters)
+	landscape, err = providertest.New(providertest.WithMCPClusters(clusters), providertest.WithWorkloadCluster())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -103,6 +121,17 @@ func run(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
+}
+
+// parallelism is the value of go test's -parallel flag: how many parallel
+// tests run at once.
+func parallelism() int {
+	if f := flag.Lookup("test.parallel"); f != nil {
+		if n, err := strconv.Atoi(f.Value.String()); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 1
 }
 
 // installCRDs installs the provider's CRDs as init does (TestInit runs
@@ -148,9 +177,15 @@ type provider struct {
 // Sample.
 const mcpName = "cp"
 
-// startProvider starts a provider for the test; it stops when the test ends.
+// startProvider starts a provider for the test; it stops when the test
+// ends. It skips the test under -short, and waits for an MCP cluster to be
+// free (see mcpSlots) first.
 func startProvider(t *testing.T) *provider {
 	t.Helper()
+	testenv.SkipIfShort(t)
+	mcpSlots <- struct{}{}
+	// Registered first, so it runs last: after the MCP is gone.
+	t.Cleanup(func() { <-mcpSlots })
 	n := providers.Add(1)
 	p := &provider{name: fmt.Sprintf("provider-%d", n), tenant: fmt.Sprintf("tenant-%d", n)}
 	p.namespace = landscape.ProviderNamespace(t, "sp-"+p.name)
@@ -212,7 +247,7 @@ func startProvider(t *testing.T) *provider {
 			t.Errorf("manager: %v", err)
 		}
 		if t.Failed() {
-			t.Logf("log of %s:\n%s", p.name, logs.linesWith(p.name))
+			t.Logf("log of %s:\n%s", p.name, logs.LinesWith(p.name))
 		}
 	})
 	return p
@@ -242,8 +277,8 @@ func (p *provider) updateConfig(t *testing.T, mutate func(*apiv1alpha1.ProviderC
 
 // createMCP creates the test's ManagedControlPlane and waits until it is
 // Ready. When the test ends, whatever the test left of the
-// DomainServiceAPI in its cluster is removed, since the next test gets the
-// same cluster.
+// DomainServiceAPI in its cluster is removed, since a later test may get
+// the same cluster.
 func (p *provider) createMCP(t *testing.T) *providertest.MCP {
 	t.Helper()
 	mcp := landscape.CreateMCP(t, mcpName, p.tenant)
@@ -266,16 +301,13 @@ func (p *provider) createMCP(t *testing.T) *providertest.MCP {
 }
 
 // create creates the test's Sample (named like its ManagedControlPlane)
-// with spec.version v; mutate may change it before. When the test ends, it
-// is deleted and waited for while the provider still runs.
-func (p *provider) create(t *testing.T, v string, mutate ...func(*apiv1alpha1.Sample)) {
+// with spec.version v. When the test ends, it is deleted and waited for
+// while the provider still runs.
+func (p *provider) create(t *testing.T, v string) {
 	t.Helper()
 	obj := &apiv1alpha1.Sample{
 		ObjectMeta: metav1.ObjectMeta{Name: mcpName, Namespace: p.tenant},
 		Spec:       apiv1alpha1.SampleSpec{Version: v},
-	}
-	for _, m := range mutate {
-		m(obj)
 	}
 	if err := onboardingC.Create(context.Background(), obj); err != nil {
 		t.Fatalf("create Sample: %v", err)
@@ -353,24 +385,7 @@ func (p *provider) waitGone(t *testing.T) {
 // controller-runtime's metrics.
 func (p *provider) reconciles(t *testing.T) float64 {
 	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatalf("gather metrics: %v", err)
-	}
-	var total float64
-	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == p.name {
-					total += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return total
+	return testenv.ReconcileCount(t, p.name)
 }
 
 // noHotLoop checks that the controller reconciles the object at most twice
@@ -544,29 +559,4 @@ func describe(obj *apiv1alpha1.Sample) string {
 		fmt.Fprintf(&b, " %s=%s/%s(%q)", c.Type, c.Status, c.Reason, c.Message)
 	}
 	return b.String()
-}
-
-// syncBuffer collects the controllers' logs.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) WriteString(s string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.WriteString(s)
-}
-
-// linesWith returns the lines that contain s.
-func (b *syncBuffer) linesWith(s string) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out strings.Builder
-	for _, line := range strings.Split(b.buf.String(), "\n") {
-		if strings.Contains(line, s) {
-			out.WriteString(line + "\n")
-		}
-	}
-	return out.String()
 }

@@ -66,6 +66,6 @@ func runInit(ctx context.Context, s *shared) error {
 	if err := libutils.RegisterGVKsAtServiceProvider(ctx, s.platform.Client(), s.providerName, echo); err != nil {
 		return fmt.Errorf("register service kinds: %w", err)
 	}
-	s.log.Info("init done")
+	s.log.Info("Init done")
 	return nil
 }

@@ -160,6 +160,6 @@ func run(ctx context.Context, s *shared, f *runFlags) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("ready check: %w", err)
 	}
-	s.log.Info("starting manager")
+	s.log.Info("Starting manager")
 	return mgr.Start(ctx)
 }

@@ -1,4 +1,4 @@
-package controlplane
+package supervisor
 
 import (
 	"bytes"
@@ -9,10 +9,21 @@ import (
 	"syscall"
 )
 
-// sysProcAttr gives a process its own process group and has the kernel kill
-// it when the thread that forked it (the Runner's) ends.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+// SysProcAttr returns the attributes Start gives a process: a process
+// group of its own, so that a stop reaches what it started too, and
+// Pdeathsig, so that the kernel kills it when the thread that forked it
+// ends. For commands that are run without a Spawner, like tests.
+func SysProcAttr() *syscall.SysProcAttr { return withGroup(nil) }
+
+// withGroup adds a process group and Pdeathsig to attr (a new one when
+// nil) and returns it.
+func withGroup(attr *syscall.SysProcAttr) *syscall.SysProcAttr {
+	if attr == nil {
+		attr = &syscall.SysProcAttr{}
+	}
+	attr.Setpgid, attr.Pgid = true, 0
+	attr.Pdeathsig = syscall.SIGKILL
+	return attr
 }
 
 // signalGroup signals the process group led by pid.
@@ -45,27 +56,32 @@ func procStat(pid int) (state byte, start uint64, err error) {
 	return fields[0][0], start, nil
 }
 
-func startTime(pid int) (uint64, error) {
+// StartTime returns when process pid started, in clock ticks since boot:
+// with the PID it identifies a process across a PID's reuse.
+func StartTime(pid int) (uint64, error) {
 	_, start, err := procStat(pid)
 	return start, err
 }
 
-// sameProcess reports whether rec's PID is a live (not zombie) process that
-// started at rec.StartTime and runs rec.Binary.
-func sameProcess(rec *Process) bool {
-	state, start, err := procStat(rec.PID)
+// Running reports whether pid is a live (not zombie) process that started
+// at startTime (unless 0) and runs binary (its argv[0]).
+func Running(pid int, startTime uint64, binary string) bool {
+	if pid <= 0 {
+		return false
+	}
+	state, start, err := procStat(pid)
 	if err != nil || state == 'Z' || state == 'X' {
 		return false
 	}
-	if rec.StartTime != 0 && start != rec.StartTime {
+	if startTime != 0 && start != startTime {
 		return false
 	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", rec.PID))
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
 		return false
 	}
 	argv0, _, _ := bytes.Cut(cmdline, []byte{0})
-	return string(argv0) == rec.Binary
+	return string(argv0) == binary
 }
 
 // ResidentMemory returns the resident set size (VmRSS) of a process in

@@ -1,0 +1,267 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+)
+
+// Every instance and binding endpoint runs the same pipeline: parse (the
+// ids, the query and the body, once, into an osbCall and an input of the
+// endpoint), validate (against the request itself and the catalog, before
+// anything is read), act (read the object fresh and decide, again after a
+// write conflict, through retryConflicts), respond (an outcome handed to
+// finish). The steps that instances and bindings share live here; the
+// endpoints in instances.go and bindings.go only say what differs.
+
+// osbCall is one request to an instance or binding endpoint, parsed once.
+type osbCall struct {
+	ctx        context.Context
+	x          *exchange
+	instanceID string
+	// bindingID is empty on instance endpoints.
+	bindingID string
+	query     request
+	// async is accepts_incomplete (parsed only with parseAsync).
+	async bool
+	// serviceID is the service_id query parameter of a DELETE (parsed
+	// only with parseDelete).
+	serviceID string
+}
+
+// parseOpts says what parseCall reads besides the instance id and the
+// query string.
+type parseOpts uint8
+
+const (
+	// parseBinding reads binding_id.
+	parseBinding parseOpts = 1 << iota
+	// parseDelete requires service_id and plan_id (DELETE).
+	parseDelete
+	// parseHints checks that service_id and plan_id, when present, are
+	// not empty (GET).
+	parseHints
+	// parseAsync reads accepts_incomplete.
+	parseAsync
+)
+
+// parseCall reads the ids and the query parameters of a request, in the
+// order that decides which of several faults is reported: ids, query
+// syntax, required parameters, hints, accepts_incomplete.
+func parseCall(x *exchange, r *http.Request, opts parseOpts) (*osbCall, error) {
+	c := &osbCall{ctx: r.Context(), x: x}
+	var err error
+	if c.instanceID, err = pathID(r, "instance_id"); err != nil {
+		return nil, err
+	}
+	if opts&parseBinding != 0 {
+		if c.bindingID, err = pathID(r, "binding_id"); err != nil {
+			return nil, err
+		}
+	}
+	if c.query, err = parseQuery(r); err != nil {
+		return nil, err
+	}
+	if opts&parseDelete != 0 {
+		if c.serviceID, err = c.query.required("service_id"); err != nil {
+			return nil, err
+		}
+		if _, err := c.query.required("plan_id"); err != nil {
+			return nil, err
+		}
+	}
+	if opts&parseHints != 0 {
+		for _, h := range []string{"service_id", "plan_id"} {
+			if err := c.query.hint(h); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if opts&parseAsync != 0 {
+		if c.async, err = c.query.acceptsIncomplete(); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// lookFunc reads an object and evaluates its latest operation.
+type lookFunc func(context.Context, Read) (client.Object, Operation, progress, error)
+
+// target is what the shared steps need to know of the object a request is
+// about: an SFServiceInstance or an SFServiceBinding.
+type target struct {
+	// keys name the object in log lines (key/value pairs).
+	keys []any
+	// collision is the 409 description when another id's object holds
+	// the name.
+	collision string
+	look      lookFunc
+	// refresh reads the object fresh.
+	refresh func() (client.Object, error)
+	// state points at the object's status.state.
+	state func(client.Object) *osbv1alpha1.State
+	// reset starts a new operation in the object's status.
+	reset func(client.Object, osbv1alpha1.State)
+	// deleteState records state "delete" on an object being deleted.
+	deleteState func(client.Object) bool
+}
+
+func (s *Server) instanceTarget(id string) target {
+	return target{
+		keys:      []any{"instanceID", id},
+		collision: "An instance with this id already exists under another id's name.",
+		look:      s.lookInstance(id),
+		refresh:   s.refreshInstance(id),
+		state:     func(o client.Object) *osbv1alpha1.State { return &o.(*osbv1alpha1.SFServiceInstance).Status.State },
+		reset: func(o client.Object, st osbv1alpha1.State) {
+			resetInstanceStatus(&o.(*osbv1alpha1.SFServiceInstance).Status, st)
+		},
+		deleteState: setInstanceDeleteState,
+	}
+}
+
+func (s *Server) bindingTarget(instanceID, bindingID string) target {
+	return target{
+		keys:      []any{"instanceID", instanceID, "bindingID", bindingID},
+		collision: "A binding with this id already exists under another id's name.",
+		look:      s.lookBinding(instanceID, bindingID),
+		refresh:   s.refreshBinding(instanceID, bindingID),
+		state:     func(o client.Object) *osbv1alpha1.State { return &o.(*osbv1alpha1.SFServiceBinding).Status.State },
+		reset: func(o client.Object, st osbv1alpha1.State) {
+			resetBindingStatus(&o.(*osbv1alpha1.SFServiceBinding).Status, st)
+		},
+		deleteState: setBindingDeleteState,
+	}
+}
+
+// errAgain asks retryConflicts to read the object again and decide anew:
+// a write lost a race with another writer.
+var errAgain = errors.New("decide again on a fresh read")
+
+// again turns a write conflict into errAgain.
+func again(err error) error {
+	if apierrors.IsConflict(err) {
+		return errAgain
+	}
+	return err
+}
+
+// retryConflicts runs one attempt of an endpoint (read fresh, decide, write)
+// until it returns anything but errAgain, at most maxAttempts times.
+func retryConflicts(attempt func(n int) (int, any, error)) (int, any, error) {
+	for n := 0; n < maxAttempts; n++ {
+		status, body, err := attempt(n)
+		if !errors.Is(err, errAgain) {
+			return status, body, err
+		}
+	}
+	return 0, nil, errTooManyConflicts()
+}
+
+// logDecision records a decision with the request's identity and the object's ids.
+func (s *Server) logDecision(c *osbCall, t target, msg string, kv ...any) {
+	kv = append(append(append([]any{}, t.keys...), kv...), "requestIdentity", c.x.requestID)
+	s.log.V(1).Info(msg, kv...)
+}
+
+// releaseTombstone frees the id of an object whose deletion finished, so
+// that a request can create it anew at once: it removes the broker's
+// finalizer, and the API server removes the object. Another request or the
+// reaper releasing it first is no error.
+func (s *Server) releaseTombstone(ctx context.Context, tombstone client.Object) error {
+	if !controllerutil.RemoveFinalizer(tombstone, osbv1alpha1.FinalizerBroker) {
+		return nil
+	}
+	if err := s.store.Update(ctx, tombstone); err != nil && !apierrors.IsNotFound(err) {
+		return again(err)
+	}
+	return nil
+}
+
+// createNew stores obj, a new object, and records its initial state. A
+// tombstone of the same id, when given, is released first. An object that
+// appeared meanwhile makes the first attempt decide again; on a later one
+// it is another id's object under the same name (409).
+func (s *Server) createNew(c *osbCall, t target, obj, tombstone client.Object, attempt int) error {
+	if tombstone != nil {
+		if err := s.releaseTombstone(c.ctx, tombstone); err != nil {
+			return err
+		}
+	}
+	if err := s.store.Create(c.ctx, obj); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		if attempt > 0 {
+			return conflict("%s", t.collision)
+		}
+		return errAgain
+	}
+	s.setInitialState(c.ctx, obj, func(o client.Object) bool {
+		st := t.state(o)
+		if *st != "" {
+			return false
+		}
+		*st = osbv1alpha1.StateInQueue
+		return true
+	}, t.refresh)
+	return nil
+}
+
+// begin starts the operation next on an existing object: its status reset
+// to state, its spec changed by mutate (nil: unchanged). A write conflict
+// is errAgain.
+func (s *Server) begin(c *osbCall, t target, obj client.Object, next Operation, state osbv1alpha1.State, mutate func(client.Object) error) (client.Object, error) {
+	obj, err := s.startOperation(c.ctx, obj, next, state, c.x, func(o client.Object) { t.reset(o, state) }, mutate, t.refresh)
+	return obj, again(err)
+}
+
+// deleteOutcome is the outcome of a deprovision or unbind: {} when done,
+// failed building the error of a failed deletion.
+func deleteOutcome(async, asyncOnly bool, failed func(progress) *Error) outcome {
+	return outcome{
+		async:      async,
+		asyncOnly:  asyncOnly,
+		doneStatus: http.StatusOK,
+		done:       func(client.Object) (any, error) { return emptyObject, nil },
+		failed:     failed,
+	}
+}
+
+// rejoinDeletion answers a DELETE of an object whose deletion started
+// before: a failed deletion is tried again as a new operation, one in
+// progress is joined.
+func (s *Server) rejoinDeletion(c *osbCall, t target, obj client.Object, op Operation, p progress, o outcome) (int, any, error) {
+	if p.state == stateFailed {
+		next := op.next(OpDelete)
+		if _, err := s.begin(c, t, obj, next, osbv1alpha1.StateDelete, nil); err != nil {
+			return 0, nil, err
+		}
+		op = next
+	}
+	o.accepted = operationResponse{Operation: op.String()}
+	return s.finish(c.ctx, op, o, t.look)
+}
+
+// startDeletion deletes obj as the operation after op (or as op, when a
+// previous attempt recorded the delete operation but did not delete) and
+// answers its outcome.
+func (s *Server) startDeletion(c *osbCall, t target, obj client.Object, op Operation, o outcome, msg string) (int, any, error) {
+	next := op.next(OpDelete)
+	if op.Type == OpDelete {
+		next = op
+	}
+	if err := s.deleteObject(c.ctx, obj, next, c.x, t.deleteState, t.refresh); err != nil {
+		return 0, nil, again(err)
+	}
+	s.logDecision(c, t, msg, "operation", next.String())
+	o.accepted = operationResponse{Operation: next.String()}
+	return s.finish(c.ctx, next, o, t.look)
+}

@@ -1,0 +1,26 @@
+// Package supervisor starts and stops the local processes of Marketplane:
+// the control plane of the landscape (etcd, kube-apiserver,
+// kube-controller-manager) and the providers that the process deployer of
+// the operator runs.
+//
+// A Spawner forks every process from one goroutine locked to its OS thread.
+// On Linux each child gets Pdeathsig, which the kernel ties to the thread
+// that forked it, not to the process; the Go runtime may end other threads,
+// so forking from a thread that lives as long as the Spawner makes
+// Pdeathsig mean "the supervising program died". Spawner.Close kills what
+// still runs. Each child leads a process
+// group of its own, so that Process.Stop (SIGTERM, a grace period, then
+// SIGKILL) also reaches whatever the child started.
+//
+// Every process appends its output to a log file after a header line; a
+// Process reports how it ended (ExitCode, DescribeExit, ExitError), the
+// output it wrote (OutputTail), and an exit that nobody asked for arrives on
+// Spawner.Crashes.
+//
+// Processes that an earlier run recorded, and that this one did not start,
+// are identified with StartTime and Running and stopped with StopPID.
+//
+// Other systems than Linux have no Pdeathsig and no /proc: a supervising
+// program that is killed leaves its processes behind, and a recorded process
+// can only be identified by its PID.
+package supervisor

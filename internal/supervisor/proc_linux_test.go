@@ -1,0 +1,100 @@
+package supervisor
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// helperEnv makes the test binary the supervising program of
+// TestPdeathsig: it starts a process, prints its PID and start time, and
+// exits without stopping it.
+const helperEnv = "SUPERVISOR_TEST_PDEATHSIG_HELPER"
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(helperEnv); dir != "" {
+		s := NewSpawner()
+		p, err := s.Start(Command{Name: "orphan", Cmd: exec.Command("sleep", "300"), LogPath: filepath.Join(dir, "orphan.log")})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		start, _ := StartTime(p.PID)
+		fmt.Println(p.PID, start)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestPdeathsig checks that a process dies with the program that started
+// it, which did not stop it.
+func TestPdeathsig(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+t.TempDir())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helper: %v", err)
+	}
+	var pid int
+	var start uint64
+	if _, err := fmt.Sscan(string(out), &pid, &start); err != nil {
+		t.Fatalf("helper output %q: %v", out, err)
+	}
+	t.Cleanup(func() {
+		if Running(pid, start, "sleep") {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	waitFor(t, "the process of an exited program to be killed by the kernel", func() bool { return !Running(pid, start, "sleep") })
+}
+
+// TestCloseKillsProcesses checks that Close kills what still runs. The
+// process runs without Pdeathsig, so that only Close can end it: the thread
+// that Close ends may be the main one, which the runtime parks instead.
+func TestCloseKillsProcesses(t *testing.T) {
+	f := newFixture(t)
+	p, err := f.s.Start(Command{
+		Name: "orphan", Cmd: exec.Command("sleep", "300"), LogPath: f.log("orphan"),
+		Prepare: func(cmd *exec.Cmd) error { cmd.SysProcAttr.Pdeathsig = 0; return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop(0) })
+	f.s.Close()
+	waitFor(t, "Close to kill the process", p.Exited)
+	if got, want := p.DescribeExit(), "ended (signal: killed)"; got != want {
+		t.Errorf("DescribeExit() = %q, want %q", got, want)
+	}
+}
+
+func TestRunning(t *testing.T) {
+	self := os.Getpid()
+	start, err := StartTime(self)
+	if err != nil || start == 0 {
+		t.Fatalf("StartTime(self) = %d, %v; want a time", start, err)
+	}
+	for _, tc := range []struct {
+		name   string
+		pid    int
+		start  uint64
+		binary string
+		want   bool
+	}{
+		{"self", self, start, os.Args[0], true},
+		{"any start time", self, 0, os.Args[0], true},
+		{"other start time", self, start + 1, os.Args[0], false},
+		{"other binary", self, start, "/bin/other", false},
+		{"no pid", 0, 0, os.Args[0], false},
+	} {
+		if got := Running(tc.pid, tc.start, tc.binary); got != tc.want {
+			t.Errorf("%s: Running = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if n, err := ResidentMemory(self); err != nil || n <= 0 {
+		t.Errorf("ResidentMemory(self) = %d, %v; want a size", n, err)
+	}
+}
