@@ -4,6 +4,7 @@ package supervisor
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,9 +161,10 @@ func TestStopReachesTheProcessGroup(t *testing.T) {
 					_ = syscall.Kill(child, syscall.SIGKILL)
 				}
 			})
-			if !Running(child, start, "sleep") {
-				t.Fatalf("the child (pid %d) does not run before Stop", child)
-			}
+			// The shell writes the pid right after it forks, possibly
+			// before the child has exec'd sleep (and Running checks the
+			// command name), so wait for it to be sleep before Stop.
+			waitFor(t, fmt.Sprintf("the child (pid %d) to run sleep before Stop", child), func() bool { return Running(child, start, "sleep") })
 			p.Stop(shortGrace)
 			// The child is not ours to reap: it is gone once it is a zombie.
 			waitFor(t, "the child of the stopped process to end", func() bool { return !Running(child, start, "sleep") })

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
@@ -180,12 +181,17 @@ func TestSecretsClusterWide(t *testing.T) {
 
 	setSecrets := func(v providerv1alpha1.SecretAccess) {
 		t.Helper()
-		cur := &providerv1alpha1.ServiceProvider{}
-		if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(sp), cur); err != nil {
-			t.Fatal(err)
-		}
-		cur.Spec.AccessPolicy = &providerv1alpha1.AccessPolicy{Secrets: v}
-		if err := k8s.Update(t.Context(), cur); err != nil {
+		// The operator writes the provider's status meanwhile: retry
+		// the read-modify-write on a conflict.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := &providerv1alpha1.ServiceProvider{}
+			if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(sp), cur); err != nil {
+				return err
+			}
+			cur.Spec.AccessPolicy = &providerv1alpha1.AccessPolicy{Secrets: v}
+			return k8s.Update(t.Context(), cur)
+		})
+		if err != nil {
 			t.Fatalf("set spec.accessPolicy.secrets=%q: %v", v, err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -227,7 +228,19 @@ func deleteAndWait(t *testing.T, obj client.Object) {
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
 	if err != nil {
-		t.Errorf("%T %s not gone: %v", obj, obj.GetName(), err)
+		// Say what holds it: its finalizers and, for a CRD, its
+		// conditions (the API server's finalizer reports there).
+		left := obj.DeepCopyObject().(client.Object)
+		if getErr := k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), left); getErr != nil {
+			t.Errorf("%T %s not gone: %v (and reading it: %v)", obj, obj.GetName(), err, getErr)
+			return
+		}
+		var conditions any
+		if crd, ok := left.(*apiextensionsv1.CustomResourceDefinition); ok {
+			conditions = crd.Status.Conditions
+		}
+		t.Errorf("%T %s not gone: %v; finalizers %v, deletion requested at %v, conditions %+v",
+			obj, obj.GetName(), err, left.GetFinalizers(), left.GetDeletionTimestamp(), conditions)
 	}
 }
 
