@@ -112,7 +112,7 @@ test-under-load: ## `make test` three times in a row while one busy loop per cor
 	done
 
 .PHONY: test-unit
-test-unit: ## Only the pure unit tests (`go test -short`): no API servers, no processes, no builds; seconds.
+test-unit: ## Only the pure unit tests (`go test -short`): no API servers, no processes, no builds (each package runs in about a second; linking the test binaries takes most of the minute).
 	$(GO) test -short -count=1 ./...
 	cd $(COMPAT) && $(GO) test -short -count=1 ./...
 

@@ -15,6 +15,9 @@ import (
 // figures must come out, the write counts read from the API server's
 // metrics among them. The targets are not checked: this machine is shared.
 func TestRunSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the benchmark against an API server; run without -short")
+	}
 	var out bytes.Buffer
 	c := config{n: 20, single: 3, workers: 4, concurrency: 4, qps: 200, burst: 400, servers: 1,
 		timeout: time.Minute, settle: 500 * time.Millisecond}

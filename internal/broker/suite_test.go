@@ -72,6 +72,7 @@ func TestMain(m *testing.M) {
 // setup starts the shared environment once and returns the shared broker.
 func setup(t *testing.T) *brokerProcess {
 	t.Helper()
+	testenv.SkipIfShort(t)
 	env.once.Do(func() { env.err = start() })
 	if env.err != nil {
 		t.Fatalf("test environment: %v", env.err)

@@ -8,6 +8,7 @@ package compat
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -61,6 +62,11 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
+	// Under -short (make test-unit) nothing here runs: the one test needs
+	// the landscape, so it is not started.
+	if flag.Parse(); testing.Short() {
+		return m.Run()
+	}
 	// The landscape's controllers log nothing; on failure a test prints
 	// the provider's own logs.
 	ctrl.SetLogger(logr.Discard())
@@ -98,6 +104,9 @@ func runMain(m *testing.M) int {
 // TestOpenMCPProvider is the whole life of the provider: deploy, two
 // tenants (one per control-plane kind), use, delete.
 func TestOpenMCPProvider(t *testing.T) {
+	if testing.Short() {
+		t.Skip("deploys a provider on a landscape of API servers; run without -short")
+	}
 	ctx := t.Context()
 	platform, onboarding := landscape.Platform.Client, landscape.Onboarding.Client
 
