@@ -55,6 +55,8 @@ var (
 	platform *testenv.Cluster
 	// k8s is an uncached admin client of the platform API server.
 	k8s client.Client
+	// watcher is k8s that can also watch.
+	watcher client.WithWatch
 )
 
 func TestMain(m *testing.M) { os.Exit(runSuite(m)) }
@@ -81,6 +83,10 @@ func runSuite(m *testing.M) int {
 		}
 	}()
 	k8s = platform.Client
+	if watcher, err = client.NewWithWatch(platform.Config, client.Options{Scheme: platform.Scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -284,18 +290,63 @@ func waitForConditions(t *testing.T, obj client.Object, wants ...want) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			return false, err.Error(), nil
 		}
-		st := statusOf(obj)
-		if st.ObservedGeneration != obj.GetGeneration() {
-			return false, fmt.Sprintf("observedGeneration %d, generation %d", st.ObservedGeneration, obj.GetGeneration()), nil
+		why := conditionsMismatch(obj, wants)
+		return why == "", why, nil
+	})
+}
+
+// conditionsMismatch says how obj differs from the wanted conditions at its
+// current generation, or returns "" when it has them all.
+func conditionsMismatch(obj client.Object, wants []want) string {
+	st := statusOf(obj)
+	if st.ObservedGeneration != obj.GetGeneration() {
+		return fmt.Sprintf("observedGeneration %d, generation %d", st.ObservedGeneration, obj.GetGeneration())
+	}
+	for _, w := range wants {
+		c := apimeta.FindStatusCondition(st.Conditions, string(w.Type))
+		if c == nil || c.Status != w.Status || c.Reason != string(w.Reason) || !strings.Contains(c.Message, w.Message) || c.ObservedGeneration != obj.GetGeneration() {
+			return fmt.Sprintf("want %s=%s/%s (%q), have %+v", w.Type, w.Status, w.Reason, w.Message, st.Conditions)
 		}
-		for _, w := range wants {
-			c := apimeta.FindStatusCondition(st.Conditions, string(w.Type))
-			if c == nil || c.Status != w.Status || c.Reason != string(w.Reason) || !strings.Contains(c.Message, w.Message) || c.ObservedGeneration != obj.GetGeneration() {
-				return false, fmt.Sprintf("want %s=%s/%s (%q), have %+v", w.Type, w.Status, w.Reason, w.Message, st.Conditions), nil
+	}
+	return ""
+}
+
+// watchConditions starts watching sp before the test causes a state that
+// lasts only briefly, such as a failure shown until the backoff ends. The
+// returned wait passes once any version of sp written since had all wanted
+// conditions. Polling could miss such a state on a loaded machine; the
+// watch sees every version.
+func watchConditions(t *testing.T, sp *providerv1alpha1.ServiceProvider) func(wants ...want) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	t.Cleanup(cancel)
+	w, err := watcher.Watch(ctx, &providerv1alpha1.ServiceProviderList{},
+		client.MatchingFields{"metadata.name": sp.Name})
+	if err != nil {
+		t.Fatalf("watch ServiceProvider %s: %v", sp.Name, err)
+	}
+	t.Cleanup(w.Stop)
+	return func(wants ...want) {
+		t.Helper()
+		why := "no version seen"
+		for {
+			select {
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					t.Fatalf("conditions of %s: watch ended before they were seen (last: %s)", sp.Name, why)
+				}
+				seen, isSP := ev.Object.(*providerv1alpha1.ServiceProvider)
+				if !isSP {
+					t.Fatalf("conditions of %s: unexpected watch event %s %T", sp.Name, ev.Type, ev.Object)
+				}
+				if why = conditionsMismatch(seen, wants); why == "" {
+					return
+				}
+			case <-ctx.Done():
+				t.Fatalf("conditions of %s: %v (last: %s)", sp.Name, ctx.Err(), why)
 			}
 		}
-		return true, "", nil
-	})
+	}
 }
 
 // waitForJob waits for the init Job of the given generation and attempt.
