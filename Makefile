@@ -130,6 +130,10 @@ bench: tools ## Benchmarks under bench/ (each prints its figures).
 	KUBEBUILDER_ASSETS=$(BIN) $(GO) run ./bench/provisioning
 	$(GO) run ./bench/render
 
+.PHONY: bench-multicluster
+bench-multicluster: tools ## The provisioning benchmark over 3 workload API servers and 20 SFClusters (least-filled), with the single-cluster load phase first for the ratio.
+	KUBEBUILDER_ASSETS=$(BIN) $(GO) run ./bench/provisioning -clusters 3 -registered 20 -n 1000 -scheduler least-filled -compare-single
+
 ##@ Run
 
 .PHONY: run

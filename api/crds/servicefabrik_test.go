@@ -605,12 +605,16 @@ func testSFPrinterColumns(t *testing.T, c *testenv.Cluster) {
 			},
 		},
 		"SFCluster": {
-			reason:   "An operator scans clusters by load, limit and cordon.",
+			reason:   "An operator scans clusters by load, capacity, limit and cordon.",
 			file:     "current-sfcluster.yaml",
 			resource: "sfclusters",
 			want: map[string]any{
 				"Name": "columns-sfcluster", "numserviceinstance": float64(12), "schedulinglimit": float64(80),
 				"unschedulable": true, "ready": "True",
+				"requests-cpu": "6500m", "requests-memory": "40Gi", "capacity-cpu": "64", "capacity-memory": "256Gi",
+				// Not in the fixture: no components, the default (central)
+				// provisioning mode, no offboarding.
+				"components": nil, "mode": nil, "offboarding": nil,
 			},
 		},
 	}

@@ -48,7 +48,31 @@
 // 40 ms and p99 ≤ 100 ms. With -strict a missed target makes the exit
 // status 1.
 //
+// With -clusters N above 1 (multi-cluster mode, multicluster.go) it also
+// starts N workload API servers. The idle and raw phases run as above;
+// with -compare-single the single-cluster load phase follows (same -n,
+// its own figures and targets). Then -registered SFClusters (default N;
+// cluster-01, cluster-02, …, each with a kubeconfig Secret of its own)
+// are registered round-robin on the N servers, the single-cluster
+// SFCluster is cordoned, the ProviderConfig's spec.schedulerType is set
+// to -scheduler (default least-filled), one warm-up instance per SFCluster
+// starts each cluster's client, and the load phase creates -n instances
+// without spec.clusterId, so that the scheduler places them. It prints the
+// load figures and write table as above (the workload servers' writes
+// included), the placements per SFCluster and their max-min, the
+// ConfigMaps found on each workload server, the ratio to the raw create
+// rate of the onboarding server (the raw phase measures only that
+// server), the ratio to the single-cluster rate when -compare-single ran,
+// and the peak RSS (VmHWM) of this process: the inter-operator and the
+// benchmark's own clients, not etcd and kube-apiserver. Targets (issue
+// #13): multi-cluster instances/s ≥ 0.5× the single-cluster instances/s
+// (checked with -compare-single), peak RSS ≤ 300 MB (10^6 bytes) with 20
+// registered SFClusters, for least-filled, label-selector and round-robin
+// placements max-min ≤ 1, and issue #5's writes per instance in both
+// load phases.
+//
 //	KUBEBUILDER_ASSETS=$PWD/bin go run ./bench/provisioning
+//	KUBEBUILDER_ASSETS=$PWD/bin go run ./bench/provisioning -clusters 3 -registered 20 -n 1000 -scheduler least-filled -compare-single
 package main
 
 import (
@@ -78,9 +102,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -129,6 +155,15 @@ type config struct {
 	timeout, settle                 time.Duration
 	cpuprofile, apiserverProfile    string
 	strict, verbose                 bool
+
+	// clusters is the number of workload API servers of the multi-cluster
+	// mode (1: the single-cluster benchmark), registered the number of
+	// SFClusters registered for them (0: as many as clusters), scheduler
+	// the ProviderConfig's spec.schedulerType there, and compareSingle
+	// runs the single-cluster load phase first in the same run.
+	clusters, registered int
+	scheduler            string
+	compareSingle        bool
 }
 
 func main() {
@@ -146,6 +181,10 @@ func main() {
 	flag.StringVar(&c.apiserverProfile, "apiserver-cpuprofile", "", "write a CPU profile of the onboarding kube-apiserver's first 5 s of the load phase to this file")
 	flag.BoolVar(&c.strict, "strict", false, "exit 1 when a target is missed")
 	flag.BoolVar(&c.verbose, "v", false, "log the inter-operator to stderr")
+	flag.IntVar(&c.clusters, "clusters", 1, "workload API servers: with more than 1, the load phase places the instances on SFClusters of that many servers with -scheduler")
+	flag.IntVar(&c.registered, "registered", 0, "SFClusters registered in the multi-cluster mode, round-robin over the -clusters workload servers (default: -clusters)")
+	flag.StringVar(&c.scheduler, "scheduler", "", "the ProviderConfig's spec.schedulerType in the multi-cluster mode (default least-filled)")
+	flag.BoolVar(&c.compareSingle, "compare-single", false, "in the multi-cluster mode, run the single-cluster load phase (same -n) first and print the multi ÷ single rate")
 	flag.Parse()
 	r, err := run(context.Background(), c, os.Stdout)
 	if err != nil {
@@ -164,23 +203,37 @@ type report struct {
 	loadPerSecond         float64
 	loadP50, loadP99      time.Duration
 	provisionerWrites     float64 // per instance, events aside
+	registryWrites        float64 // SFCluster status writes, in all
 	eventWrites           float64 // per instance
 	benchmarkWrites       float64 // per instance
 	reconcilesPerInstance float64
 	instancesSucceeded    int
+
+	// multi holds the figures of the multi-cluster mode; nil in the
+	// single-cluster benchmark, where the load figures above are the
+	// single-cluster load phase's. In the multi-cluster mode they are the
+	// multi-cluster load phase's.
+	multi *multiReport
 }
 
 // ok reports whether every target is met. Writes are counted events aside,
 // as the inter-operator's TestWritesPerInstance counts them; the report
-// prints them with events too.
+// prints them with events too. In the multi-cluster mode the load targets
+// are those of multiReport.ok.
 func (r report) ok() bool {
-	return r.loadPerSecond >= targetRate && r.provisionerWrites <= targetWrites &&
-		r.idleP50 <= targetIdleP50 && r.idleP99 <= targetIdleP99
+	idle := r.idleP50 <= targetIdleP50 && r.idleP99 <= targetIdleP99
+	if r.multi != nil {
+		return idle && r.multi.ok(r)
+	}
+	return idle && r.loadPerSecond >= targetRate && r.provisionerWrites <= targetWrites
 }
 
 // roles are the API servers of the three roles; they may be one.
 type roles struct {
 	platform, onboarding, target *testenv.Cluster
+	// workloads are the workload API servers of the multi-cluster mode,
+	// apart from the three roles.
+	workloads []*testenv.Cluster
 	// names of the distinct servers, for the write counts.
 	names map[*testenv.Cluster]string
 }
@@ -201,13 +254,17 @@ func (r roles) distinct() []*testenv.Cluster {
 			out = append(out, c)
 		}
 	}
-	return out
+	return append(out, r.workloads...)
 }
 
 func run(ctx context.Context, c config, out io.Writer) (report, error) {
 	var rep report
 	if c.n < 1 || c.single < 1 || c.workers < 1 || c.concurrency < 1 || c.qps <= 0 || c.burst < 1 {
 		return rep, errors.New("-n, -single, -workers, -concurrency, -qps and -burst must be positive")
+	}
+	c, err := c.withMultiClusterDefaults()
+	if err != nil {
+		return rep, err
 	}
 	klog.SetLogger(logr.Discard())
 	if c.verbose {
@@ -219,7 +276,7 @@ func run(ctx context.Context, c config, out io.Writer) (report, error) {
 	defer cancel()
 
 	start := time.Now()
-	rs, stop, err := startServers(c.servers)
+	rs, stop, err := startServers(c.servers, c.clusters)
 	if err != nil {
 		return rep, err
 	}
@@ -262,6 +319,10 @@ func run(ctx context.Context, c config, out io.Writer) (report, error) {
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		// The tests run the benchmark several times in one process; the
+		// reconcile counts are read as differences, so that sharing the
+		// controllers' metrics does not matter.
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		return rep, err
@@ -291,15 +352,23 @@ func run(ctx context.Context, c config, out io.Writer) (report, error) {
 	if err := tr.watch(ctx, bc, instanceNS); err != nil {
 		return rep, err
 	}
-	h := &harness{c: c, out: out, rs: rs, client: bc, own: own, tracker: tr}
+	h := &harness{c: c, out: out, rs: rs, client: bc, own: own, tracker: tr, platformCache: platformCluster.GetClient()}
 
-	fmt.Fprintf(out, "bench/provisioning: %s (started in %s)\n", describeServers(c.servers), time.Since(start).Round(100*time.Millisecond))
+	fmt.Fprintf(out, "bench/provisioning: %s (started in %s)\n", describeServers(c.servers, c.clusters), time.Since(start).Round(100*time.Millisecond))
 	fmt.Fprintf(out, "GOMAXPROCS=%d NumCPU=%d; one-object plan (one ConfigMap per instance, no status template)\n", goruntime.GOMAXPROCS(0), goruntime.NumCPU())
 	fmt.Fprintf(out, "client-side rate limits of every rest.Config (inter-operator: platform, onboarding, target; benchmark): qps=%g burst=%d\n", c.qps, c.burst)
 	fmt.Fprintf(out, "inter-operator: %d concurrent instance reconciles; benchmark: %d creating goroutines\n", c.concurrency, c.workers)
 	fmt.Fprintf(out, "instances are created as the broker does: create (finalizer, last-operation label), then status in_queue\n\n")
 
-	for _, phase := range []func(context.Context, *report) error{h.idle, h.raw, h.load} {
+	phases := []func(context.Context, *report) error{h.idle, h.raw}
+	if c.clusters == 1 {
+		phases = append(phases, func(ctx context.Context, rep *report) error {
+			return h.load(ctx, rep, loadPhase{title: "load", prefix: "load", profile: true, rateTarget: true})
+		})
+	} else {
+		phases = append(phases, h.multiCluster)
+	}
+	for _, phase := range phases {
 		if err := phase(ctx, &rep); err != nil {
 			return rep, err
 		}
@@ -316,6 +385,10 @@ type harness struct {
 	client  client.WithWatch
 	own     *countingTransport
 	tracker *tracker
+	// platformCache reads the platform cluster through the
+	// inter-operator's own cache, so that the benchmark can wait until the
+	// inter-operator sees a change before it measures.
+	platformCache client.Reader
 }
 
 // idle provisions instances one at a time on an otherwise idle system.
@@ -362,13 +435,28 @@ func (h *harness) raw(ctx context.Context, rep *report) error {
 	rep.rawPerSecond = float64(h.c.n) / elapsed.Seconds()
 	fmt.Fprintf(h.out, "raw:  %d ConfigMaps created by %d goroutines on the %s: %.0f creates/s (%s)\n",
 		h.c.n, h.c.workers, h.rs.describe(h.rs.onboarding), rep.rawPerSecond, elapsed.Round(time.Millisecond))
+	if len(h.rs.workloads) > 0 {
+		fmt.Fprintf(h.out, "      (the onboarding server, where the instances are created and their status written; the %d workload servers, which receive only the ConfigMaps, are not measured)\n", len(h.rs.workloads))
+	}
 	time.Sleep(h.c.settle)
 	return nil
 }
 
+// loadPhase describes a load phase: the single-cluster benchmark's, or
+// one of the multi-cluster mode's.
+type loadPhase struct {
+	// title starts the phase's first line; prefix starts the names of its
+	// instances.
+	title, prefix string
+	// profile: -cpuprofile and -apiserver-cpuprofile profile this phase.
+	profile bool
+	// rateTarget: the instances/s line shows the single-cluster target.
+	rateTarget bool
+}
+
 // load creates -n instances at once and measures how fast they succeed
 // and what they cost.
-func (h *harness) load(ctx context.Context, rep *report) error {
+func (h *harness) load(ctx context.Context, rep *report, phase loadPhase) error {
 	n := h.c.n
 	before, err := scrapeAll(ctx, h.rs)
 	if err != nil {
@@ -377,7 +465,7 @@ func (h *harness) load(ctx context.Context, rep *report) error {
 	ownBefore, _ := h.own.snapshot()
 	reconcilesBefore := reconciles()
 	cpuBefore := cpuSeconds()
-	if h.c.cpuprofile != "" {
+	if h.c.cpuprofile != "" && phase.profile {
 		f, err := os.Create(h.c.cpuprofile)
 		if err != nil {
 			return err
@@ -389,14 +477,14 @@ func (h *harness) load(ctx context.Context, rep *report) error {
 		defer pprof.StopCPUProfile()
 	}
 	apiserverProfiled := make(chan error, 1)
-	if h.c.apiserverProfile != "" {
+	if h.c.apiserverProfile != "" && phase.profile {
 		go func() { apiserverProfiled <- profileAPIServer(ctx, h.rs.onboarding, h.c.apiserverProfile, 5) }()
 	} else {
 		apiserverProfiled <- nil
 	}
 
 	entries := make([]*entry, n)
-	for i, name := range names("load", n) {
+	for i, name := range names(phase.prefix, n) {
 		entries[i] = h.tracker.expect(name)
 	}
 	start := time.Now()
@@ -431,9 +519,13 @@ func (h *harness) load(ctx context.Context, rep *report) error {
 	ownAfter, _ := h.own.snapshot()
 	rep.reconcilesPerInstance = (reconciles() - reconcilesBefore) / float64(n)
 
-	fmt.Fprintf(h.out, "load: %d instances created by %d goroutines, first create → all succeeded in %s\n",
-		n, h.c.workers, elapsed.Round(time.Millisecond))
-	fmt.Fprintf(h.out, "  instances/s:               %8.1f   (target ≥ %.0f: %s)\n", rep.loadPerSecond, targetRate, verdict(rep.loadPerSecond >= targetRate))
+	fmt.Fprintf(h.out, "%s: %d instances created by %d goroutines, first create → all succeeded in %s\n",
+		phase.title, n, h.c.workers, elapsed.Round(time.Millisecond))
+	if phase.rateTarget {
+		fmt.Fprintf(h.out, "  instances/s:               %8.1f   (target ≥ %.0f: %s)\n", rep.loadPerSecond, targetRate, verdict(rep.loadPerSecond >= targetRate))
+	} else {
+		fmt.Fprintf(h.out, "  instances/s:               %8.1f   (target ≥ %.1f× the single-cluster rate: below)\n", rep.loadPerSecond, targetMultiRatio)
+	}
 	fmt.Fprintf(h.out, "  create→succeeded:          p50 %s  p99 %s  (the creates took %s: instances queue up)\n",
 		ms(rep.loadP50), ms(rep.loadP99), createElapsed.Round(time.Millisecond))
 	fmt.Fprintf(h.out, "  instances/s ÷ raw creates/s: %6.3f   (%.1f / %.0f)\n", rep.loadPerSecond/rep.rawPerSecond, rep.loadPerSecond, rep.rawPerSecond)
@@ -442,7 +534,7 @@ func (h *harness) load(ctx context.Context, rep *report) error {
 
 	rep.writeTable(h.out, after.minus(before), ownAfter.minus(ownBefore), n)
 	for _, p := range []string{h.c.cpuprofile, h.c.apiserverProfile} {
-		if p != "" {
+		if p != "" && phase.profile {
 			fmt.Fprintf(h.out, "\nCPU profile: %s (go tool pprof -top %s)", p, p)
 		}
 	}
@@ -468,6 +560,11 @@ func (r *report) writeTable(out io.Writer, s scrapes, own writeCounts, n int) {
 		case strings.HasPrefix(k.resource, "events"):
 			r.eventWrites += per(theirs)
 			note = "  events (Ready and Synced transitions)"
+		case k.resource == "sfclusters/status":
+			// The cluster registry's: at most one per SFCluster and
+			// count delay, however many instances come.
+			r.registryWrites += theirs
+			note = "  the SFClusters' status: per cluster, not per instance"
 		default:
 			r.provisionerWrites += per(theirs)
 		}
@@ -483,12 +580,21 @@ func (r *report) writeTable(out io.Writer, s scrapes, own writeCounts, n int) {
 		r.provisionerWrites, targetWrites, verdict(r.provisionerWrites <= targetWrites))
 	fmt.Fprintf(out, "  provisioner writes per instance with its events: %.2f + %.2f = %.2f\n",
 		r.provisionerWrites, r.eventWrites, r.provisionerWrites+r.eventWrites)
+	fmt.Fprintf(out, "  SFCluster status writes (the cluster registry's, bounded per cluster, not counted above): %.0f\n", r.registryWrites)
 	fmt.Fprintf(out, "  the benchmark's own writes per instance (the broker's part: create, status in_queue, retries): %.2f\n", r.benchmarkWrites)
 
+	servers := map[string]bool{}
+	for k := range s.reads {
+		servers[k.server] = true
+	}
 	var reads []string
 	for _, k := range s.reads.keys() {
 		if v := per(s.reads[k]); v >= 0.01 && !strings.HasPrefix(k.resource, "WATCH") {
-			reads = append(reads, fmt.Sprintf("%s %.2f", k.resource, v))
+			name := k.resource
+			if len(servers) > 1 {
+				name = k.server + " " + name
+			}
+			reads = append(reads, fmt.Sprintf("%s %.2f", name, v))
 		}
 	}
 	if len(reads) == 0 {
@@ -712,8 +818,31 @@ func parallel(ctx context.Context, workers, n int, fn func(context.Context, int)
 	return time.Since(start), first
 }
 
-// startServers starts the API servers of the roles.
-func startServers(n int) (roles, func(), error) {
+// startServers starts the API servers of the roles and, with workloads
+// above 1, that many workload API servers.
+func startServers(n, workloads int) (roles, func(), error) {
+	rs, stop, err := startRoles(n)
+	if err != nil || workloads <= 1 {
+		return rs, stop, err
+	}
+	if n == 1 {
+		// "all" would claim the workload servers' role too.
+		rs.names[rs.platform] = "main"
+	}
+	ws, stopWorkloads, err := startWorkloads(workloads)
+	if err != nil {
+		stop()
+		return rs, nil, err
+	}
+	rs.workloads = ws
+	for _, w := range ws {
+		rs.names[w] = w.Name
+	}
+	return rs, func() { stopWorkloads(); stop() }, nil
+}
+
+// startRoles starts the API servers of the three roles: one, or one each.
+func startRoles(n int) (roles, func(), error) {
 	var rs roles
 	switch n {
 	case 1:
@@ -756,11 +885,19 @@ func startServers(n int) (roles, func(), error) {
 	return rs, nil, fmt.Errorf("-servers must be 1 or 3, not %d", n)
 }
 
-func describeServers(n int) string {
+func describeServers(n, workloads int) string {
+	s := "3 API servers (etcd + kube-apiserver each): platform, onboarding, target"
 	if n == 1 {
-		return "1 API server (etcd + kube-apiserver) plays platform, onboarding and target"
+		s = "1 API server (etcd + kube-apiserver) plays platform, onboarding and target"
+		if workloads > 1 {
+			s = "1 API server (etcd + kube-apiserver, \"main\") plays platform, onboarding and target"
+		}
 	}
-	return "3 API servers (etcd + kube-apiserver each): platform, onboarding, target"
+	if workloads > 1 {
+		s += fmt.Sprintf(" (SFCluster %q: the idle and single-cluster phases); %d workload API servers (workload-1 … workload-%d) for the multi-cluster load phase",
+			clusterName, workloads, workloads)
+	}
+	return s
 }
 
 // setupCatalog registers the ProviderConfig, the SFCluster of the target

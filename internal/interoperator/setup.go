@@ -10,11 +10,14 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
+	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/api/crds"
 	"github.com/marketplane/marketplane/api/install"
 	interoperatorv1alpha1 "github.com/marketplane/marketplane/api/interoperator/v1alpha1"
@@ -24,6 +27,8 @@ import (
 	"github.com/marketplane/marketplane/internal/interoperator/catalog"
 	"github.com/marketplane/marketplane/internal/interoperator/clusters"
 	"github.com/marketplane/marketplane/internal/interoperator/provisioner"
+	"github.com/marketplane/marketplane/internal/interoperator/replicate"
+	"github.com/marketplane/marketplane/internal/interoperator/scheduling"
 	"github.com/marketplane/marketplane/pkg/clusteraccess"
 	"github.com/marketplane/marketplane/pkg/providerapp"
 	"github.com/marketplane/marketplane/pkg/spruntime"
@@ -54,12 +59,15 @@ type Option func(*options)
 type options struct {
 	environment      string
 	concurrency      int
+	concurrencySet   bool
 	qps              float32
 	burst            int
 	minWait, maxWait time.Duration
 	backoffBase      time.Duration
 	backoffMax       time.Duration
 	refresh          time.Duration
+	requestTimeout   time.Duration
+	clusterChecks    []time.Duration
 	namePrefix       string
 	skipNameCheck    bool
 	httpClient       *http.Client
@@ -71,11 +79,13 @@ type options struct {
 func WithEnvironment(env string) Option { return func(o *options) { o.environment = env } }
 
 // WithMaxConcurrentReconciles sets how many instances, and how many
-// bindings, are reconciled at once (DefaultMaxConcurrentReconciles).
+// bindings, are reconciled at once. Without it, Service Fabrik's
+// interoperator-config ConfigMap decides (instanceWorkerCount,
+// bindingWorkerCount), else DefaultMaxConcurrentReconciles.
 func WithMaxConcurrentReconciles(n int) Option {
 	return func(o *options) {
 		if n > 0 {
-			o.concurrency = n
+			o.concurrency, o.concurrencySet = n, true
 		}
 	}
 }
@@ -98,9 +108,23 @@ func WithBackoff(base, maxWait time.Duration) Option {
 	return func(o *options) { o.backoffBase, o.backoffMax = base, maxWait }
 }
 
+// WithTargetRequestTimeout bounds every request to a target cluster, its
+// retries included (clusters.DefaultRequestTimeout).
+func WithTargetRequestTimeout(d time.Duration) Option {
+	return func(o *options) { o.requestTimeout = d }
+}
+
 // WithKubeconfigRefresh sets how long an SFCluster's client is used before
 // its kubeconfig Secret is read again (clusters.DefaultRefreshInterval).
 func WithKubeconfigRefresh(d time.Duration) Option { return func(o *options) { o.refresh = d } }
+
+// WithClusterChecks sets how often the SFCluster status controller checks
+// a Ready cluster and the backoff of its checks of one that is not
+// (clusters.DefaultReadyCheckInterval, DefaultMinCheckBackoff,
+// DefaultMaxCheckBackoff).
+func WithClusterChecks(ready, minBackoff, maxBackoff time.Duration) Option {
+	return func(o *options) { o.clusterChecks = []time.Duration{ready, minBackoff, maxBackoff} }
+}
 
 // WithControllerNamePrefix prefixes the names of the controllers (in logs
 // and metrics: <prefix>sfserviceinstance, <prefix>sfservicebinding,
@@ -126,6 +150,7 @@ const (
 	InstanceControllerName = "sfserviceinstance"
 	BindingControllerName  = "sfservicebinding"
 	CatalogControllerName  = "sfcatalog"
+	ClusterControllerName  = clusters.DefaultStatusControllerName
 )
 
 // Interoperator is what Setup registered.
@@ -138,6 +163,11 @@ type Interoperator struct {
 	Engine *provisioner.Engine
 	// Registry hands out the target clusters.
 	Registry *clusters.Registry
+	// ClusterStatus writes the SFClusters' status and offboards them.
+	ClusterStatus *clusters.StatusReconciler
+	// Replicator replicates instances and bindings to the SFClusters in
+	// provisioning mode replicate.
+	Replicator *replicate.Replicator
 }
 
 // Setup registers the inter-operator named providerName with mgr, a
@@ -173,6 +203,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platform cluster.Cluster, prov
 	if o.refresh > 0 {
 		regOpts = append(regOpts, clusters.WithRefreshInterval(o.refresh))
 	}
+	if o.requestTimeout > 0 {
+		regOpts = append(regOpts, clusters.WithRequestTimeout(o.requestTimeout))
+	}
 	registry := clusters.NewRegistry(platform.GetClient(), platform.GetAPIReader(), mgr.GetScheme(), regOpts...)
 	var engOpts []provisioner.EngineOption
 	if o.minWait > 0 {
@@ -181,32 +214,103 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platform cluster.Cluster, prov
 	if o.httpClient != nil {
 		engOpts = append(engOpts, provisioner.WithHTTPClient(o.httpClient))
 	}
+	// SFClusters in provisioning mode replicate get their instances and
+	// bindings copied there (package replicate); the Replicator's caches of
+	// the sisters live as long as the manager.
+	sisterCRDs, err := CRDs()
+	if err != nil {
+		return nil, err
+	}
+	var repOpts []replicate.Option
+	if o.maxWait > 0 {
+		repOpts = append(repOpts, replicate.WithPollInterval(o.maxWait))
+	}
+	replicator := replicate.New(mgr.GetScheme(), mgr.GetClient(), platform, sisterCRDs, repOpts...)
+	if err := mgr.Add(replicator); err != nil {
+		return nil, fmt.Errorf("setup inter-operator: add the replicator: %w", err)
+	}
+	engOpts = append(engOpts, provisioner.WithReplicator(replicator, replicator.InstanceEvents(), replicator.BindingEvents()))
 	engine := provisioner.NewEngine(platform, registry, engOpts...)
 
-	copts := controller.Options{MaxConcurrentReconciles: o.concurrency}
-	if o.skipNameCheck {
-		copts.SkipNameValidation = ptr.To(true)
+	instanceWorkers, bindingWorkers := o.concurrency, o.concurrency
+	if !o.concurrencySet {
+		instanceWorkers, bindingWorkers = serviceFabrikWorkers(ctx, platform, providerName, o.concurrency)
 	}
-	runtimeOpts := func(name string) []spruntime.Option {
+	var skipNameCheck *bool
+	if o.skipNameCheck {
+		skipNameCheck = ptr.To(true)
+	}
+	runtimeOpts := func(name string, workers int) []spruntime.Option {
 		return append([]spruntime.Option{
 			spruntime.WithEnvironment(o.environment),
 			spruntime.WithControllerName(o.namePrefix + name),
-			spruntime.WithControllerOptions(copts),
+			spruntime.WithControllerOptions(controller.Options{MaxConcurrentReconciles: workers, SkipNameValidation: skipNameCheck}),
 			spruntime.WithBackoff(o.backoffBase, o.backoffMax),
 		}, o.runtime...)
 	}
 	controllers, err := provisioner.SetupWithManager(mgr, providerName, platform, engine,
-		runtimeOpts(InstanceControllerName), runtimeOpts(BindingControllerName))
+		runtimeOpts(InstanceControllerName, instanceWorkers), runtimeOpts(BindingControllerName, bindingWorkers))
 	if err != nil {
 		return nil, err
 	}
 	cat := catalog.NewReconciler(providerName, platform,
 		catalog.WithControllerName(o.namePrefix+CatalogControllerName),
-		catalog.WithControllerOptions(controller.Options{SkipNameValidation: copts.SkipNameValidation}))
+		catalog.WithControllerOptions(controller.Options{SkipNameValidation: skipNameCheck}))
 	if err := cat.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
-	return &Interoperator{Controllers: controllers, Catalog: cat, Engine: engine, Registry: registry}, nil
+	statusOpts := []clusters.StatusOption{clusters.WithStatusControllerName(o.namePrefix + ClusterControllerName),
+		clusters.WithStatusControllerOptions(controller.Options{SkipNameValidation: skipNameCheck, MaxConcurrentReconciles: 4})}
+	if o.httpClient != nil {
+		statusOpts = append(statusOpts, clusters.WithComponentHTTPClient(o.httpClient))
+	}
+	if len(o.clusterChecks) == 3 {
+		statusOpts = append(statusOpts, clusters.WithCheckIntervals(o.clusterChecks[0], o.clusterChecks[1], o.clusterChecks[2]))
+	}
+	clusterStatus := clusters.NewStatusReconciler(providerName, platform, mgr.GetClient(), provisioner.IndexClusterID, registry, statusOpts...)
+	if err := clusterStatus.SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	// openMCP workload Clusters become SFClusters (spec.workloadClusters),
+	// where the platform cluster serves the Cluster kind.
+	if _, err := platform.GetRESTMapper().RESTMapping(clustersv1alpha1.GroupVersion.WithKind("Cluster").GroupKind(), clustersv1alpha1.GroupVersion.Version); err == nil {
+		workload := clusters.NewWorkloadClusterReconciler(providerName, platform, o.namePrefix+clusters.DefaultWorkloadControllerName,
+			controller.Options{SkipNameValidation: skipNameCheck})
+		if err := workload.SetupWithManager(mgr); err != nil {
+			return nil, err
+		}
+	} else {
+		ctrl.LoggerFrom(ctx).Info("The platform cluster serves no clusters.openmcp.cloud Clusters; spec.workloadClusters is not available", "reason", err.Error())
+	}
+	return &Interoperator{Controllers: controllers, Catalog: cat, Engine: engine, Registry: registry, ClusterStatus: clusterStatus, Replicator: replicator}, nil
+}
+
+// serviceFabrikWorkers returns how many instances and bindings are
+// reconciled at once by Service Fabrik's interoperator-config ConfigMap
+// (instanceWorkerCount, bindingWorkerCount) in the catalog namespace, or
+// def for what it does not set. Like Service Fabrik, it reads the
+// ConfigMap once, at start, and uses the defaults when it cannot.
+func serviceFabrikWorkers(ctx context.Context, platform cluster.Cluster, providerName string, def int) (instances, bindings int) {
+	log := ctrl.LoggerFrom(ctx).WithName("setup")
+	reader := platform.GetAPIReader()
+	cfg := &interoperatorv1alpha1.ProviderConfig{}
+	if err := reader.Get(ctx, client.ObjectKey{Name: providerName}, cfg); err != nil && !apierrors.IsNotFound(err) {
+		log.Error(err, "Cannot read the ProviderConfig for the interoperator-config ConfigMap; using the default worker counts")
+		return def, def
+	}
+	sf, found, err := scheduling.ReadSFConfig(ctx, reader, cfg.CatalogNamespace())
+	if err != nil {
+		log.Error(err, "Ignoring the interoperator-config ConfigMap; using the default worker counts")
+		return def, def
+	}
+	instances, bindings = def, def
+	if found && sf.InstanceWorkerCount > 0 {
+		instances = sf.InstanceWorkerCount
+	}
+	if found && sf.BindingWorkerCount > 0 {
+		bindings = sf.BindingWorkerCount
+	}
+	return instances, bindings
 }
 
 // CRDs returns the CRDs the inter-operator installs: the Service Fabrik

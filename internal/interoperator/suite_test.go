@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -142,6 +143,10 @@ type env struct {
 	// cluster.
 	ns string
 	io *interoperator.Interoperator
+	// stop stops the inter-operator started last; start starts a new one.
+	stop func() error
+	// setup are further options of interoperator.Setup (envOptions.setup).
+	setup []interoperator.Option
 }
 
 // envOptions configure newEnv.
@@ -152,6 +157,8 @@ type envOptions struct {
 	namespace  string
 	noCluster  bool
 	configSpec func(*interoperatorv1alpha1.ProviderConfigSpec)
+	// setup are further options of interoperator.Setup.
+	setup []interoperator.Option
 }
 
 // newEnv starts an inter-operator for a test and stops it when the test
@@ -183,7 +190,16 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	if !opts.noCluster {
 		e.createCluster(t, "target")
 	}
+	e.setup = opts.setup
+	e.start(t)
+	return e
+}
 
+// start starts the env's inter-operator; it stops when the test ends, or
+// at e.stop.
+func (e *env) start(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
 	platformCluster, err := cluster.New(platform.Config, func(o *cluster.Options) { o.Scheme = scheme })
 	must(t, err)
 	mgr, err := ctrl.NewManager(onboarding.Config, ctrl.Options{
@@ -195,26 +211,33 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	})
 	must(t, err)
 	must(t, mgr.Add(platformCluster))
-	e.io, err = interoperator.Setup(ctx, mgr, platformCluster, e.name,
-		interoperator.WithControllerNamePrefix(e.name+"-"),
+	e.io, err = interoperator.Setup(ctx, mgr, platformCluster, e.name, append([]interoperator.Option{
+		interoperator.WithControllerNamePrefix(e.name + "-"),
 		interoperator.WithProgressWait(100*time.Millisecond, time.Second),
 		interoperator.WithBackoff(50*time.Millisecond, time.Second),
 		interoperator.WithKubeconfigRefresh(time.Second),
-		interoperator.WithRuntimeOptions(spruntime.WithWaitInterval(200*time.Millisecond)))
+		interoperator.WithRuntimeOptions(spruntime.WithWaitInterval(200 * time.Millisecond))}, e.setup...)...)
 	must(t, err)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	var stopErr error
+	e.stop = func() error {
+		once.Do(func() {
+			cancel()
+			stopErr = <-done
+		})
+		return stopErr
+	}
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := e.stop(); err != nil {
 			t.Errorf("manager: %v", err)
 		}
 		if t.Failed() {
 			t.Logf("controller log of %s:\n%s", e.name, logs.LinesWith(e.name+"-"))
 		}
 	})
-	return e
 }
 
 // createCluster registers the target cluster as the SFCluster name, with

@@ -24,8 +24,8 @@
 // neither the network nor the inter-operator's environment.
 //
 // Variables are .service, .plan, .instance and, for bindings, .binding, as
-// maps (Values); a status template also sees every source by its name
-// (WithSources).
+// maps (Values); every template also sees the sources by their names
+// (WithSources), as Service Fabrik's do.
 //
 // Parsed templates and loaded charts are cached by the SHA-256 of their
 // content, in bounded LRU caches, so that rendering the same plan again

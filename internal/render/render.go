@@ -169,8 +169,8 @@ type Input struct {
 	// Template is the plan's template for the action being rendered.
 	Template osbv1alpha1.TemplateSpec
 	// Values are the template's variables, usually built with Values, plus
-	// the sources (WithSources) for a status template. A render works on a
-	// copy: templates that edit a variable (set, unset) do not change it.
+	// the sources (WithSources). A render works on a copy: templates that
+	// edit a variable (set, unset) do not change it.
 	Values map[string]any
 	// Namespace is the namespace of a Helm release (.Release.Namespace).
 	// When empty, the instance's namespace is used.

@@ -454,9 +454,9 @@ func TestParseSources(t *testing.T) {
 		wantErr  string
 	}{
 		"ClusterScoped":    {rendered: "ns:\n  apiVersion: v1\n  kind: Namespace\n  name: x"},
-		"NoName":           {rendered: "pg:\n  apiVersion: v1\n  kind: Secret", wantErr: `source "pg" has no name`},
+		"NoName":           {rendered: "pg:\n  apiVersion: v1\n  kind: Secret"}, // skipped, as in Service Fabrik (TestParseSourcesAsServiceFabrik)
 		"NotMapping":       {rendered: "pg: secret/x", wantErr: `source "pg" is not a mapping`},
-		"ReservedName":     {rendered: "instance:\n  apiVersion: v1\n  kind: Secret\n  name: x", wantErr: `source "instance": the name is taken`},
+		"ReservedName":     {rendered: "instance:\n  apiVersion: v1\n  kind: Secret\n  name: x"}, // replaces .instance when found, as in Service Fabrik
 		"NameNotString":    {rendered: "pg:\n  apiVersion: v1\n  kind: Secret\n  name: [x]", wantErr: `source "pg": name is not a string`},
 		"EmptyIsNoSources": {rendered: ""},
 	}

@@ -94,17 +94,23 @@ func isNil(obj client.Object) bool {
 
 // WithSources returns a copy of values with each source object, fetched by
 // the caller for the references of the sources template, as a variable
-// named by its key (.postgresql, .secret). A source that could not be found
-// is passed as nil, or not at all, and stays unset; status templates guard
-// such variables with "with". Names that would replace the variables of
-// Values are refused by ParseSources, so they cannot occur here.
+// named by its key (.postgresql, .secret). Every template sees them:
+// provision, bind, unbind and status, as in Service Fabrik. A source that
+// could not be found is passed as nil, or not at all, and stays unset;
+// templates guard such variables with "with".
+//
+// A source named like a variable (.service, .plan, .instance, .binding)
+// replaces it when the object was found, and leaves it as it was when not:
+// Service Fabrik puts the fetched sources into the same map as the
+// variables, after them. Its postgres sample names a Kubernetes Service
+// "service" and reads it as .service in its status template.
 func WithSources(values map[string]any, sources map[string]*unstructured.Unstructured) map[string]any {
 	out := make(map[string]any, len(values)+len(sources))
 	for k, v := range values {
 		out[k] = v
 	}
 	for name, obj := range sources {
-		if obj == nil || isReserved(name) {
+		if obj == nil {
 			continue
 		}
 		m := copyMap(obj.Object)
@@ -116,17 +122,16 @@ func WithSources(values map[string]any, sources map[string]*unstructured.Unstruc
 	return out
 }
 
-func isReserved(name string) bool {
-	switch name {
-	case VarService, VarPlan, VarInstance, VarBinding:
-		return true
-	}
-	return false
-}
-
 // ParseSources reads the rendered sources template: a mapping of variable
 // name to object reference {apiVersion, kind, name, namespace}. Namespace
 // may be empty for a cluster-scoped object.
+//
+// An entry without a name, apiVersion or kind is skipped: its variable
+// stays unset, as in Service Fabrik, which looks up only entries with a
+// name (its director sample names the binding's object, which has no name
+// before there is a binding) and ignores a look-up that fails for want of
+// apiVersion or kind. An empty entry is skipped likewise. An entry that is
+// not a mapping, or whose fields are not strings, is an error.
 func ParseSources(rendered map[string]any) (map[string]osbv1alpha1.Source, error) {
 	names := make([]string, 0, len(rendered))
 	for name := range rendered {
@@ -135,8 +140,8 @@ func ParseSources(rendered map[string]any) (map[string]osbv1alpha1.Source, error
 	sort.Strings(names)
 	out := make(map[string]osbv1alpha1.Source, len(rendered))
 	for _, name := range names {
-		if isReserved(name) {
-			return nil, fmt.Errorf("source %q: the name is taken by a template variable", name)
+		if rendered[name] == nil {
+			continue
 		}
 		m, ok := rendered[name].(map[string]any)
 		if !ok {
@@ -144,14 +149,13 @@ func ParseSources(rendered map[string]any) (map[string]osbv1alpha1.Source, error
 		}
 		var ref osbv1alpha1.Source
 		for _, f := range []struct {
-			key      string
-			dst      *string
-			required bool
+			key string
+			dst *string
 		}{
-			{"apiVersion", &ref.APIVersion, true},
-			{"kind", &ref.Kind, true},
-			{"name", &ref.Name, true},
-			{"namespace", &ref.Namespace, false},
+			{"apiVersion", &ref.APIVersion},
+			{"kind", &ref.Kind},
+			{"name", &ref.Name},
+			{"namespace", &ref.Namespace},
 		} {
 			switch v := m[f.key].(type) {
 			case string:
@@ -160,9 +164,9 @@ func ParseSources(rendered map[string]any) (map[string]osbv1alpha1.Source, error
 			default:
 				return nil, fmt.Errorf("source %q: %s is not a string", name, f.key)
 			}
-			if f.required && *f.dst == "" {
-				return nil, fmt.Errorf("source %q has no %s", name, f.key)
-			}
+		}
+		if ref.Name == "" || ref.APIVersion == "" || ref.Kind == "" {
+			continue
 		}
 		out[name] = ref
 	}

@@ -24,7 +24,7 @@ func ReconcileCount(t testing.TB, controller string) float64 {
 
 // MetricValue sums, over the series of the metric family name in
 // controller-runtime's registry whose labels include labels, the counter
-// values, or for histograms the number of observations. It is 0 when there
+// and gauge values, or for histograms the number of observations. It is 0 when there
 // is no such series yet.
 func MetricValue(t testing.TB, name string, labels map[string]string) float64 {
 	t.Helper()
@@ -48,9 +48,12 @@ func MetricValue(t testing.TB, name string, labels map[string]string) float64 {
 					continue series
 				}
 			}
-			if h := m.GetHistogram(); h != nil {
-				total += float64(h.GetSampleCount())
-			} else {
+			switch {
+			case m.GetHistogram() != nil:
+				total += float64(m.GetHistogram().GetSampleCount())
+			case m.GetGauge() != nil:
+				total += m.GetGauge().GetValue()
+			default:
 				total += m.GetCounter().GetValue()
 			}
 		}

@@ -83,6 +83,18 @@ type ProviderConfigSpec struct {
 	// catalog namespace is used; with none, or several, such instances wait.
 	// +optional
 	DefaultCluster string `json:"defaultCluster,omitempty"`
+	// schedulerType chooses how instances without spec.clusterId are
+	// placed on the SFClusters: default (defaultCluster, or the only
+	// cluster), round-robin, least-filled (fewest instances),
+	// least-utilized (most free capacity) or label-selector (Service
+	// Fabrik's: least-filled, or least-utilized for plans with
+	// context.requests). Every scheduler honours cordons, Ready, the
+	// plan's clusterSelector and capacity. When unset, the schedulerType
+	// of Service Fabrik's interoperator-config ConfigMap in the catalog
+	// namespace applies, else default.
+	// +optional
+	// +kubebuilder:validation:Enum=default;round-robin;least-filled;least-utilized;label-selector
+	SchedulerType string `json:"schedulerType,omitempty"`
 	// templateFileRoots are the directories, on the inter-operator's file
 	// system, from which templates and charts may be read with file:// urls.
 	// Without any, file urls are refused.
@@ -97,6 +109,11 @@ type ProviderConfigSpec struct {
 	// +optional
 	// +listType=atomic
 	RenderPolicies []RenderPolicy `json:"renderPolicies,omitempty"`
+	// workloadClusters, when set, registers the openMCP Clusters of purpose
+	// workload of a namespace as SFClusters, with access obtained through
+	// AccessRequests (workloadclusters_types.go).
+	// +optional
+	WorkloadClusters *WorkloadClusters `json:"workloadClusters,omitempty"`
 }
 
 // ProviderConfig configures the inter-operator. It is cluster-scoped, lives
@@ -108,6 +125,7 @@ type ProviderConfigSpec struct {
 // +kubebuilder:metadata:labels="openmcp.cloud/cluster=platform"
 // +kubebuilder:printcolumn:name="catalog",type=string,JSONPath=`.spec.catalogNamespace`
 // +kubebuilder:printcolumn:name="default-cluster",type=string,JSONPath=`.spec.defaultCluster`
+// +kubebuilder:printcolumn:name="scheduler",type=string,JSONPath=`.spec.schedulerType`
 // +kubebuilder:printcolumn:name="age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ProviderConfig struct {
 	metav1.TypeMeta   `json:",inline"`

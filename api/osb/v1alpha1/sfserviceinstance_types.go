@@ -148,10 +148,14 @@ type SFServiceInstance struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// spec is the OSB request.
+	// spec is the OSB request. It is optional, as in Service Fabrik's CRD,
+	// so that tooling written for Service Fabrik is not refused; an
+	// instance without it names no service or plan, and the provisioner
+	// fails it with reason MissingServiceOrPlan (docs/api.md).
+	// +optional
 	// +kubebuilder:validation:XValidation:rule="self.serviceId == oldSelf.serviceId",message="serviceId is immutable: an instance cannot move to another service",fieldPath=".serviceId"
 	// +kubebuilder:validation:XValidation:rule="!has(oldSelf.instanceId) || size(oldSelf.instanceId) == 0 || (has(self.instanceId) && self.instanceId == oldSelf.instanceId)",message="instanceId is immutable once set: it is the OSB instance_id",fieldPath=".instanceId"
-	Spec SFServiceInstanceSpec `json:"spec"`
+	Spec SFServiceInstanceSpec `json:"spec,omitempty"`
 
 	// status is the state of the latest operation.
 	// +optional

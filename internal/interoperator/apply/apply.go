@@ -141,9 +141,15 @@ func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 	return applied, nil
 }
 
-// EnsureNamespace creates the namespace name unless it exists. It reads
-// before it writes, and remembers namespaces it found, so that it writes
-// only for a namespace that is missing.
+// LabelCreatedNamespace marks a namespace that EnsureNamespace created:
+// DeleteCreatedNamespace deletes only such namespaces, never one that
+// existed before.
+const LabelCreatedNamespace = "interoperator.marketplane.io/created-namespace"
+
+// EnsureNamespace creates the namespace name, labelled
+// LabelCreatedNamespace, unless it exists. It reads before it writes, and
+// remembers namespaces it found, so that it writes only for a namespace
+// that is missing.
 func (a *Applier) EnsureNamespace(ctx context.Context, name string) error {
 	if _, ok := a.namespaces.Load(name); ok {
 		return nil
@@ -156,7 +162,7 @@ func (a *Applier) EnsureNamespace(ctx context.Context, name string) error {
 			return fmt.Errorf("namespace %s is being deleted", name)
 		}
 	case apierrors.IsNotFound(err):
-		ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelCreatedNamespace: "true"}}}
 		if err := a.client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create namespace %s: %w", name, err)
 		}
@@ -164,6 +170,27 @@ func (a *Applier) EnsureNamespace(ctx context.Context, name string) error {
 		return fmt.Errorf("get namespace %s: %w", name, err)
 	}
 	a.namespaces.Store(name, struct{}{})
+	return nil
+}
+
+// DeleteCreatedNamespace deletes the namespace name if EnsureNamespace
+// created it (it carries LabelCreatedNamespace); a namespace that existed
+// before, or is gone, is left alone.
+func (a *Applier) DeleteCreatedNamespace(ctx context.Context, name string) error {
+	a.namespaces.Delete(name)
+	ns := &corev1.Namespace{}
+	if err := a.client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("get namespace %s: %w", name, err)
+	}
+	if ns.Labels[LabelCreatedNamespace] != "true" || ns.DeletionTimestamp != nil {
+		return nil
+	}
+	if err := a.client.Delete(ctx, ns, client.Preconditions{UID: &ns.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete namespace %s: %w", name, err)
+	}
 	return nil
 }
 

@@ -27,44 +27,9 @@ func testScheme(t *testing.T) *runtime.Scheme {
 	return s
 }
 
-func sfcluster(name string, cordoned bool) *resourcev1alpha1.SFCluster {
+func sfcluster(name string) *resourcev1alpha1.SFCluster {
 	return &resourcev1alpha1.SFCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "cat", Name: name},
-		Spec: resourcev1alpha1.SFClusterSpec{SecretRef: name + "-kubeconfig", Unschedulable: cordoned}}
-}
-
-func TestSchedule(t *testing.T) {
-	tests := map[string]struct {
-		reason   string
-		clusters []client.Object
-		def      string
-		want     string
-		wantErr  string
-	}{
-		"OnlyCluster":     {"The only cluster takes every instance.", []client.Object{sfcluster("a", false)}, "", "a", ""},
-		"Default":         {"The default cluster wins over the others.", []client.Object{sfcluster("a", false), sfcluster("b", false)}, "b", "b", ""},
-		"NoCluster":       {"Without clusters there is nowhere to go.", nil, "", "", ReasonNoClusterAvailable},
-		"Several":         {"Several clusters and no default: the scheduler does not guess.", []client.Object{sfcluster("a", false), sfcluster("b", false)}, "", "", ReasonNoClusterAvailable},
-		"CordonedSkipped": {"A cordoned cluster takes no new instances.", []client.Object{sfcluster("a", true), sfcluster("b", false)}, "", "b", ""},
-		"CordonedDefault": {"A cordoned default takes none either.", []client.Object{sfcluster("a", true), sfcluster("b", false)}, "a", "", ReasonNoClusterAvailable},
-		"MissingDefault":  {"A default that does not exist is reported.", []client.Object{sfcluster("a", false)}, "z", "", ReasonNoClusterAvailable},
-		"OtherNamespace":  {"Clusters of other namespaces do not count.", []client.Object{&resourcev1alpha1.SFCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "elsewhere", Name: "x"}}}, "", "", ReasonNoClusterAvailable},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(tc.clusters...).Build()
-			got, err := Schedule(context.Background(), c, "cat", tc.def)
-			if tc.wantErr != "" {
-				ce, ok := AsError(err)
-				if !ok || ce.Reason != tc.wantErr {
-					t.Fatalf("%s\nSchedule() error = %v, want reason %s", tc.reason, err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil || got != tc.want {
-				t.Errorf("%s\nSchedule() = %q, %v; want %q", tc.reason, got, err, tc.want)
-			}
-		})
-	}
+		Spec: resourcev1alpha1.SFClusterSpec{SecretRef: name + "-kubeconfig"}}
 }
 
 const testKubeconfig = `apiVersion: v1
@@ -92,10 +57,10 @@ func TestRegistry(t *testing.T) {
 	}
 	execConfig := strings.Replace(testKubeconfig, "    token: not-a-real-token\n", "    exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/steal}\n", 1)
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(
-		sfcluster("good", false), secret("good", testKubeconfig),
-		sfcluster("exec", false), secret("exec", execConfig),
-		sfcluster("garbage", false), secret("garbage", "not: [a kubeconfig"),
-		sfcluster("nosecret", false),
+		sfcluster("good"), secret("good", testKubeconfig),
+		sfcluster("exec"), secret("exec", execConfig),
+		sfcluster("garbage"), secret("garbage", "not: [a kubeconfig"),
+		sfcluster("nosecret"),
 	).Build()
 	now := time.Now()
 	r := NewRegistry(c, c, testScheme(t), WithRefreshInterval(time.Minute))

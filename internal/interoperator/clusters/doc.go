@@ -1,6 +1,6 @@
 // Package clusters gives the inter-operator access to the clusters that
 // service instances run on, registered as SFClusters on the platform
-// cluster, and places instances on them.
+// cluster, and keeps their status (package scheduling places instances).
 //
 // A Registry turns an SFCluster into a Target: a client built from the
 // kubeconfig in the SFCluster's Secret (key "kubeconfig"), an Applier for
@@ -10,8 +10,10 @@
 // kubeconfig takes effect within it. Kubeconfigs with credential plugins
 // are refused, and kubeconfigs never appear in logs, events or errors.
 //
-// Schedule is the default scheduler: an instance without spec.clusterId
-// goes to the ProviderConfig's defaultCluster, or to the only SFCluster of
-// the catalog namespace. Cordoned SFClusters (spec.unschedulable) take no
-// new instances.
+// StatusReconciler keeps every SFCluster's status live (instances, the sum
+// of their plans' context.requests, node capacity, a Ready condition from a
+// reachability check with backoff) and offboards SFClusters: a finalizer
+// blocks the deletion of one that instances still run on, with a drain
+// report, and the Registry forgets the cluster once it is gone
+// (docs/multicluster.md).
 package clusters

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -26,6 +27,11 @@ const (
 	// DefaultRefreshInterval is how long a Target is used before its
 	// kubeconfig Secret is read again.
 	DefaultRefreshInterval = 30 * time.Second
+	// DefaultRequestTimeout bounds every request to a target cluster,
+	// client-go's retries of reads included, so that a target that stops
+	// answering holds a worker for this long at most and its instances
+	// report it (ClusterUnreachable) instead of waiting on a hung request.
+	DefaultRequestTimeout = 30 * time.Second
 	// DefaultQPS and DefaultBurst are the client-side rate limits of the
 	// clients of target clusters: set deliberately, since the library
 	// defaults (5 and 10) would throttle provisioning.
@@ -44,6 +50,10 @@ type Target struct {
 	// CAData is the CA bundle of the API server, PEM; empty when the
 	// kubeconfig trusts the system's roots.
 	CAData []byte
+
+	// httpClient is the HTTP client behind Cluster's client, so that
+	// forgetting the Target can close its idle connections.
+	httpClient *http.Client
 }
 
 // Variable returns what templates see as .cluster: the SFCluster's name,
@@ -62,6 +72,7 @@ type Registry struct {
 	secrets  client.Reader
 	scheme   *runtime.Scheme
 	refresh  time.Duration
+	timeout  time.Duration
 	qps      float32
 	burst    int
 	now      func() time.Time
@@ -90,6 +101,16 @@ func WithRefreshInterval(d time.Duration) Option {
 	}
 }
 
+// WithRequestTimeout bounds every request to a target cluster, retries
+// included (DefaultRequestTimeout).
+func WithRequestTimeout(d time.Duration) Option {
+	return func(r *Registry) {
+		if d > 0 {
+			r.timeout = d
+		}
+	}
+}
+
 // WithRateLimits sets the client-side rate limits of target clients
 // (DefaultQPS, DefaultBurst).
 func WithRateLimits(qps float32, burst int) Option {
@@ -110,6 +131,7 @@ func NewRegistry(clusters, secrets client.Reader, scheme *runtime.Scheme, opts .
 		secrets:  secrets,
 		scheme:   scheme,
 		refresh:  DefaultRefreshInterval,
+		timeout:  DefaultRequestTimeout,
 		qps:      DefaultQPS,
 		burst:    DefaultBurst,
 		now:      time.Now,
@@ -166,11 +188,27 @@ func (r *Registry) Target(ctx context.Context, namespace, name string) (*Target,
 }
 
 // Forget drops the cached Target of an SFCluster, for example after its
-// credentials were refused; the next Target call reads the Secret again.
+// credentials were refused or the SFCluster was deleted, and closes the
+// idle connections of its client: nothing keeps a connection to a cluster
+// that left open. The next Target call reads the Secret again. Callers
+// that still hold the Target may go on using it.
 func (r *Registry) Forget(namespace, name string) {
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	r.mu.Lock()
+	e := r.entries[key]
+	delete(r.entries, key)
+	r.mu.Unlock()
+	if e != nil && e.target.httpClient != nil {
+		e.target.httpClient.CloseIdleConnections()
+	}
+}
+
+// Cached reports whether the Registry holds a Target for the SFCluster
+// name in namespace.
+func (r *Registry) Cached(namespace, name string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.entries, types.NamespacedName{Namespace: namespace, Name: name})
+	return r.entries[types.NamespacedName{Namespace: namespace, Name: name}] != nil
 }
 
 func (r *Registry) newTarget(name string, data []byte) (*Target, error) {
@@ -189,14 +227,23 @@ func (r *Registry) newTarget(name string, data []byte) (*Target, error) {
 	}
 	cfg.QPS, cfg.Burst = r.qps, r.burst
 	cfg.UserAgent = "marketplane-interoperator"
-	c, err := client.New(cfg, client.Options{Scheme: r.scheme})
+	// The client's requests are bounded; the config handed out is not, so
+	// that watches made from it are not cut.
+	requests := rest.CopyConfig(cfg)
+	requests.Timeout = r.timeout
+	httpClient, err := rest.HTTPClientFor(requests)
+	if err != nil {
+		return nil, fmt.Errorf("HTTP client: %w", err)
+	}
+	c, err := client.New(requests, client.Options{Scheme: r.scheme, HTTPClient: httpClient})
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
 	return &Target{
-		Cluster: spruntime.NewCluster(name, rest.CopyConfig(cfg), c),
-		Applier: apply.New(c),
-		Server:  cfg.Host,
-		CAData:  ca,
+		Cluster:    spruntime.NewCluster(name, rest.CopyConfig(cfg), c),
+		Applier:    apply.New(c),
+		Server:     cfg.Host,
+		CAData:     ca,
+		httpClient: httpClient,
 	}, nil
 }

@@ -4,35 +4,48 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	interoperatorv1alpha1 "github.com/marketplane/marketplane/api/interoperator/v1alpha1"
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	"github.com/marketplane/marketplane/internal/interoperator/clusters"
+	"github.com/marketplane/marketplane/internal/interoperator/scheduling"
+	"github.com/marketplane/marketplane/internal/render"
 	"github.com/marketplane/marketplane/pkg/spruntime"
 )
 
 // InstanceAccess is the ClusterAccess of SFServiceInstances: the SFCluster
 // named by spec.clusterId, or, for an instance without one, the cluster the
-// default scheduler picks (clusters.Schedule). The instance reconciler
-// persists that choice in spec.clusterId. The target cluster is handed out
-// as the ClusterContext's WorkloadCluster.
+// scheduler picks (package scheduling). The instance reconciler persists
+// that choice in spec.clusterId. The target cluster is handed out as the
+// ClusterContext's WorkloadCluster.
 type InstanceAccess struct {
 	providerName string
 	platform     cluster.Cluster
-	registry     *clusters.Registry
+	engine       *Engine
+	placer       *scheduling.Placer
+	recorder     events.EventRecorder
 }
 
 var _ spruntime.ClusterAccess[*osbv1alpha1.SFServiceInstance] = &InstanceAccess{}
 
 // NewInstanceAccess returns the ClusterAccess of instances of the
-// inter-operator named providerName.
-func NewInstanceAccess(providerName string, platform cluster.Cluster, registry *clusters.Registry) *InstanceAccess {
-	return &InstanceAccess{providerName: providerName, platform: platform, registry: registry}
+// inter-operator named providerName. recorder, when not nil, receives an
+// event for every scheduling decision.
+func NewInstanceAccess(providerName string, platform cluster.Cluster, engine *Engine, placer *scheduling.Placer, recorder events.EventRecorder) *InstanceAccess {
+	return &InstanceAccess{providerName: providerName, platform: platform, engine: engine, placer: placer, recorder: recorder}
 }
 
 // Clusters implements spruntime.ClusterAccess. Configuration problems (no
@@ -49,13 +62,92 @@ func (a *InstanceAccess) Clusters(ctx context.Context, inst *osbv1alpha1.SFServi
 	name := inst.Spec.ClusterID
 	if name == "" {
 		if deleting {
+			a.placer.Forget(inst.UID)
 			return spruntime.ClusterContext{}, false, spruntime.InvalidUserInput(string(ReasonNotScheduled), "the instance was never scheduled; nothing to delete")
 		}
-		if name, err = clusters.Schedule(ctx, a.platform.GetClient(), cfg.CatalogNamespace(), cfg.Spec.DefaultCluster); err != nil {
-			return spruntime.ClusterContext{}, false, clusterError(err, false)
+		if name, err = a.schedule(ctx, inst, cfg); err != nil {
+			return spruntime.ClusterContext{}, false, err
 		}
 	}
-	return target(ctx, a.registry, cfg, name, deleting)
+	return target(ctx, a.engine.registry, cfg, name, deleting)
+}
+
+// schedule places an instance that names no cluster, and records the
+// decision and its reason in the Scheduled condition and an event. An
+// instance whose plan's clusterSelector matches no SFCluster, or whose
+// plan cannot be scheduled, fails; one that no cluster can take now waits
+// for the SFClusters to change.
+func (a *InstanceAccess) schedule(ctx context.Context, inst *osbv1alpha1.SFServiceInstance, cfg *interoperatorv1alpha1.ProviderConfig) (string, error) {
+	if inst.Status.State == osbv1alpha1.StateFailed && inst.Status.ObservedGeneration == inst.Generation {
+		// A failed operation is not started again until the broker or the
+		// tenant starts a new one; placing it would only count it.
+		if err := stillFailed(inst, inst.Status.State); err != nil {
+			return "", err
+		}
+		return "", spruntime.InvalidUserInput(string(ReasonNotScheduled), "the instance failed before it was scheduled: %s", inst.Status.Error)
+	}
+	svc, plan, err := a.engine.catalogEntries(ctx, cfg, inst.Spec.ServiceID, inst.Spec.PlanID)
+	if err != nil {
+		return "", waitForCatalog(a.engine, inst, err)
+	}
+	fail := func(reason Reason, format string, args ...any) error {
+		uerr := spruntime.InvalidUserInput(string(reason), format, args...)
+		failInstance(inst, uerr.Error())
+		a.engine.tracker.done(inst.UID)
+		return uerr
+	}
+	requests, err := clusters.PlanRequests(plan)
+	if err != nil {
+		return "", fail(ReasonSchedulingFailed, "%v", err)
+	}
+	var selector labels.Selector
+	if t, ok := plan.Template(osbv1alpha1.ActionClusterSelector); ok {
+		vals, err := render.Values(svc, plan, inst, nil)
+		if err != nil {
+			return "", err
+		}
+		text, err := a.engine.renderer(cfg).RenderString(ctx, render.Input{Template: t, Values: vals, Namespace: inst.Namespace})
+		if err != nil {
+			if render.IsTransient(err) {
+				return "", err
+			}
+			return "", fail(ReasonSchedulingFailed, "the clusterSelector template: %v", err)
+		}
+		if text = strings.TrimSpace(text); text != "" {
+			if selector, err = labels.Parse(text); err != nil {
+				return "", fail(ReasonSchedulingFailed, "the clusterSelector template renders %q, which is not a label selector: %v", text, err)
+			}
+		}
+	}
+	d, err := a.placer.Place(ctx, scheduling.Placement{
+		Namespace:      cfg.CatalogNamespace(),
+		Instance:       inst,
+		Requests:       requests,
+		Selector:       selector,
+		SchedulerType:  cfg.Spec.SchedulerType,
+		DefaultCluster: cfg.Spec.DefaultCluster,
+	})
+	var none *scheduling.NoClusterError
+	var noMatch *scheduling.NoMatchError
+	switch {
+	case errors.As(err, &noMatch):
+		return "", fail(ReasonNoClusterMatches, "%s", noMatch.Message)
+	case errors.As(err, &none):
+		inst.Status.Description = none.Message
+		return "", spruntime.InvalidUserInput(clusters.ReasonNoClusterAvailable, "%s", none.Message)
+	case err != nil:
+		return "", err
+	}
+	msg := fmt.Sprintf("Scheduled on SFCluster %s by the %s scheduler: %s", d.Cluster, d.Type, d.Why)
+	apimeta.SetStatusCondition(&inst.Status.Conditions, metav1.Condition{
+		Type: ConditionScheduled, Status: metav1.ConditionTrue, Reason: ReasonScheduled,
+		Message: msg, ObservedGeneration: inst.Generation,
+	})
+	if a.recorder != nil {
+		a.recorder.Eventf(inst, nil, corev1.EventTypeNormal, ReasonScheduled, "Schedule", "%s", msg)
+	}
+	logf.FromContext(ctx).V(1).Info("Scheduled instance", "cluster", d.Cluster, "scheduler", d.Type, "why", d.Why)
+	return d.Cluster, nil
 }
 
 // Release implements spruntime.ClusterAccess: access to SFClusters is not
@@ -130,6 +222,22 @@ func clusterError(err error, deleting bool) error {
 		return err
 	}
 	return spruntime.InvalidUserInput(ce.Reason, "%s", ce.Message)
+}
+
+// waitForCatalog handles an instance whose service or plan cannot be used:
+// an invalid plan, or an instance that names none, fails the operation, as
+// its templates would; a missing entry makes the instance wait, and
+// last_operation says why. It returns err.
+func waitForCatalog(engine *Engine, inst *osbv1alpha1.SFServiceInstance, err error) error {
+	if uerr, ok := spruntime.AsInvalidUserInput(err); ok {
+		if uerr.Reason == string(ReasonPlanInvalid) || uerr.Reason == string(ReasonMissingServiceOrPlan) {
+			failInstance(inst, uerr.Message)
+			engine.tracker.done(inst.UID)
+		} else {
+			inst.Status.Description = uerr.Message
+		}
+	}
+	return err
 }
 
 // providerConfig reads the inter-operator's ProviderConfig.

@@ -85,6 +85,14 @@ func (r *BindingReconciler) CreateOrUpdate(ctx context.Context, b *osbv1alpha1.S
 		}
 		// An instance being updated can be bound with what it has.
 	}
+	// A binding of an instance on a cluster in provisioning mode
+	// replicate is rendered by that cluster's own inter-operator.
+	if replicated, err := r.engine.replicated(ctx, cfg, cc); err != nil || replicated {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.engine.replicator.Binding(ctx, b, inst, cfg, cc, starting)
+	}
 	svc, plan, err := r.engine.catalogEntries(ctx, cfg, inst.Spec.ServiceID, inst.Spec.PlanID)
 	if err != nil {
 		if uerr, ok := spruntime.AsInvalidUserInput(err); ok && uerr.Reason == string(ReasonPlanInvalid) {
@@ -112,18 +120,18 @@ func (r *BindingReconciler) bind(ctx context.Context, b *osbv1alpha1.SFServiceBi
 	b.Status.Error = ""
 	fail := func(_ Reason, message string) { failBinding(b, message) }
 	if o := checkParameters("binding", b.Spec.Parameters); !o.ok() {
-		return ctrl.Result{}, r.engine.settle(b.UID, cfg, o, fail)
+		return ctrl.Result{}, r.engine.settle(b, cfg, o, fail)
 	}
 	if tmpl, ok := plan.Template(osbv1alpha1.ActionBind); ok {
-		objs, o := r.engine.renderObjects(ctx, cfg, tmpl, vals, inst.Namespace)
+		objs, o := r.engine.renderObjects(ctx, cfg, plan, tmpl, vals, t, inst.Namespace)
 		if !o.ok() {
-			return ctrl.Result{}, r.engine.settle(b.UID, cfg, o, fail)
+			return ctrl.Result{}, r.engine.settle(b, cfg, o, fail)
 		}
 		labels := map[string]string{LabelInstanceID: labelValue(inst.Name), LabelBindingID: labelValue(b.Name)}
 		refs, applied, o := r.engine.applyObjects(ctx, cfg, t, objs, inst.Namespace, labels, bindFieldOwner(b))
 		if !o.ok() {
 			b.Status.Resources = union(b.Status.Resources, applied)
-			return ctrl.Result{}, r.engine.settle(b.UID, cfg, o, fail)
+			return ctrl.Result{}, r.engine.settle(b, cfg, o, fail)
 		}
 		b.Status.Resources = union(b.Status.Resources, refs)
 		logf.FromContext(ctx).V(1).Info("Applied the bind template", "resources", len(refs), "cluster", t.Name())
@@ -137,7 +145,7 @@ func (r *BindingReconciler) bind(ctx context.Context, b *osbv1alpha1.SFServiceBi
 func (r *BindingReconciler) report(ctx context.Context, b *osbv1alpha1.SFServiceBinding, cfg *interoperatorv1alpha1.ProviderConfig, t *clusters.Target, plan *osbv1alpha1.SFPlan, vals map[string]any, namespace string) (ctrl.Result, error) {
 	st, o := r.engine.evaluate(ctx, cfg, plan, vals, t, namespace, render.OperationBind)
 	if !o.ok() {
-		return ctrl.Result{}, r.engine.settle(b.UID, cfg, o, func(_ Reason, message string) { failBinding(b, message) })
+		return ctrl.Result{}, r.engine.settle(b, cfg, o, func(_ Reason, message string) { failBinding(b, message) })
 	}
 	b.Status.Error = st.Error
 	switch st.State {
@@ -192,6 +200,12 @@ func (r *BindingReconciler) writeResponse(ctx context.Context, b *osbv1alpha1.SF
 // template, those the instance does not have too), then deletes the bind
 // response Secret.
 func (r *BindingReconciler) Delete(ctx context.Context, b *osbv1alpha1.SFServiceBinding, cfg *interoperatorv1alpha1.ProviderConfig, cc spruntime.ClusterContext) (ctrl.Result, error) {
+	if replicated, err := r.engine.replicated(ctx, cfg, cc); err != nil || replicated {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.engine.replicator.DeleteBinding(ctx, b, cfg, cc)
+	}
 	t, err := r.engine.target(ctx, cfg, cc)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -260,7 +274,7 @@ func (r *BindingReconciler) unbindTemplate(ctx context.Context, b *osbv1alpha1.S
 	if err != nil {
 		return false, nil, err
 	}
-	objs, o := r.engine.renderObjects(ctx, cfg, tmpl, vals, inst.Namespace)
+	objs, o := r.engine.renderObjects(ctx, cfg, plan, tmpl, vals, t, inst.Namespace)
 	if o.ok() {
 		labels := map[string]string{LabelInstanceID: labelValue(inst.Name), LabelBindingID: labelValue(b.Name)}
 		_, _, o = r.engine.applyObjects(ctx, cfg, t, objs, inst.Namespace, labels, bindFieldOwner(b))

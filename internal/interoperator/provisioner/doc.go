@@ -22,8 +22,12 @@
 //
 // # Provision and update
 //
-// The provision template renders the objects; namespaced objects without a
-// namespace get the instance's namespace (created on the target cluster if
+// As before every template, as in Service Fabrik, the sources template is
+// rendered first and the objects it names are read from the target cluster
+// (at a first provision they usually do not exist yet), to be the template's
+// variables besides the instance, plan and service. The provision template
+// renders the objects; namespaced objects without a namespace get the
+// instance's namespace (created on the target cluster if
 // missing). Every object gets the label LabelInstanceID, is applied with
 // server-side apply (field owner marketplane-interoperator, forced) and
 // recorded in status.resources; objects an update no longer renders are

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -18,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -44,7 +45,7 @@ const (
 
 // VarCluster is the name of Marketplane's extra template variable: the
 // target cluster's name, API server URL and CA (see clusters.Target). A
-// source of the same name takes its place in status templates.
+// source of the same name takes its place, in every template.
 const VarCluster = "cluster"
 
 // Engine is what the instance and binding reconcilers share: the platform
@@ -58,6 +59,10 @@ type Engine struct {
 	maxWait    time.Duration
 	httpClient *http.Client
 	tracker    *tracker
+	// replicator, when set, provisions the objects of SFClusters in
+	// provisioning mode replicate (replicated.go).
+	replicator    Replicator
+	replicaEvents replicaSources
 
 	mu        sync.Mutex
 	renderers map[string]*render.Renderer
@@ -155,6 +160,11 @@ func (e *Engine) target(ctx context.Context, cfg *interoperatorv1alpha1.Provider
 // A missing or invalid entry is invalid user input: the object waits for
 // the catalog to change.
 func (e *Engine) catalogEntries(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, serviceID, planID string) (*osbv1alpha1.SFService, *osbv1alpha1.SFPlan, error) {
+	if serviceID == "" || planID == "" {
+		// An SFServiceInstance without spec, which the CRD accepts as
+		// Service Fabrik's does (docs/api.md): no catalog entry can match.
+		return nil, nil, spruntime.InvalidUserInput(string(ReasonMissingServiceOrPlan), "%s", msgMissingServiceOrPlan)
+	}
 	ns := cfg.CatalogNamespace()
 	reader := e.platform.GetClient()
 	plan, err := catalog.Plan(ctx, reader, ns, planID)
@@ -181,6 +191,9 @@ func (e *Engine) catalogEntries(ctx context.Context, cfg *interoperatorv1alpha1.
 	return svc, plan, nil
 }
 
+// msgMissingServiceOrPlan is the message of ReasonMissingServiceOrPlan.
+const msgMissingServiceOrPlan = "the instance names no service or plan: spec.serviceId and spec.planId are required"
+
 // values returns the variables of a template: .service, .plan, .instance,
 // .binding (when binding is not nil) and .cluster.
 func values(svc *osbv1alpha1.SFService, plan *osbv1alpha1.SFPlan, inst *osbv1alpha1.SFServiceInstance, binding *osbv1alpha1.SFServiceBinding, t *clusters.Target) (map[string]any, error) {
@@ -203,6 +216,9 @@ type outcome struct {
 	permanent *failure
 	// err is a transient error, retried with backoff.
 	err error
+	// unreachable is set when err says that the target cluster could not
+	// be reached: retried without counting towards the limit.
+	unreachable bool
 }
 
 type failure struct {
@@ -226,9 +242,26 @@ type rendered struct {
 	policy apply.Policy
 }
 
-// renderObjects renders a provision, bind or unbind template.
-func (e *Engine) renderObjects(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, t osbv1alpha1.TemplateSpec, vals map[string]any, namespace string) (rendered, outcome) {
-	objs, err := e.renderer(cfg).RenderObjects(ctx, render.Input{Template: t, Values: vals, Namespace: namespace})
+// renderObjects renders a provision, bind or unbind template of plan with
+// vals and the plan's sources, read from the target cluster tc just
+// before, as Service Fabrik renders every template: sources first, then
+// the template. For a provision the sources usually do not exist yet and
+// stay unset.
+//
+// What the render policy allows, and the name of a Helm release, follow
+// from vals, never from the sources: a source named like a variable
+// (.plan, .instance) replaces it in the template, but cannot widen the
+// policy or rename the release.
+func (e *Engine) renderObjects(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, plan *osbv1alpha1.SFPlan, t osbv1alpha1.TemplateSpec, vals map[string]any, tc *clusters.Target, namespace string) (rendered, outcome) {
+	in, o := e.withSources(ctx, cfg, plan, vals, tc, namespace)
+	if !o.ok() {
+		return rendered{}, o
+	}
+	releaseID, _, _ := unstructured.NestedString(vals, render.VarBinding, "metadata", "name")
+	if releaseID == "" {
+		releaseID, _, _ = unstructured.NestedString(vals, render.VarInstance, "metadata", "name")
+	}
+	objs, err := e.renderer(cfg).RenderObjects(ctx, render.Input{Template: t, Values: in, Namespace: namespace, ReleaseID: releaseID})
 	if err != nil {
 		if render.IsTransient(err) {
 			return rendered{}, transient(err)
@@ -279,9 +312,12 @@ func (e *Engine) applyObjects(ctx context.Context, cfg *interoperatorv1alpha1.Pr
 		if apply.IsPermanent(err) {
 			return nil, nil, failed(ReasonInvalidResource, "%v", err)
 		}
-		return nil, nil, transient(err)
+		return nil, nil, targetFailed(err)
 	}
 	if o := policyOutcome(t.Applier.Check(ctx, objs, r.policy)); !o.ok() {
+		if o.err != nil {
+			o = targetFailed(o.err)
+		}
 		return nil, nil, o
 	}
 	if defaulted {
@@ -368,7 +404,63 @@ func (e *Engine) requestFailed(ctx context.Context, cfg *interoperatorv1alpha1.P
 		logf.FromContext(ctx).V(1).Info("Target cluster refused the credentials; reloading its kubeconfig", "cluster", t.Name())
 		e.registry.Forget(cfg.CatalogNamespace(), t.Name())
 	}
-	return transient(err)
+	return targetFailed(err)
+}
+
+// targetFailed classifies a failed request to the target cluster: one that
+// did not reach it is marked unreachable.
+func targetFailed(err error) outcome {
+	return outcome{err: err, unreachable: unreachable(err)}
+}
+
+// withSources renders the plan's sources template with vals, reads the
+// objects it names from the target cluster under the source policy, and
+// returns vals with them (render.WithSources). Sources that do not exist,
+// or whose kind the cluster does not serve, stay unset. A plan without a
+// sources template renders with vals alone.
+func (e *Engine) withSources(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, plan *osbv1alpha1.SFPlan, vals map[string]any, t *clusters.Target, namespace string) (map[string]any, outcome) {
+	sourcesTemplate, ok := plan.Template(osbv1alpha1.ActionSources)
+	if !ok {
+		return vals, outcome{}
+	}
+	rendered, err := e.renderer(cfg).RenderMap(ctx, render.Input{Template: sourcesTemplate, Values: vals, Namespace: namespace})
+	if err != nil {
+		if render.IsTransient(err) {
+			return nil, transient(err)
+		}
+		return nil, failed(ReasonTemplateFailed, "%v", err)
+	}
+	refs, err := render.ParseSources(rendered)
+	if err != nil {
+		return nil, failed(ReasonTemplateFailed, "sources template: %v", err)
+	}
+	sources := make(map[string]*unstructured.Unstructured, len(refs))
+	policy := renderPolicy(cfg, vals, namespace)
+	for name, ref := range refs {
+		namespaced, err := t.Applier.Namespaced(ref)
+		if err != nil {
+			// A kind the cluster does not serve: the source stays
+			// unset, as a missing object does.
+			continue
+		}
+		if !namespaced {
+			ref.Namespace = ""
+		} else if ref.Namespace == "" {
+			ref.Namespace = namespace
+		}
+		obj, err := t.Applier.GetSource(ctx, ref, namespaced, policy)
+		if err != nil {
+			if o := policyOutcome(err); o.permanent != nil {
+				o.permanent.message = fmt.Sprintf("sources template: source %s: %s", name, o.permanent.message)
+				return nil, o
+			}
+			return nil, e.requestFailed(ctx, cfg, t, err)
+		}
+		if obj != nil {
+			sources[name] = obj
+		}
+	}
+	return render.WithSources(vals, sources), outcome{}
 }
 
 // evaluate renders the sources and status templates for op and returns the
@@ -378,47 +470,12 @@ func (e *Engine) evaluate(ctx context.Context, cfg *interoperatorv1alpha1.Provid
 	if !ok {
 		return render.Status{State: osbv1alpha1.StateSucceeded}, outcome{}
 	}
-	r := e.renderer(cfg)
-	sources := map[string]*unstructured.Unstructured{}
-	if sourcesTemplate, ok := plan.Template(osbv1alpha1.ActionSources); ok {
-		rendered, err := r.RenderMap(ctx, render.Input{Template: sourcesTemplate, Values: vals, Namespace: namespace})
-		if err != nil {
-			if render.IsTransient(err) {
-				return render.Status{}, transient(err)
-			}
-			return render.Status{}, failed(ReasonTemplateFailed, "%v", err)
-		}
-		refs, err := render.ParseSources(rendered)
-		if err != nil {
-			return render.Status{}, failed(ReasonTemplateFailed, "sources template: %v", err)
-		}
-		policy := renderPolicy(cfg, vals, namespace)
-		for name, ref := range refs {
-			namespaced, err := t.Applier.Namespaced(ref)
-			if err != nil {
-				// A kind the cluster does not serve: the source stays
-				// unset, as a missing object does.
-				continue
-			}
-			if !namespaced {
-				ref.Namespace = ""
-			} else if ref.Namespace == "" {
-				ref.Namespace = namespace
-			}
-			obj, err := t.Applier.GetSource(ctx, ref, namespaced, policy)
-			if err != nil {
-				if o := policyOutcome(err); o.permanent != nil {
-					o.permanent.message = fmt.Sprintf("sources template: source %s: %s", name, o.permanent.message)
-					return render.Status{}, o
-				}
-				return render.Status{}, e.requestFailed(ctx, cfg, t, err)
-			}
-			if obj != nil {
-				sources[name] = obj
-			}
-		}
+	in, o := e.withSources(ctx, cfg, plan, vals, t, namespace)
+	if !o.ok() {
+		return render.Status{}, o
 	}
-	rendered, err := r.RenderMap(ctx, render.Input{Template: statusTemplate, Values: render.WithSources(vals, sources), Namespace: namespace})
+	r := e.renderer(cfg)
+	rendered, err := r.RenderMap(ctx, render.Input{Template: statusTemplate, Values: in, Namespace: namespace})
 	if err != nil {
 		if render.IsTransient(err) {
 			return render.Status{}, transient(err)
@@ -440,7 +497,17 @@ func (e *Engine) evaluate(ctx context.Context, cfg *interoperatorv1alpha1.Provid
 // failure (or too many transient ones) calls fail and becomes invalid user
 // input, which the runtime does not retry; a transient error is returned
 // for a retry with backoff.
-func (e *Engine) settle(uid types.UID, cfg *interoperatorv1alpha1.ProviderConfig, o outcome, fail func(reason Reason, message string)) error {
+func (e *Engine) settle(obj spruntime.API, cfg *interoperatorv1alpha1.ProviderConfig, o outcome, fail func(reason Reason, message string)) error {
+	uid := obj.GetUID()
+	if o.permanent == nil && o.unreachable {
+		// The target cluster is down or cut off: retrying is all there is
+		// to do, and giving up would lose the operation. The instance or
+		// binding says so, and retries with backoff until the cluster is
+		// back (the SFCluster watch wakes it when the cluster turns
+		// Ready again).
+		spruntime.StatusProgressing(obj, string(ReasonClusterUnreachable), fmt.Sprintf("The target cluster cannot be reached; retrying: %v", o.err))
+		return o.err
+	}
 	if o.permanent == nil {
 		n := e.tracker.transientError(uid)
 		if n < cfg.MaxTransientErrors() {
@@ -451,6 +518,21 @@ func (e *Engine) settle(uid types.UID, cfg *interoperatorv1alpha1.ProviderConfig
 	e.tracker.done(uid)
 	fail(o.permanent.reason, o.permanent.message)
 	return spruntime.InvalidUserInput(string(o.permanent.reason), "%s", o.permanent.message)
+}
+
+// unreachable reports whether err, from a request to the target cluster,
+// says that its API server could not be reached or went away (refused, reset, timed out,
+// closed mid-request, or unavailable), rather than that it refused a
+// request.
+func unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var netErr net.Error
+	var opErr *net.OpError
+	return errors.As(err, &opErr) || (errors.As(err, &netErr) && netErr.Timeout()) ||
+		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
+		apierrors.IsServiceUnavailable(err)
 }
 
 // labelValue returns name, or a hash of it when name is not a valid label

@@ -42,6 +42,14 @@ func NewInstanceReconciler(engine *Engine, onboarding client.Client) *InstanceRe
 // changed; it looks at the status of an operation in progress; and it
 // leaves a finished one alone.
 func (r *InstanceReconciler) CreateOrUpdate(ctx context.Context, inst *osbv1alpha1.SFServiceInstance, cfg *interoperatorv1alpha1.ProviderConfig, cc spruntime.ClusterContext) (ctrl.Result, error) {
+	// An instance on a cluster in provisioning mode replicate is rendered
+	// by that cluster's own inter-operator (replicated.go).
+	if replicated, err := r.engine.replicated(ctx, cfg, cc); err != nil || replicated {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.replicate(ctx, inst, cfg, cc)
+	}
 	state := inst.Status.State
 	starting := opStarting(state) || inst.Status.ObservedGeneration != inst.Generation
 	if !starting && state != osbv1alpha1.StateInProgress {
@@ -50,22 +58,18 @@ func (r *InstanceReconciler) CreateOrUpdate(ctx context.Context, inst *osbv1alph
 		}
 		starting = true
 	}
+	if inst.Spec.ServiceID == "" || inst.Spec.PlanID == "" {
+		// Service Fabrik's CRD, and ours, accept an instance without spec
+		// (docs/api.md); it names no plan, so there is nothing to render.
+		// It fails for good rather than wait for a plan with no id.
+		failInstance(inst, msgMissingServiceOrPlan)
+		r.engine.tracker.done(inst.UID)
+		return ctrl.Result{}, spruntime.InvalidUserInput(string(ReasonMissingServiceOrPlan), "%s", msgMissingServiceOrPlan)
+	}
 
 	svc, plan, err := r.engine.catalogEntries(ctx, cfg, inst.Spec.ServiceID, inst.Spec.PlanID)
 	if err != nil {
-		if uerr, ok := spruntime.AsInvalidUserInput(err); ok {
-			if uerr.Reason == string(ReasonPlanInvalid) {
-				// An invalid plan fails the operation, as its templates
-				// would.
-				failInstance(inst, uerr.Message)
-				r.engine.tracker.done(inst.UID)
-			} else {
-				// The instance waits for the catalog; last_operation
-				// says why.
-				inst.Status.Description = uerr.Message
-			}
-		}
-		return ctrl.Result{}, err
+		return ctrl.Result{}, waitForCatalog(r.engine, inst, err)
 	}
 	t, err := r.engine.target(ctx, cfg, cc)
 	if err != nil {
@@ -114,7 +118,7 @@ func (r *InstanceReconciler) provision(ctx context.Context, inst *osbv1alpha1.SF
 	// After persist, so that a failed instance is scheduled like any other
 	// and its deprovision reports succeeded.
 	if o := checkParameters("instance", inst.Spec.Parameters); !o.ok() {
-		return ctrl.Result{}, r.engine.settle(inst.UID, cfg, o, fail)
+		return ctrl.Result{}, r.engine.settle(inst, cfg, o, fail)
 	}
 	vals, err := values(svc, plan, inst, nil, t)
 	if err != nil {
@@ -122,23 +126,23 @@ func (r *InstanceReconciler) provision(ctx context.Context, inst *osbv1alpha1.SF
 	}
 	tmpl, ok := plan.Template(osbv1alpha1.ActionProvision)
 	if !ok {
-		return ctrl.Result{}, r.engine.settle(inst.UID, cfg, failed(ReasonTemplateFailed, "the plan %s has no provision template", plan.Name), fail)
+		return ctrl.Result{}, r.engine.settle(inst, cfg, failed(ReasonTemplateFailed, "the plan %s has no provision template", plan.Name), fail)
 	}
-	objs, o := r.engine.renderObjects(ctx, cfg, tmpl, vals, inst.Namespace)
+	objs, o := r.engine.renderObjects(ctx, cfg, plan, tmpl, vals, t, inst.Namespace)
 	if !o.ok() {
-		return ctrl.Result{}, r.engine.settle(inst.UID, cfg, o, fail)
+		return ctrl.Result{}, r.engine.settle(inst, cfg, o, fail)
 	}
 	labels := map[string]string{LabelInstanceID: labelValue(inst.Name)}
 	refs, applied, o := r.engine.applyObjects(ctx, cfg, t, objs, inst.Namespace, labels, r.engine.fieldOwner)
 	if !o.ok() {
 		inst.Status.Resources = union(inst.Status.Resources, applied)
-		return ctrl.Result{}, r.engine.settle(inst.UID, cfg, o, fail)
+		return ctrl.Result{}, r.engine.settle(inst, cfg, o, fail)
 	}
 	if stale := minus(inst.Status.Resources, refs); len(stale) > 0 {
 		log.V(1).Info("Deleting resources the render no longer has", "count", len(stale))
 		if _, err := t.Applier.Delete(ctx, stale); err != nil {
 			inst.Status.Resources = union(refs, stale)
-			return ctrl.Result{}, r.engine.settle(inst.UID, cfg, r.engine.requestFailed(ctx, cfg, t, err), fail)
+			return ctrl.Result{}, r.engine.settle(inst, cfg, r.engine.requestFailed(ctx, cfg, t, err), fail)
 		}
 	}
 	inst.Status.Resources = refs
@@ -182,9 +186,6 @@ func (r *InstanceReconciler) persist(ctx context.Context, inst *osbv1alpha1.SFSe
 	inst.Annotations = patched.Annotations
 	inst.Generation = patched.Generation
 	inst.ResourceVersion = patched.ResourceVersion
-	if needCluster {
-		logf.FromContext(ctx).V(1).Info("Scheduled instance", "cluster", cluster)
-	}
 	return nil
 }
 
@@ -192,7 +193,7 @@ func (r *InstanceReconciler) persist(ctx context.Context, inst *osbv1alpha1.SFSe
 func (r *InstanceReconciler) report(ctx context.Context, inst *osbv1alpha1.SFServiceInstance, cfg *interoperatorv1alpha1.ProviderConfig, t *clusters.Target, plan *osbv1alpha1.SFPlan, vals map[string]any) (ctrl.Result, error) {
 	st, o := r.engine.evaluate(ctx, cfg, plan, vals, t, inst.Namespace, render.OperationProvision)
 	if !o.ok() {
-		return ctrl.Result{}, r.engine.settle(inst.UID, cfg, o, func(_ Reason, message string) { failInstance(inst, message) })
+		return ctrl.Result{}, r.engine.settle(inst, cfg, o, func(_ Reason, message string) { failInstance(inst, message) })
 	}
 	inst.Status.Description = st.Description
 	inst.Status.Error = st.Error
@@ -220,6 +221,12 @@ func (r *InstanceReconciler) report(ctx context.Context, inst *osbv1alpha1.SFSer
 // Delete implements spruntime.Reconciler: it deletes every recorded
 // resource and reports done once they are gone.
 func (r *InstanceReconciler) Delete(ctx context.Context, inst *osbv1alpha1.SFServiceInstance, cfg *interoperatorv1alpha1.ProviderConfig, cc spruntime.ClusterContext) (ctrl.Result, error) {
+	if replicated, err := r.engine.replicated(ctx, cfg, cc); err != nil || replicated {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.engine.replicator.DeleteInstance(ctx, inst, cfg, cc)
+	}
 	if len(inst.Status.Resources) > 0 {
 		t, err := r.engine.target(ctx, cfg, cc)
 		if err != nil {
@@ -235,6 +242,9 @@ func (r *InstanceReconciler) Delete(ctx context.Context, inst *osbv1alpha1.SFSer
 			spruntime.StatusTerminatingWithReason(inst, string(ReasonDeleting), inst.Status.Description)
 			return ctrl.Result{RequeueAfter: r.engine.tracker.poll(inst.UID, r.engine.minWait, r.engine.maxWait)}, nil
 		}
+		if err := r.releaseNamespace(ctx, t, inst); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	inst.Status.Resources = nil
 	inst.Status.State = osbv1alpha1.StateSucceeded
@@ -243,6 +253,26 @@ func (r *InstanceReconciler) Delete(ctx context.Context, inst *osbv1alpha1.SFSer
 	r.engine.tracker.done(inst.UID)
 	logf.FromContext(ctx).V(1).Info("Deprovisioned")
 	return ctrl.Result{}, nil
+}
+
+// releaseNamespace deletes, on the target, the instance's default
+// namespace when the provisioner created it and no other instance of the
+// same onboarding namespace on the same cluster, which would share it, is
+// left.
+func (r *InstanceReconciler) releaseNamespace(ctx context.Context, t *clusters.Target, inst *osbv1alpha1.SFServiceInstance) error {
+	list := &osbv1alpha1.SFServiceInstanceList{}
+	if err := r.client.List(ctx, list, client.InNamespace(inst.Namespace)); err != nil {
+		return fmt.Errorf("list the instances sharing namespace %s: %w", inst.Namespace, err)
+	}
+	for i := range list.Items {
+		if other := &list.Items[i]; other.UID != inst.UID && other.Spec.ClusterID == inst.Spec.ClusterID {
+			return nil
+		}
+	}
+	if err := t.Applier.DeleteCreatedNamespace(ctx, inst.Namespace); err != nil {
+		return fmt.Errorf("deprovision: %w", err)
+	}
+	return nil
 }
 
 // stillFailed returns, for an object whose operation failed for invalid

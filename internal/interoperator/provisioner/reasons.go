@@ -13,6 +13,10 @@ const (
 	// ReasonServiceNotFound: no SFService has the object's serviceId, or
 	// the plan belongs to another service. The object waits.
 	ReasonServiceNotFound Reason = "ServiceNotFound"
+	// ReasonMissingServiceOrPlan: the instance has no spec.serviceId or
+	// spec.planId (an instance without spec, which the CRD accepts as
+	// Service Fabrik's does). It fails.
+	ReasonMissingServiceOrPlan Reason = "MissingServiceOrPlan"
 	// ReasonPlanInvalid: the catalog found the plan invalid. The object
 	// waits for the plan to be fixed.
 	ReasonPlanInvalid Reason = "PlanInvalid"
@@ -58,7 +62,24 @@ const (
 	// ReasonParametersTooLarge: the parameters of the request are larger
 	// than an instance or binding can record.
 	ReasonParametersTooLarge Reason = "ParametersTooLarge"
+	// ReasonNoClusterMatches: the plan's clusterSelector matches no
+	// SFCluster; the instance fails, as in Service Fabrik.
+	ReasonNoClusterMatches Reason = "NoClusterMatches"
+	// ReasonClusterUnreachable: the target cluster's API server cannot be
+	// reached; the operation is retried with backoff until it can, and
+	// never fails for it.
+	ReasonClusterUnreachable Reason = "ClusterUnreachable"
+	// ReasonSchedulingFailed: the plan's clusterSelector or
+	// context.requests cannot be used; the instance fails.
+	ReasonSchedulingFailed Reason = "SchedulingFailed"
 )
+
+// ConditionScheduled is the condition that records where the scheduler
+// placed an instance and why (reason ReasonScheduled).
+const ConditionScheduled = "Scheduled"
+
+// ReasonScheduled is the reason of a True Scheduled condition.
+const ReasonScheduled = "Scheduled"
 
 // Labels the provisioner puts on every object it applies, so that the
 // objects of an instance or binding can be found on the target cluster.

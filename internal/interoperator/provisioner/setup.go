@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +21,8 @@ import (
 	interoperatorv1alpha1 "github.com/marketplane/marketplane/api/interoperator/v1alpha1"
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
+	"github.com/marketplane/marketplane/internal/interoperator/clusters"
+	"github.com/marketplane/marketplane/internal/interoperator/scheduling"
 	"github.com/marketplane/marketplane/pkg/spruntime"
 )
 
@@ -67,8 +71,8 @@ type Controllers struct {
 //
 // Besides the runtime's watches, instances are reconciled when an SFPlan
 // appears or its spec changes (instances of that plan: autoUpdateInstances,
-// or instances that waited for the plan) and when an SFCluster appears or
-// changes (instances on it, and unscheduled ones); bindings when the state
+// or instances that waited for the plan) and when an SFCluster appears,
+// changes or goes (instances on it, and unscheduled ones); bindings when the state
 // or cluster of their instance changes.
 func SetupWithManager(mgr ctrl.Manager, providerName string, platform cluster.Cluster, engine *Engine, instanceOpts, bindingOpts []spruntime.Option) (*Controllers, error) {
 	if mgr == nil || platform == nil || engine == nil {
@@ -76,10 +80,11 @@ func SetupWithManager(mgr ctrl.Manager, providerName string, platform cluster.Cl
 	}
 	fresh := newFreshClient(mgr.GetClient(), mgr.GetAPIReader(), &osbv1alpha1.SFServiceInstance{}, &osbv1alpha1.SFServiceBinding{})
 	newConfig := func() *interoperatorv1alpha1.ProviderConfig { return &interoperatorv1alpha1.ProviderConfig{} }
+	placer := scheduling.NewPlacer(platform.GetClient(), platform.GetAPIReader(), mgr.GetCache(), IndexClusterID)
 
 	instances, err := spruntime.NewAPIReconciler(providerName,
 		func() *osbv1alpha1.SFServiceInstance { return &osbv1alpha1.SFServiceInstance{} }, newConfig,
-		NewInstanceReconciler(engine, fresh), NewInstanceAccess(providerName, platform, engine.registry), platform,
+		NewInstanceReconciler(engine, fresh), NewInstanceAccess(providerName, platform, engine, placer, mgr.GetEventRecorder(providerName)), platform,
 		instanceOpts...)
 	if err != nil {
 		return nil, err
@@ -110,9 +115,14 @@ func SetupWithManager(mgr ctrl.Manager, providerName string, platform cluster.Cl
 				return append(instancesMatching(ctx, onboarding, client.MatchingFields{IndexClusterID: c.Name}),
 					instancesMatching(ctx, onboarding, client.MatchingFields{IndexClusterID: ""})...)
 			}),
-			specChanged[*resourcev1alpha1.SFCluster]())),
+			clusterChanged())),
 	); err != nil {
 		return nil, fmt.Errorf("setup provisioner: watch the catalog: %w", err)
+	}
+	if src := engine.replicaEvents[0]; src != nil {
+		if err := instanceController.Watch(src); err != nil {
+			return nil, fmt.Errorf("setup provisioner: watch the instance replicas: %w", err)
+		}
 	}
 
 	bindings, err := spruntime.NewAPIReconciler(providerName,
@@ -135,6 +145,11 @@ func SetupWithManager(mgr ctrl.Manager, providerName string, platform cluster.Cl
 		}),
 		instanceProgressed())); err != nil {
 		return nil, fmt.Errorf("setup provisioner: watch instances for bindings: %w", err)
+	}
+	if src := engine.replicaEvents[1]; src != nil {
+		if err := hooked.controllers[0].Watch(src); err != nil {
+			return nil, fmt.Errorf("setup provisioner: watch the binding replicas: %w", err)
+		}
 	}
 	return &Controllers{Instances: instances, Bindings: bindings}, nil
 }
@@ -195,6 +210,39 @@ func specChanged[O client.Object]() predicate.TypedPredicate[O] {
 			return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration()
 		},
 	}
+}
+
+// clusterChanged passes what may let an instance waiting for a cluster go
+// on, or concern the instances on it: an SFCluster that appears, changes
+// its spec, starts being deleted (deletionTimestamp set; with a finalizer
+// that is all a deletion shows at first) or is gone. A deletion wakes the
+// unscheduled instances, which may now find a single cluster left.
+func clusterChanged() predicate.TypedPredicate[*resourcev1alpha1.SFCluster] {
+	return predicate.TypedFuncs[*resourcev1alpha1.SFCluster]{
+		CreateFunc:  func(event.TypedCreateEvent[*resourcev1alpha1.SFCluster]) bool { return true },
+		DeleteFunc:  func(event.TypedDeleteEvent[*resourcev1alpha1.SFCluster]) bool { return true },
+		GenericFunc: func(event.TypedGenericEvent[*resourcev1alpha1.SFCluster]) bool { return false },
+		UpdateFunc: func(e event.TypedUpdateEvent[*resourcev1alpha1.SFCluster]) bool {
+			return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
+				(e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil) ||
+				// The components the cluster needs got installed (or
+				// broke): instances waiting for it may go on.
+				(clusters.ComponentsPending(e.ObjectOld) == "") != (clusters.ComponentsPending(e.ObjectNew) == "") ||
+				// The cluster became reachable again (or stopped being):
+				// instances that retry with backoff, and unscheduled ones
+				// the scheduler skipped it for, go on at once.
+				clusterReady(e.ObjectOld) != clusterReady(e.ObjectNew)
+		},
+	}
+}
+
+// clusterReady returns the status of an SFCluster's Ready condition, or ""
+// before it was checked.
+func clusterReady(c *resourcev1alpha1.SFCluster) metav1.ConditionStatus {
+	if r := apimeta.FindStatusCondition(c.Status.Conditions, resourcev1alpha1.SFClusterConditionReady); r != nil {
+		return r.Status
+	}
+	return ""
 }
 
 // instanceProgressed passes changes of an instance's state or cluster:

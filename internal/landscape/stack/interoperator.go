@@ -161,8 +161,9 @@ func chartConfigMapFromEmbedded() (*corev1.ConfigMap, error) {
 }
 
 // grantCatalogAccess gives the inter-operator's run service account what
-// the operator's least-privilege role does not: reading the catalog, the
-// SFClusters and its ProviderConfig, writing catalog status, and reading
+// the operator's least-privilege role does not: reading the catalog and
+// its ProviderConfig, writing catalog status, keeping the SFClusters
+// (status, offboarding finalizer, round-robin position), and reading
 // Secrets and ConfigMaps in the catalog namespace only. This is the
 // documented way to grant a provider more (docs/operator.md).
 func grantCatalogAccess(ctx context.Context, c client.Client) error {
@@ -173,7 +174,10 @@ func grantCatalogAccess(ctx context.Context, c client.Client) error {
 		role.Rules = []rbacv1.PolicyRule{
 			{APIGroups: []string{osbv1alpha1.GroupVersion.Group}, Resources: []string{"sfservices", "sfplans"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{osbv1alpha1.GroupVersion.Group}, Resources: []string{"sfservices/status", "sfplans/status"}, Verbs: []string{"get", "patch", "update"}},
-			{APIGroups: []string{"resource.servicefabrik.io"}, Resources: []string{"sfclusters"}, Verbs: []string{"get", "list", "watch"}},
+			// The SFCluster status, the offboarding finalizer and the
+			// round-robin position (docs/multicluster.md).
+			{APIGroups: []string{"resource.servicefabrik.io"}, Resources: []string{"sfclusters"}, Verbs: []string{"get", "list", "watch", "patch", "update"}},
+			{APIGroups: []string{"resource.servicefabrik.io"}, Resources: []string{"sfclusters/status"}, Verbs: []string{"get", "patch", "update"}},
 			{APIGroups: []string{"interoperator.services.openmcp.cloud"}, Resources: []string{"providerconfigs"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
 		}

@@ -1,0 +1,177 @@
+package replicate
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	interoperatorv1alpha1 "github.com/marketplane/marketplane/api/interoperator/v1alpha1"
+	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/internal/interoperator/apply"
+	"github.com/marketplane/marketplane/internal/interoperator/provisioner"
+	"github.com/marketplane/marketplane/pkg/spruntime"
+)
+
+// Binding implements provisioner.Replicator: it copies the binding to the
+// sister; once the sister's inter-operator has bound it, it copies the
+// bind response Secret into the binding's namespace on the onboarding
+// cluster, where the broker reads it, and the status into b.
+func (r *Replicator) Binding(ctx context.Context, b *osbv1alpha1.SFServiceBinding, inst *osbv1alpha1.SFServiceInstance, cfg *interoperatorv1alpha1.ProviderConfig, cc spruntime.ClusterContext, starting bool) (ctrl.Result, error) {
+	name := cc.WorkloadCluster.Name()
+	fail := func(err error) (ctrl.Result, error) {
+		return ctrl.Result{}, unreachable(b, name, false, err, nil)
+	}
+	c, err := r.sister(ctx, cfg.CatalogNamespace(), cc)
+	if err != nil {
+		return fail(err)
+	}
+	if err := ensureNamespace(ctx, c, b.Namespace); err != nil {
+		return fail(err)
+	}
+	replica := &osbv1alpha1.SFServiceBinding{}
+	err = c.Get(ctx, client.ObjectKeyFromObject(b), replica)
+	if apierrors.IsNotFound(err) {
+		replica = bindingReplica(b, nil)
+		if err := c.Create(ctx, replica); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fail(fmt.Errorf("create the replica: %w", err))
+		}
+		logf.FromContext(ctx).V(1).Info("Replicated the binding", "sfcluster", name, "instance", inst.Name)
+		return r.replicating(b, name), nil
+	}
+	if err != nil {
+		return fail(fmt.Errorf("get the replica: %w", err))
+	}
+	if replica.DeletionTimestamp != nil {
+		b.Status.State = osbv1alpha1.StateInProgress
+		spruntime.StatusProgressing(b, ReasonReplicating, fmt.Sprintf("Waiting for an earlier replica on SFCluster %s to be deleted", name))
+		return ctrl.Result{RequeueAfter: r.poll}, nil
+	}
+	if want := bindingReplica(b, replica); !apiequality.Semantic.DeepEqual(want.Spec, replica.Spec) || !maps.Equal(want.Labels, replica.Labels) {
+		if err := c.Update(ctx, want); err != nil {
+			return fail(fmt.Errorf("update the replica: %w", err))
+		}
+		return r.replicating(b, name), nil
+	}
+	if starting {
+		if processed(replica.Status.ObservedGeneration, replica.Generation, replica.Status.State) && replica.Status.State.IsTerminal() {
+			replica.Status.State = osbv1alpha1.StateInQueue
+			if err := c.Status().Update(ctx, replica); err != nil {
+				return fail(fmt.Errorf("restart the operation of the replica: %w", err))
+			}
+		}
+		return r.replicating(b, name), nil
+	}
+	if !processed(replica.Status.ObservedGeneration, replica.Generation, replica.Status.State) {
+		return ctrl.Result{RequeueAfter: r.poll}, nil
+	}
+	if replica.Status.State == osbv1alpha1.StateSucceeded {
+		if err := r.copySecret(ctx, c, b, replica); err != nil {
+			return fail(err)
+		}
+		b.Status.Response = &osbv1alpha1.BindingResponse{SecretRef: provisioner.BindingSecretName(b)}
+	}
+	b.Status.State = replica.Status.State
+	b.Status.Error = replica.Status.Error
+	b.Status.Resources = replica.Status.Resources
+	b.Status.AppliedSpec = nil
+	if replica.Status.AppliedSpec != nil {
+		b.Status.AppliedSpec = replica.Status.AppliedSpec.DeepCopy()
+	}
+	return r.settle(b, &replica.Status.Conditions, b.Status.State, b.Status.Error), nil
+}
+
+// DeleteBinding implements provisioner.Replicator: it deletes the replica,
+// waits until the sister's inter-operator has unbound it and it is gone,
+// then deletes the bind response Secret on the onboarding cluster and the
+// sister's namespace once no replica is left in it.
+func (r *Replicator) DeleteBinding(ctx context.Context, b *osbv1alpha1.SFServiceBinding, cfg *interoperatorv1alpha1.ProviderConfig, cc spruntime.ClusterContext) (ctrl.Result, error) {
+	name := cc.WorkloadCluster.Name()
+	fail := func(err error) (ctrl.Result, error) {
+		return ctrl.Result{}, unreachable(b, name, true, err, nil)
+	}
+	c, err := r.sister(ctx, cfg.CatalogNamespace(), cc)
+	if err != nil {
+		return fail(err)
+	}
+	replica := &osbv1alpha1.SFServiceBinding{}
+	err = c.Get(ctx, client.ObjectKeyFromObject(b), replica)
+	switch {
+	case err == nil:
+		if replica.DeletionTimestamp == nil {
+			if err := c.Delete(ctx, replica); err != nil && !apierrors.IsNotFound(err) {
+				return fail(fmt.Errorf("delete the replica: %w", err))
+			}
+			logf.FromContext(ctx).V(1).Info("Deleting the binding's replica", "sfcluster", name)
+		}
+		b.Status.State = osbv1alpha1.StateInProgress
+		spruntime.StatusTerminatingWithReason(b, ReasonDeletingReplica, fmt.Sprintf("Waiting for SFCluster %s to unbind the replica", name))
+		return ctrl.Result{RequeueAfter: r.poll}, nil
+	case !apierrors.IsNotFound(err) && !apimeta.IsNoMatchError(err):
+		return fail(fmt.Errorf("get the replica: %w", err))
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: provisioner.BindingSecretName(b)}}
+	if err := r.onboarding.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("delete the bind response Secret %s/%s: %w", b.Namespace, secret.Name, err)
+	}
+	if err := cleanupNamespace(ctx, c, b.Namespace); err != nil {
+		return fail(err)
+	}
+	b.Status.Resources = nil
+	b.Status.Response = nil
+	b.Status.State = osbv1alpha1.StateSucceeded
+	logf.FromContext(ctx).V(1).Info("Unbound the replica", "sfcluster", name)
+	return ctrl.Result{}, nil
+}
+
+// copySecret copies the replica's bind response Secret from the sister
+// into the binding's Secret on the onboarding cluster, owned by the
+// binding, as the central provisioner writes it.
+func (r *Replicator) copySecret(ctx context.Context, c client.Client, b, replica *osbv1alpha1.SFServiceBinding) error {
+	name := provisioner.BindingSecretName(replica)
+	if replica.Status.Response != nil && replica.Status.Response.SecretRef != "" {
+		name = replica.Status.Response.SecretRef
+	}
+	from := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: replica.Namespace, Name: name}, from); err != nil {
+		return fmt.Errorf("get the bind response Secret %s/%s on the sister cluster: %w", replica.Namespace, name, err)
+	}
+	gvk := osbv1alpha1.GroupVersion.WithKind("SFServiceBinding")
+	to := corev1ac.Secret(provisioner.BindingSecretName(b), b.Namespace).
+		WithType(corev1.SecretTypeOpaque).
+		WithData(from.Data).
+		WithOwnerReferences(metav1ac.OwnerReference().
+			WithAPIVersion(gvk.GroupVersion().String()).
+			WithKind(gvk.Kind).
+			WithName(b.Name).
+			WithUID(b.UID).
+			WithController(true).
+			WithBlockOwnerDeletion(true))
+	if err := r.onboarding.Apply(ctx, to, client.FieldOwner(apply.DefaultFieldOwner), client.ForceOwnership); err != nil {
+		// The error names the Secret, never its data.
+		return fmt.Errorf("write the bind response Secret %s/%s: %w", b.Namespace, provisioner.BindingSecretName(b), err)
+	}
+	return nil
+}
+
+// bindingReplica returns the replica of b: existing (or a new object) with
+// the original's labels, the replica label and the original's spec.
+func bindingReplica(b, existing *osbv1alpha1.SFServiceBinding) *osbv1alpha1.SFServiceBinding {
+	replica := &osbv1alpha1.SFServiceBinding{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: b.Name}}
+	if existing != nil {
+		replica = existing.DeepCopy()
+	}
+	replica.Labels = replicaLabels(b.Labels)
+	b.Spec.DeepCopyInto(&replica.Spec)
+	return replica
+}

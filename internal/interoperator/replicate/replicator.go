@@ -1,0 +1,400 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"sync"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
+	"github.com/marketplane/marketplane/internal/interoperator/provisioner"
+	"github.com/marketplane/marketplane/pkg/crdinstall"
+	"github.com/marketplane/marketplane/pkg/spruntime"
+)
+
+// LabelReplica marks, on a sister cluster, what the replicator created:
+// the replicas (value "true"), whose changes it watches, and the
+// namespaces it created for them, which it deletes once they are empty of
+// replicas.
+const LabelReplica = "interoperator.marketplane.io/replica"
+
+// SisterClusterID is the spec.clusterId of a replica: Service Fabrik's id
+// of the cluster an inter-operator runs on ("1"), under which the sister's
+// inter-operator registers its own cluster.
+const SisterClusterID = resourcev1alpha1.PrimaryClusterID
+
+// Reasons of the Ready condition of an original.
+const (
+	// ReasonReplicating: the object is replicated to the sister and waits
+	// for the sister's inter-operator.
+	ReasonReplicating = "Replicating"
+	// ReasonClusterUnreachable: the sister cluster does not answer; the
+	// replicator retries with backoff.
+	ReasonClusterUnreachable = "ClusterUnreachable"
+	// ReasonDeletingReplica: the original waits until its replica is gone.
+	ReasonDeletingReplica = "DeletingReplica"
+)
+
+// DefaultPollInterval is how often an original whose operation is in
+// progress is compared with its replica when no event comes.
+const DefaultPollInterval = 10 * time.Second
+
+// FieldOwner is the server-side apply field manager of the CRDs the
+// replicator installs on a sister.
+const FieldOwner = "marketplane-interoperator-replicator"
+
+// eventBuffer is how many replica events wait for the controllers.
+const eventBuffer = 1024
+
+// Replicator replicates instances and bindings to sister clusters. It
+// implements provisioner.Replicator and manager.Runnable (it must be added
+// to the manager, which stops the caches of the sisters when it stops).
+type Replicator struct {
+	scheme     *runtime.Scheme
+	onboarding client.Client
+	platform   cluster.Cluster
+	crds       []*apiextensionsv1.CustomResourceDefinition
+	poll       time.Duration
+
+	instanceEvents chan event.GenericEvent
+	bindingEvents  chan event.GenericEvent
+
+	// base bounds the caches of the sisters; stop cancels it.
+	base context.Context
+	stop context.CancelFunc
+
+	mu      sync.Mutex
+	sisters map[types.NamespacedName]*sister
+}
+
+var (
+	_ provisioner.Replicator = &Replicator{}
+	_ manager.Runnable       = &Replicator{}
+)
+
+// sister is one replicate-mode SFCluster: the client it was set up with
+// (a new kubeconfig makes a new one), and its cache once the CRDs are
+// there.
+type sister struct {
+	mu      sync.Mutex
+	cluster *spruntime.Cluster
+	ready   bool
+	cancel  context.CancelFunc
+}
+
+// Option configures a Replicator.
+type Option func(*Replicator)
+
+// WithPollInterval sets how often an original in progress is compared with
+// its replica without an event (DefaultPollInterval).
+func WithPollInterval(d time.Duration) Option {
+	return func(r *Replicator) {
+		if d > 0 {
+			r.poll = d
+		}
+	}
+}
+
+// New returns a Replicator. onboarding is the client of the onboarding
+// cluster (bind response Secrets are written there); platform is the
+// platform cluster, whose SFClusters say when a sister leaves; crds are the
+// CRDs a sister needs, the inter-operator's (interoperator.CRDs).
+func New(scheme *runtime.Scheme, onboarding client.Client, platform cluster.Cluster, crds []*apiextensionsv1.CustomResourceDefinition, opts ...Option) *Replicator {
+	base, stop := context.WithCancel(context.Background())
+	r := &Replicator{
+		scheme:         scheme,
+		onboarding:     onboarding,
+		platform:       platform,
+		crds:           crds,
+		poll:           DefaultPollInterval,
+		instanceEvents: make(chan event.GenericEvent, eventBuffer),
+		bindingEvents:  make(chan event.GenericEvent, eventBuffer),
+		base:           base,
+		stop:           stop,
+		sisters:        map[types.NamespacedName]*sister{},
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// InstanceEvents is the source of the instance controller: an original
+// for every change of its replica. Call it once.
+func (r *Replicator) InstanceEvents() source.Source {
+	return source.Channel(r.instanceEvents, &handler.EnqueueRequestForObject{})
+}
+
+// BindingEvents is the source of the binding controller. Call it once.
+func (r *Replicator) BindingEvents() source.Source {
+	return source.Channel(r.bindingEvents, &handler.EnqueueRequestForObject{})
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: the
+// replicator only stops caches; it runs wherever the controllers run.
+func (r *Replicator) NeedLeaderElection() bool { return false }
+
+// Start implements manager.Runnable: it forgets a sister when its SFCluster
+// is deleted or leaves the replicate mode, and stops every sister's cache
+// when ctx ends.
+func (r *Replicator) Start(ctx context.Context) error {
+	defer r.stopAll()
+	inf, err := r.platform.GetCache().GetInformer(ctx, &resourcev1alpha1.SFCluster{})
+	if err != nil {
+		return fmt.Errorf("replicator: watch SFClusters: %w", err)
+	}
+	forget := func(obj any) {
+		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if sfc, ok := obj.(*resourcev1alpha1.SFCluster); ok {
+			r.Forget(sfc.Namespace, sfc.Name)
+		}
+	}
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) {
+			if sfc, ok := obj.(*resourcev1alpha1.SFCluster); ok && sfc.Spec.ProvisioningMode != resourcev1alpha1.ProvisioningReplicate {
+				forget(obj)
+			}
+		},
+		DeleteFunc: forget,
+	})
+	if err != nil {
+		return fmt.Errorf("replicator: watch SFClusters: %w", err)
+	}
+	<-ctx.Done()
+	_ = inf.RemoveEventHandler(reg)
+	return nil
+}
+
+// Forget stops the cache of the sister registered as the SFCluster name in
+// namespace; the next replication to it starts a new one.
+func (r *Replicator) Forget(namespace, name string) {
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	r.mu.Lock()
+	s := r.sisters[key]
+	delete(r.sisters, key)
+	r.mu.Unlock()
+	if s != nil {
+		s.stopCache()
+	}
+}
+
+// Watching reports whether a cache of the sister registered as the
+// SFCluster name in namespace runs.
+func (r *Replicator) Watching(namespace, name string) bool {
+	r.mu.Lock()
+	s := r.sisters[types.NamespacedName{Namespace: namespace, Name: name}]
+	r.mu.Unlock()
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ready
+}
+
+func (r *Replicator) stopAll() {
+	r.stop()
+	r.mu.Lock()
+	all := r.sisters
+	r.sisters = map[types.NamespacedName]*sister{}
+	r.mu.Unlock()
+	for _, s := range all {
+		s.stopCache()
+	}
+}
+
+func (s *sister) stopCache() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancel != nil {
+		s.cancel()
+		s.cancel = nil
+	}
+	s.ready = false
+}
+
+// sister returns the client of the sister of cc, registered in the catalog
+// namespace, after making sure that the CRDs are there and that its
+// replicas are watched.
+func (r *Replicator) sister(ctx context.Context, catalog string, cc spruntime.ClusterContext) (client.Client, error) {
+	if cc.WorkloadCluster == nil {
+		return nil, errors.New("no sister cluster")
+	}
+	key := types.NamespacedName{Namespace: catalog, Name: cc.WorkloadCluster.Name()}
+	r.mu.Lock()
+	s := r.sisters[key]
+	if s == nil || s.cluster != cc.WorkloadCluster {
+		// New, or the registry has a new client because the kubeconfig
+		// changed: the old cache watches with stale credentials.
+		if s != nil {
+			go s.stopCache()
+		}
+		s = &sister{cluster: cc.WorkloadCluster}
+		r.sisters[key] = s
+	}
+	r.mu.Unlock()
+
+	c := cc.WorkloadCluster.Client()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ready {
+		return c, nil
+	}
+	if err := r.installCRDs(ctx, c); err != nil {
+		return nil, err
+	}
+	cancel, err := r.watch(cc.WorkloadCluster.RESTConfig())
+	if err != nil {
+		return nil, err
+	}
+	s.cancel, s.ready = cancel, true
+	logf.FromContext(ctx).V(1).Info("Watching the replicas of a sister cluster", "sfcluster", key.Name)
+	return c, nil
+}
+
+// installCRDs installs the CRDs the sister lacks. Those it has are left
+// alone: the sister's own inter-operator may be newer.
+func (r *Replicator) installCRDs(ctx context.Context, c client.Client) error {
+	var missing []*apiextensionsv1.CustomResourceDefinition
+	for _, crd := range r.crds {
+		err := c.Get(ctx, client.ObjectKey{Name: crd.Name}, &apiextensionsv1.CustomResourceDefinition{})
+		switch {
+		case apierrors.IsNotFound(err):
+			missing = append(missing, crd)
+		case err != nil:
+			return fmt.Errorf("get CRD %s: %w", crd.Name, err)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if err := crdinstall.Apply(ctx, c, FieldOwner, 0, missing...); err != nil {
+		return fmt.Errorf("install the CRDs: %w", err)
+	}
+	logf.FromContext(ctx).Info("Installed the CRDs on a sister cluster", "count", len(missing))
+	return nil
+}
+
+// watch starts a cache of the replicas on the cluster of cfg and returns
+// its stop function.
+func (r *Replicator) watch(cfg *rest.Config) (context.CancelFunc, error) {
+	replicas := labels.SelectorFromSet(labels.Set{LabelReplica: "true"})
+	c, err := cache.New(rest.CopyConfig(cfg), cache.Options{
+		Scheme: r.scheme,
+		ByObject: map[client.Object]cache.ByObject{
+			&osbv1alpha1.SFServiceInstance{}: {Label: replicas},
+			&osbv1alpha1.SFServiceBinding{}:  {Label: replicas},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cache of the replicas: %w", err)
+	}
+	ctx, cancel := context.WithCancel(r.base)
+	for _, w := range []struct {
+		obj    client.Object
+		events chan event.GenericEvent
+		empty  func() client.Object
+	}{
+		{&osbv1alpha1.SFServiceInstance{}, r.instanceEvents, func() client.Object { return &osbv1alpha1.SFServiceInstance{} }},
+		{&osbv1alpha1.SFServiceBinding{}, r.bindingEvents, func() client.Object { return &osbv1alpha1.SFServiceBinding{} }},
+	} {
+		// Before the cache starts, GetInformer registers the informer
+		// without waiting for it.
+		inf, err := c.GetInformer(ctx, w.obj)
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("watch %T: %w", w.obj, err)
+		}
+		send := func(obj any) {
+			if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			replica, ok := obj.(client.Object)
+			if !ok {
+				return
+			}
+			// The original has the replica's namespace and name.
+			original := w.empty()
+			original.SetNamespace(replica.GetNamespace())
+			original.SetName(replica.GetName())
+			select {
+			case w.events <- event.GenericEvent{Object: original}:
+			case <-ctx.Done():
+			}
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    send,
+			UpdateFunc: func(_, obj any) { send(obj) },
+			DeleteFunc: send,
+		}); err != nil {
+			cancel()
+			return nil, fmt.Errorf("watch %T: %w", w.obj, err)
+		}
+	}
+	go func() {
+		if err := c.Start(ctx); err != nil {
+			ctrl.Log.WithName("replicate").Error(err, "The cache of a sister cluster stopped")
+		}
+	}()
+	return cancel, nil
+}
+
+// Unreachable reports whether err says that a cluster did not answer: no
+// connection, a timeout, or a gateway or availability error of the API
+// server, as opposed to an answer about the request.
+func Unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) ||
+			status.Status().Code == 502 || status.Status().Code == 504
+	}
+	var urlErr *url.Error
+	var netErr net.Error
+	var opErr *net.OpError
+	return errors.As(err, &urlErr) || errors.As(err, &netErr) || errors.As(err, &opErr) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// unreachable handles an error of the sister: when it did not answer, obj
+// reports that (Ready=False, ReasonClusterUnreachable) and the error is
+// retried with backoff; any other error is returned as it is.
+func unreachable(obj spruntime.API, cluster string, deleting bool, err error, description *string) error {
+	if !Unreachable(err) {
+		return err
+	}
+	msg := fmt.Sprintf("The SFCluster %s is unreachable; retrying: %v", cluster, err)
+	if deleting {
+		spruntime.StatusTerminatingWithReason(obj, ReasonClusterUnreachable, msg)
+	} else {
+		spruntime.StatusProgressing(obj, ReasonClusterUnreachable, msg)
+	}
+	if description != nil {
+		*description = msg
+	}
+	return fmt.Errorf("SFCluster %s is unreachable: %w", cluster, err)
+}
