@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,7 +39,10 @@ func TestOpenMCPWorkloadClusters(t *testing.T) {
 	must(t, platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clustersNS}}))
 	e := newEnv(t, envOptions{noCluster: true, configSpec: func(s *interoperatorv1alpha1.ProviderConfigSpec) {
 		s.WorkloadClusters = &interoperatorv1alpha1.WorkloadClusters{Namespace: clustersNS,
-			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}}
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}},
+			Permissions: []rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"namespaces", "configmaps", "secrets"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+			}}
 	}, setup: []interoperator.Option{interoperator.WithClusterChecks(2*time.Second, 200*time.Millisecond, 2*time.Second)}})
 
 	newCluster := func(name string, purpose string, labels map[string]string) *clustersv1alpha1.Cluster {
@@ -60,6 +64,9 @@ func TestOpenMCPWorkloadClusters(t *testing.T) {
 	waitFor(t, "the AccessRequest for Cluster wl-1", func() bool { return platform.Client.Get(ctx, arKey, ar) == nil })
 	if ref := ar.Spec.ClusterRef; ref == nil || *ref != (common.ObjectReference{Namespace: clustersNS, Name: "wl-1"}) || ar.Spec.Token == nil || len(ar.Spec.Token.Permissions) != 1 {
 		t.Fatalf("AccessRequest spec = %+v, want clusterRef %s/wl-1 and token permissions", ar.Spec, clustersNS)
+	}
+	if rules := ar.Spec.Token.Permissions[0].Rules; len(rules) != 1 || rules[0].APIGroups[0] != "" || rules[0].Resources[0] != "namespaces" {
+		t.Errorf("AccessRequest asks for %+v, want exactly the ProviderConfig's permissions", rules)
 	}
 	if sfc := (&resourcev1alpha1.SFCluster{}); !apierrors.IsNotFound(platform.Client.Get(ctx, arKey, sfc)) {
 		t.Fatal("the SFCluster exists before its AccessRequest was granted")

@@ -28,11 +28,12 @@ type WorkloadClusters struct {
 	// +optional
 	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
 
-	// permissions are the cluster-wide rules the AccessRequests ask for.
-	// Default: every verb on every resource, since plans and components
-	// may render objects of any kind; narrow them to what the catalog's
-	// templates render.
-	// +optional
+	// permissions are the cluster-wide rules the AccessRequests ask for:
+	// what the catalog's templates and the clusters' components render
+	// (Namespaces and the kinds of the plans). They have no default, so
+	// that admin rights on a workload cluster are always the platform
+	// operator's explicit choice.
+	// +kubebuilder:validation:MinItems=1
 	// +listType=atomic
-	Permissions []rbacv1.PolicyRule `json:"permissions,omitempty"`
+	Permissions []rbacv1.PolicyRule `json:"permissions"`
 }

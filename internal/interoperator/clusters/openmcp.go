@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,11 +38,6 @@ const (
 
 // DefaultWorkloadControllerName names the WorkloadClusterReconciler.
 const DefaultWorkloadControllerName = "openmcp-workload-clusters"
-
-// defaultWorkloadPermissions are what the AccessRequests ask for when the
-// ProviderConfig names no permissions: plans and components may render
-// objects of any kind.
-var defaultWorkloadPermissions = []rbacv1.PolicyRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}}}
 
 // WorkloadClusterReconciler registers the openMCP Clusters of purpose
 // workload that the ProviderConfig's spec.workloadClusters selects as
@@ -208,7 +202,9 @@ func (r *WorkloadClusterReconciler) ensureAccessRequest(ctx context.Context, wc 
 	c := r.platform.GetClient()
 	rules := wc.Permissions
 	if len(rules) == 0 {
-		rules = defaultWorkloadPermissions
+		// The API server requires permissions; an object stored before
+		// that rule gets no access rather than a guessed one.
+		return nil, errors.New("spec.workloadClusters.permissions of the ProviderConfig is empty: the inter-operator requests no access to workload clusters without it")
 	}
 	token := &clustersv1alpha1.TokenConfig{Permissions: []clustersv1alpha1.PermissionsRequest{{Rules: rules}}}
 	ar := &clustersv1alpha1.AccessRequest{}
