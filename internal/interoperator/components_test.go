@@ -25,7 +25,6 @@ import (
 	"github.com/marketplane/marketplane/internal/interoperator"
 	"github.com/marketplane/marketplane/internal/interoperator/catalog"
 	"github.com/marketplane/marketplane/internal/interoperator/clusters"
-	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // operatorChart writes version of a small "service operator" chart into a
@@ -79,7 +78,7 @@ func TestSFClusterComponents(t *testing.T) {
 	needsClusters(t)
 	t.Parallel()
 	ctx := context.Background()
-	workload := testenv.StartMany(t, []string{"components"})["components"]
+	workload := sharedWorkloads(t)["w2"]
 	e := newEnv(t, envOptions{noCluster: true, setup: []interoperator.Option{
 		interoperator.WithClusterChecks(2*time.Second, 200*time.Millisecond, 2*time.Second)}})
 	group := e.name + ".example.com"

@@ -23,7 +23,7 @@ import (
 func TestTargetOutageDuringProvisioning(t *testing.T) {
 	needsClusters(t)
 	t.Parallel()
-	workload := testenv.Start(t, testenv.WithName("flaky"))
+	workload := sharedWorkloads(t)["w1"]
 	proxy := testenv.StartProxy(t, hostPort(t, workload))
 	// client-go retries a read that finds the connection cut ten times, a
 	// second apart; a short request timeout makes the outage show sooner.

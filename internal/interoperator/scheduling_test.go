@@ -23,8 +23,8 @@ import (
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
-// workloadNames are the workload API servers of TestMultiClusterScheduling,
-// registered as SFClusters of the same names.
+// workloadNames are the shared workload API servers (sharedWorkloads);
+// TestMultiClusterScheduling registers them as SFClusters of the same names.
 var workloadNames = []string{"w1", "w2", "w3"}
 
 // TestMultiClusterScheduling places instances on three workload API
@@ -34,7 +34,7 @@ var workloadNames = []string{"w1", "w2", "w3"}
 func TestMultiClusterScheduling(t *testing.T) {
 	needsClusters(t)
 	t.Parallel()
-	workloads := testenv.StartMany(t, workloadNames)
+	workloads := sharedWorkloads(t)
 
 	// setup starts an inter-operator with the three SFClusters (mutate
 	// sets labels and capacity) and a service with a plan whose instances

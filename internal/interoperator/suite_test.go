@@ -98,9 +98,39 @@ func run(m *testing.M) int {
 		for _, c := range clusters {
 			_ = c.Stop()
 		}
+		for _, c := range workloadPool {
+			_ = c.Stop()
+		}
 	}()
 	scheme = platform.Scheme
 	return m.Run()
+}
+
+// The workload API servers that tests needing plain clusters of their own
+// share (each test in namespaces of its own), started on first use.
+// Starting servers per test made the package's start a load spike that
+// slowed other packages' API servers on a 2-core machine.
+var (
+	workloadsOnce sync.Once
+	workloadPool  map[string]*testenv.Cluster
+	workloadErr   error
+)
+
+// sharedWorkloads returns the shared workload API servers, named like
+// workloadNames.
+func sharedWorkloads(t *testing.T) map[string]*testenv.Cluster {
+	t.Helper()
+	workloadsOnce.Do(func() {
+		specs := map[string][]testenv.Option{}
+		for _, name := range workloadNames {
+			specs[name] = nil
+		}
+		workloadPool, workloadErr = testenv.NewMany(specs)
+	})
+	if workloadErr != nil {
+		t.Fatalf("start the shared workload API servers: %v", workloadErr)
+	}
+	return workloadPool
 }
 
 // needsClusters skips the test under -short, when TestMain started no API

@@ -20,7 +20,6 @@ import (
 	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
 	"github.com/marketplane/marketplane/internal/interoperator"
 	"github.com/marketplane/marketplane/internal/interoperator/clusters"
-	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // TestOpenMCPWorkloadClusters registers the openMCP Clusters of purpose
@@ -34,7 +33,7 @@ func TestOpenMCPWorkloadClusters(t *testing.T) {
 	needsClusters(t)
 	t.Parallel()
 	ctx := context.Background()
-	workload := testenv.StartMany(t, []string{"openmcp-workload"})["openmcp-workload"]
+	workload := sharedWorkloads(t)["w3"]
 	clustersNS := fmt.Sprintf("clusters-%d", envCounter.Load()+100)
 	must(t, platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clustersNS}}))
 	e := newEnv(t, envOptions{noCluster: true, configSpec: func(s *interoperatorv1alpha1.ProviderConfigSpec) {
