@@ -1,6 +1,15 @@
 package clusters
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/url"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+)
 
 // Reasons of the errors of this package, as condition reasons.
 const (
@@ -34,4 +43,24 @@ func AsError(err error) (*Error, bool) {
 		return e, true
 	}
 	return nil, false
+}
+
+// Unreachable reports whether err says that a cluster did not answer: no
+// connection, a timeout, or a gateway or availability error of the API
+// server, as opposed to an answer about the request. The provisioner and
+// the replicator retry such errors without counting them as failures.
+func Unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) ||
+			status.Status().Code == 502 || status.Status().Code == 504
+	}
+	var urlErr *url.Error
+	var netErr net.Error
+	var opErr *net.OpError
+	return errors.As(err, &urlErr) || errors.As(err, &netErr) || errors.As(err, &opErr) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
 }

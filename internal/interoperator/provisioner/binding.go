@@ -1,6 +1,7 @@
 package provisioner
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -166,7 +167,7 @@ func (r *BindingReconciler) report(ctx context.Context, b *osbv1alpha1.SFService
 	case osbv1alpha1.StateFailed:
 		b.Status.State = osbv1alpha1.StateFailed
 		r.engine.tracker.done(b.UID)
-		spruntime.StatusFailed(b, string(ReasonOperationFailed), firstOf(st.Error, "the status template reports that the bind failed"))
+		spruntime.StatusFailed(b, string(ReasonOperationFailed), cmp.Or(st.Error, "the status template reports that the bind failed"))
 		return ctrl.Result{}, nil
 	}
 	b.Status.State = osbv1alpha1.StateInProgress

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -19,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -410,7 +408,7 @@ func (e *Engine) requestFailed(ctx context.Context, cfg *interoperatorv1alpha1.P
 // targetFailed classifies a failed request to the target cluster: one that
 // did not reach it is marked unreachable.
 func targetFailed(err error) outcome {
-	return outcome{err: err, unreachable: unreachable(err)}
+	return outcome{err: err, unreachable: clusters.Unreachable(err)}
 }
 
 // withSources renders the plan's sources template with vals, reads the
@@ -518,21 +516,6 @@ func (e *Engine) settle(obj spruntime.API, cfg *interoperatorv1alpha1.ProviderCo
 	e.tracker.done(uid)
 	fail(o.permanent.reason, o.permanent.message)
 	return spruntime.InvalidUserInput(string(o.permanent.reason), "%s", o.permanent.message)
-}
-
-// unreachable reports whether err, from a request to the target cluster,
-// says that its API server could not be reached or went away (refused, reset, timed out,
-// closed mid-request, or unavailable), rather than that it refused a
-// request.
-func unreachable(err error) bool {
-	if err == nil {
-		return false
-	}
-	var netErr net.Error
-	var opErr *net.OpError
-	return errors.As(err, &opErr) || (errors.As(err, &netErr) && netErr.Timeout()) ||
-		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
-		apierrors.IsServiceUnavailable(err)
 }
 
 // labelValue returns name, or a hash of it when name is not a valid label

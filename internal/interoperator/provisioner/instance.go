@@ -1,6 +1,7 @@
 package provisioner
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -210,11 +211,11 @@ func (r *InstanceReconciler) report(ctx context.Context, inst *osbv1alpha1.SFSer
 	case osbv1alpha1.StateFailed:
 		inst.Status.State = osbv1alpha1.StateFailed
 		r.engine.tracker.done(inst.UID)
-		spruntime.StatusFailed(inst, string(ReasonOperationFailed), firstOf(st.Error, st.Description, "the status template reports that the operation failed"))
+		spruntime.StatusFailed(inst, string(ReasonOperationFailed), cmp.Or(st.Error, st.Description, "the status template reports that the operation failed"))
 		return ctrl.Result{}, nil
 	}
 	inst.Status.State = osbv1alpha1.StateInProgress
-	spruntime.StatusProgressing(inst, string(ReasonInProgress), firstOf(st.Description, "Waiting for the status template to report the outcome"))
+	spruntime.StatusProgressing(inst, string(ReasonInProgress), cmp.Or(st.Description, "Waiting for the status template to report the outcome"))
 	return ctrl.Result{RequeueAfter: r.engine.tracker.poll(inst.UID, r.engine.minWait, r.engine.maxWait)}, nil
 }
 
@@ -293,14 +294,4 @@ func failInstance(inst *osbv1alpha1.SFServiceInstance, message string) {
 	inst.Status.State = osbv1alpha1.StateFailed
 	inst.Status.Error = message
 	inst.Status.Description = message
-}
-
-// firstOf returns the first non-empty string.
-func firstOf(s ...string) string {
-	for _, x := range s {
-		if x != "" {
-			return x
-		}
-	}
-	return ""
 }

@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -105,20 +104,14 @@ func (r *Replicator) DeleteBinding(ctx context.Context, b *osbv1alpha1.SFService
 		return fail(err)
 	}
 	replica := &osbv1alpha1.SFServiceBinding{}
-	err = c.Get(ctx, client.ObjectKeyFromObject(b), replica)
-	switch {
-	case err == nil:
-		if replica.DeletionTimestamp == nil {
-			if err := c.Delete(ctx, replica); err != nil && !apierrors.IsNotFound(err) {
-				return fail(fmt.Errorf("delete the replica: %w", err))
-			}
-			logf.FromContext(ctx).V(1).Info("Deleting the binding's replica", "sfcluster", name)
-		}
+	gone, err := deleteReplica(ctx, c, client.ObjectKeyFromObject(b), replica)
+	if err != nil {
+		return fail(err)
+	}
+	if !gone {
 		b.Status.State = osbv1alpha1.StateInProgress
 		spruntime.StatusTerminatingWithReason(b, ReasonDeletingReplica, fmt.Sprintf("Waiting for SFCluster %s to unbind the replica", name))
 		return ctrl.Result{RequeueAfter: r.poll}, nil
-	case !apierrors.IsNotFound(err) && !apimeta.IsNoMatchError(err):
-		return fail(fmt.Errorf("get the replica: %w", err))
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: provisioner.BindingSecretName(b)}}
 	if err := r.onboarding.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {

@@ -1,6 +1,7 @@
 package replicate
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -86,7 +87,7 @@ func (r *Replicator) Instance(ctx context.Context, inst *osbv1alpha1.SFServiceIn
 		return ctrl.Result{RequeueAfter: r.poll}, nil
 	}
 	copyInstanceStatus(inst, replica)
-	return r.settle(inst, &replica.Status.Conditions, inst.Status.State, firstOf(inst.Status.Error, inst.Status.Description)), nil
+	return r.settle(inst, &replica.Status.Conditions, inst.Status.State, cmp.Or(inst.Status.Error, inst.Status.Description)), nil
 }
 
 // DeleteInstance implements provisioner.Replicator: it deletes the
@@ -103,15 +104,11 @@ func (r *Replicator) DeleteInstance(ctx context.Context, inst *osbv1alpha1.SFSer
 		return fail(err)
 	}
 	replica := &osbv1alpha1.SFServiceInstance{}
-	err = c.Get(ctx, client.ObjectKeyFromObject(inst), replica)
-	switch {
-	case err == nil:
-		if replica.DeletionTimestamp == nil {
-			if err := c.Delete(ctx, replica); err != nil && !apierrors.IsNotFound(err) {
-				return fail(fmt.Errorf("delete the replica: %w", err))
-			}
-			logf.FromContext(ctx).V(1).Info("Deleting the replica", "sfcluster", name)
-		}
+	gone, err := deleteReplica(ctx, c, client.ObjectKeyFromObject(inst), replica)
+	if err != nil {
+		return fail(err)
+	}
+	if !gone {
 		inst.Status.State = osbv1alpha1.StateInProgress
 		inst.Status.Description = fmt.Sprintf("Waiting for SFCluster %s to deprovision the replica", name)
 		if replica.Status.Description != "" {
@@ -119,8 +116,6 @@ func (r *Replicator) DeleteInstance(ctx context.Context, inst *osbv1alpha1.SFSer
 		}
 		spruntime.StatusTerminatingWithReason(inst, ReasonDeletingReplica, inst.Status.Description)
 		return ctrl.Result{RequeueAfter: r.poll}, nil
-	case !apierrors.IsNotFound(err) && !apimeta.IsNoMatchError(err):
-		return fail(fmt.Errorf("get the replica: %w", err))
 	}
 	if err := cleanupNamespace(ctx, c, inst.Namespace); err != nil {
 		return fail(err)
@@ -163,10 +158,10 @@ func (r *Replicator) settle(obj spruntime.API, replicaConditions *[]metav1.Condi
 		if c := apimeta.FindStatusCondition(*replicaConditions, spruntime.ConditionReady); c != nil && c.Status == metav1.ConditionFalse && c.Reason != "" {
 			reason = c.Reason
 		}
-		spruntime.StatusFailed(obj, reason, firstOf(message, "the operation failed on the sister cluster"))
+		spruntime.StatusFailed(obj, reason, cmp.Or(message, "the operation failed on the sister cluster"))
 		return ctrl.Result{}
 	}
-	spruntime.StatusProgressing(obj, string(provisioner.ReasonInProgress), firstOf(message, "The sister cluster's inter-operator is working on it"))
+	spruntime.StatusProgressing(obj, string(provisioner.ReasonInProgress), cmp.Or(message, "The sister cluster's inter-operator is working on it"))
 	return ctrl.Result{RequeueAfter: r.poll}
 }
 
@@ -337,14 +332,4 @@ func copySpec(ctx context.Context, c client.Client, obj client.Object, namespace
 	}
 	obj.SetLabels(maps.Clone(labels))
 	return c.Update(ctx, obj)
-}
-
-// firstOf returns the first non-empty string.
-func firstOf(s ...string) string {
-	for _, x := range s {
-		if x != "" {
-			return x
-		}
-	}
-	return ""
 }

@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"sync"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -28,6 +27,7 @@ import (
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
+	"github.com/marketplane/marketplane/internal/interoperator/clusters"
 	"github.com/marketplane/marketplane/internal/interoperator/provisioner"
 	"github.com/marketplane/marketplane/pkg/crdinstall"
 	"github.com/marketplane/marketplane/pkg/spruntime"
@@ -362,29 +362,30 @@ func (r *Replicator) watch(cfg *rest.Config) (context.CancelFunc, error) {
 	return cancel, nil
 }
 
-// Unreachable reports whether err says that a cluster did not answer: no
-// connection, a timeout, or a gateway or availability error of the API
-// server, as opposed to an answer about the request.
-func Unreachable(err error) bool {
-	if err == nil {
-		return false
+// deleteReplica deletes the replica at key on the sister c, read into
+// replica, unless it is already being deleted, and reports whether it is
+// gone (a sister without the kind has none).
+func deleteReplica(ctx context.Context, c client.Client, key client.ObjectKey, replica client.Object) (gone bool, err error) {
+	if err := c.Get(ctx, key, replica); err != nil {
+		if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
+			return true, nil
+		}
+		return false, fmt.Errorf("get the replica: %w", err)
 	}
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		return apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) ||
-			status.Status().Code == 502 || status.Status().Code == 504
+	if replica.GetDeletionTimestamp() == nil {
+		if err := c.Delete(ctx, replica); err != nil && !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("delete the replica: %w", err)
+		}
+		logf.FromContext(ctx).V(1).Info("Deleting the replica", "kind", fmt.Sprintf("%T", replica), "name", key.Name)
 	}
-	var urlErr *url.Error
-	var netErr net.Error
-	var opErr *net.OpError
-	return errors.As(err, &urlErr) || errors.As(err, &netErr) || errors.As(err, &opErr) || errors.Is(err, context.DeadlineExceeded)
+	return false, nil
 }
 
 // unreachable handles an error of the sister: when it did not answer, obj
 // reports that (Ready=False, ReasonClusterUnreachable) and the error is
 // retried with backoff; any other error is returned as it is.
 func unreachable(obj spruntime.API, cluster string, deleting bool, err error, description *string) error {
-	if !Unreachable(err) {
+	if !clusters.Unreachable(err) {
 		return err
 	}
 	msg := fmt.Sprintf("The SFCluster %s is unreachable; retrying: %v", cluster, err)

@@ -310,7 +310,9 @@ func (pl *Placer) placed(ctx context.Context, p Placement) (map[string]*usage, e
 				}
 				requests[planID] = r
 			}
-			addTimes(at(cluster).requested, r, n)
+			for range n {
+				at(cluster).requested = clusters.AddResources(at(cluster).requested, r)
+			}
 		}
 	}
 	for uid, r := range pl.reserved {
@@ -322,7 +324,7 @@ func (pl *Placer) placed(ctx context.Context, p Placement) (map[string]*usage, e
 			delete(pl.reserved, uid)
 		case uid != p.Instance.UID:
 			at(r.cluster).instances++
-			addTimes(at(r.cluster).requested, r.requests, 1)
+			at(r.cluster).requested = clusters.AddResources(at(r.cluster).requested, r.requests)
 		}
 	}
 	return out, nil
@@ -341,16 +343,6 @@ func (pl *Placer) planRequests(ctx context.Context, namespace, planID string) (c
 		return nil, nil //nolint:nilerr // an instance already placed keeps its place; the plan's own instances fail on it
 	}
 	return r, nil
-}
-
-func addTimes(sum, add corev1.ResourceList, n int) {
-	for name, q := range add {
-		total := sum[name].DeepCopy()
-		for range n {
-			total.Add(q)
-		}
-		sum[name] = total
-	}
 }
 
 // capacity returns how much may be requested on c: spec.totalCapacity,

@@ -1,6 +1,7 @@
 package scheduling
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -170,7 +171,7 @@ type roundRobin struct{}
 func (roundRobin) Pick(req Request, candidates []Candidate) (string, string, error) {
 	for _, c := range candidates {
 		if c.Name > req.Last {
-			return c.Name, fmt.Sprintf("the next cluster after %s", firstNonEmpty(req.Last, "the start")), nil
+			return c.Name, fmt.Sprintf("the next cluster after %s", cmp.Or(req.Last, "the start")), nil
 		}
 	}
 	return candidates[0].Name, fmt.Sprintf("the next cluster after %s, from the start", req.Last), nil
@@ -215,13 +216,4 @@ func (labelSelector) Pick(req Request, candidates []Candidate) (string, string, 
 		return leastFilled{}.Pick(req, candidates)
 	}
 	return leastUtilized{}.Pick(req, candidates)
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, x := range s {
-		if x != "" {
-			return x
-		}
-	}
-	return ""
 }
