@@ -139,12 +139,14 @@ func TestRequestTimeout(t *testing.T) {
 	l := env(t)
 	t.Parallel()
 	ns := l.ProviderNamespace(t, "sp-timeout")
-	// The timeout covers creating the requests too, so it must outlast a
-	// few API calls on a loaded machine (1 s did not, with other tests of
-	// the package running in parallel); nothing grants this access, so any
-	// timeout ends the same way.
+	// The timeout covers creating the requests and the grant of the
+	// ClusterRequest before them, so it must outlast those on a loaded
+	// machine (1 s did not, with other tests of the package running in
+	// parallel; 10 s did not once in a full make test, ending while the
+	// ClusterRequest was still pending); nothing grants this access, so
+	// any timeout ends the same way.
 	m, err := clusteraccess.New(l.Platform.Client, providerName, ns,
-		clusteraccess.WithPollInterval(100*time.Millisecond), clusteraccess.WithTimeout(10*time.Second))
+		clusteraccess.WithPollInterval(100*time.Millisecond), clusteraccess.WithTimeout(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
