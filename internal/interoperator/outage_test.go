@@ -8,9 +8,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
 	"github.com/marketplane/marketplane/internal/interoperator"
 	"github.com/marketplane/marketplane/internal/interoperator/provisioner"
 	"github.com/marketplane/marketplane/pkg/testenv"
@@ -71,6 +73,81 @@ func TestTargetOutageDuringProvisioning(t *testing.T) {
 			names = append(names, cm.Namespace+"/"+cm.Name+fmt.Sprint(cm.Labels))
 		}
 		t.Errorf("the target holds %d ConfigMaps of scheduled-0, want 1; it holds %v; instance: %s", len(list.Items), names, describeInstance(e.instance(t, "scheduled-0")))
+	}
+}
+
+// TestTargetAPIServerRestartDuringProvisioning stops the API server of the
+// only target cluster (etcd keeps running) while instances are provisioned,
+// some already scheduled on it and some not, and starts it again on the
+// same address with the same certificates, as a control-plane restart or
+// upgrade does: none fails while it is down, the scheduled ones report
+// ClusterUnreachable, and afterwards every instance succeeds with exactly
+// one object of its own on the target. Unlike
+// TestTargetOutageDuringProvisioning the server really goes away: its open
+// connections and watches end, and new connections are refused.
+func TestTargetAPIServerRestartDuringProvisioning(t *testing.T) {
+	needsClusters(t)
+	t.Parallel()
+	// A cluster of its own: restarting a shared one would disturb the
+	// tests running next to this one.
+	workload := testenv.Start(t, testenv.WithName("restarting"), testenv.WithCRDs())
+	e := newEnv(t, envOptions{noCluster: true})
+	e.registerCluster(t, "restarting", workload.Kubeconfig, nil)
+	e.createService(t, "svc")
+	e.createPlan(t, "plan", "svc", []osbv1alpha1.TemplateSpec{gotemplate(osbv1alpha1.ActionProvision,
+		"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: restarted-{{ .instance.metadata.name }}\n")})
+	// The cluster is in use when it goes down: the registry has seen it
+	// Ready and the provisioner has made its client and cache for it by
+	// provisioning an instance there.
+	waitFor(t, "SFCluster restarting to be Ready=True", func() bool {
+		return isReady(e.sfcluster(t, "restarting"), metav1.ConditionTrue, resourcev1alpha1.SFClusterReasonReachable)
+	})
+	e.createInstance(t, "before", "svc", "plan", nil)
+	e.waitInstance(t, "before", osbv1alpha1.StateSucceeded)
+
+	stopped := time.Now()
+	must(t, workload.StopAPIServer())
+	const n = 3
+	names := []string{"before"}
+	for i := range n {
+		scheduled, unscheduled := fmt.Sprintf("scheduled-%d", i), fmt.Sprintf("unscheduled-%d", i)
+		e.createInstance(t, scheduled, "svc", "plan", nil, func(i *osbv1alpha1.SFServiceInstance) { i.Spec.ClusterID = "restarting" })
+		e.createInstance(t, unscheduled, "svc", "plan", nil)
+		names = append(names, scheduled, unscheduled)
+	}
+	for i := range n {
+		name := fmt.Sprintf("scheduled-%d", i)
+		waitFor(t, name+" to report that its cluster cannot be reached", func() bool {
+			inst := e.instance(t, name)
+			if inst.Status.State == osbv1alpha1.StateFailed {
+				t.Fatalf("%s failed while the API server of its cluster was stopped: %s", name, describeInstance(inst))
+			}
+			r := readyCondition(inst.Status.Conditions)
+			return r != nil && r.Reason == string(provisioner.ReasonClusterUnreachable)
+		})
+	}
+	// More than limits.maxTransientErrors (3 in these tests) attempts
+	// pass while the API server is down: the runtime retries every second
+	// at most.
+	e.expectNoneFailed(t, len(names))
+
+	restarted := time.Now()
+	must(t, workload.StartAPIServer(context.Background()))
+	t.Logf("API server down for %s, ready again %s after the start", restarted.Sub(stopped).Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
+	for _, name := range names {
+		e.waitInstance(t, name, osbv1alpha1.StateSucceeded)
+	}
+	t.Logf("every instance succeeded %s after the API server started again", time.Since(restarted).Round(time.Millisecond))
+	for _, name := range names {
+		list := &corev1.ConfigMapList{}
+		must(t, workload.Client.List(context.Background(), list, client.InNamespace(e.ns), client.MatchingLabels{provisioner.LabelInstanceID: name}))
+		if len(list.Items) != 1 || list.Items[0].Name != "restarted-"+name {
+			var got []string
+			for _, cm := range list.Items {
+				got = append(got, cm.Name)
+			}
+			t.Errorf("the target holds the ConfigMaps %v of %s, want exactly [restarted-%s]; instance: %s", got, name, name, describeInstance(e.instance(t, name)))
+		}
 	}
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/marketplane/marketplane/internal/interoperator/provisioner"
 	"github.com/marketplane/marketplane/internal/interoperator/replicate"
 	"github.com/marketplane/marketplane/internal/interoperator/scheduling"
+	"github.com/marketplane/marketplane/internal/interoperator/sourcewatch"
 	"github.com/marketplane/marketplane/pkg/clusteraccess"
 	"github.com/marketplane/marketplane/pkg/providerapp"
 	"github.com/marketplane/marketplane/pkg/spruntime"
@@ -63,6 +64,7 @@ type options struct {
 	qps              float32
 	burst            int
 	minWait, maxWait time.Duration
+	watchedWait      time.Duration
 	backoffBase      time.Duration
 	backoffMax       time.Duration
 	refresh          time.Duration
@@ -100,6 +102,13 @@ func WithTargetRateLimits(qps float32, burst int) Option {
 // looked at again (one to thirty seconds).
 func WithProgressWait(minWait, maxWait time.Duration) Option {
 	return func(o *options) { o.minWait, o.maxWait = minWait, maxWait }
+}
+
+// WithWatchedWait sets how often an operation in progress whose sources
+// are all watched is looked at without an event
+// (provisioner.DefaultWatchedWait).
+func WithWatchedWait(d time.Duration) Option {
+	return func(o *options) { o.watchedWait = d }
 }
 
 // WithBackoff sets the backoff of retries after transient errors
@@ -168,6 +177,8 @@ type Interoperator struct {
 	// Replicator replicates instances and bindings to the SFClusters in
 	// provisioning mode replicate.
 	Replicator *replicate.Replicator
+	// Sources wakes operations in progress when their sources change.
+	Sources *sourcewatch.Watcher
 }
 
 // Setup registers the inter-operator named providerName with mgr, a
@@ -230,6 +241,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platform cluster.Cluster, prov
 		return nil, fmt.Errorf("setup inter-operator: add the replicator: %w", err)
 	}
 	engOpts = append(engOpts, provisioner.WithReplicator(replicator, replicator.InstanceEvents(), replicator.BindingEvents()))
+	// Operations in progress are woken by changes of their sources on the
+	// target clusters (package sourcewatch); a cluster that leaves, or
+	// whose credentials are read again, has its source informers stopped.
+	sources := sourcewatch.New()
+	if err := mgr.Add(sources); err != nil {
+		return nil, fmt.Errorf("setup inter-operator: add the source watcher: %w", err)
+	}
+	registry.OnForget(func(_, name string) { sources.ForgetCluster(name) })
+	engOpts = append(engOpts, provisioner.WithSourceWatcher(sources, o.watchedWait))
 	engine := provisioner.NewEngine(platform, registry, engOpts...)
 
 	instanceWorkers, bindingWorkers := o.concurrency, o.concurrency
@@ -282,7 +302,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platform cluster.Cluster, prov
 	} else {
 		ctrl.LoggerFrom(ctx).Info("The platform cluster serves no clusters.openmcp.cloud Clusters; spec.workloadClusters is not available", "reason", err.Error())
 	}
-	return &Interoperator{Controllers: controllers, Catalog: cat, Engine: engine, Registry: registry, ClusterStatus: clusterStatus, Replicator: replicator}, nil
+	return &Interoperator{Controllers: controllers, Catalog: cat, Engine: engine, Registry: registry, ClusterStatus: clusterStatus, Replicator: replicator, Sources: sources}, nil
 }
 
 // serviceFabrikWorkers returns how many instances and bindings are

@@ -53,10 +53,13 @@ type Cluster struct {
 	// Kubeconfig is an admin kubeconfig for the API server.
 	Kubeconfig []byte
 	// Dir is a scratch directory removed when the cluster stops; it holds
-	// the kubeconfig file and the kube-controller-manager log.
+	// the kubeconfig file, the API server's certificates and keys, and the
+	// kube-controller-manager log.
 	Dir string
 
 	env      *envtest.Environment
+	apiMu    sync.Mutex // serialises StopAPIServer and StartAPIServer
+	apiDown  bool       // the API server was stopped by StopAPIServer
 	kcm      *exec.Cmd
 	kcmDone  chan struct{}
 	stopOnce sync.Once
@@ -118,7 +121,15 @@ func New(opts ...Option) (*Cluster, error) {
 		return nil, fmt.Errorf("create scratch directory: %w", err)
 	}
 	c := &Cluster{Name: o.name, Scheme: scheme, Dir: dir}
+	certDir := apiServerCertDir(dir)
+	if err := os.Mkdir(certDir, 0o700); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("create API server certificate directory: %w", err)
+	}
 	c.env = &envtest.Environment{
+		// A CertDir of our own survives StopAPIServer, so that
+		// StartAPIServer serves the same certificates.
+		ControlPlane:             envtest.ControlPlane{APIServer: &envtest.APIServer{CertDir: certDir}},
 		BinaryAssetsDirectory:    binDir,
 		Scheme:                   scheme,
 		CRDs:                     o.crds,

@@ -5,7 +5,10 @@
 // It is the test foundation of Marketplane and of providers built with it:
 // tests run against real API servers, never only against fakes. Several
 // environments can run at once, for example one each for the platform,
-// onboarding, MCP and workload clusters.
+// onboarding, MCP and workload clusters. A test can stop a cluster's API
+// server and start it again with the same address and certificates
+// (Cluster.StopAPIServer, StartAPIServer), or cut the network to it with a
+// Proxy.
 //
 // The binaries are looked up in $KUBEBUILDER_ASSETS or, failing that, in the
 // nearest bin/ directory above the working directory that contains

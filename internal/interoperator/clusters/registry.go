@@ -77,8 +77,9 @@ type Registry struct {
 	burst    int
 	now      func() time.Time
 
-	mu      sync.Mutex
-	entries map[types.NamespacedName]*entry
+	mu       sync.Mutex
+	entries  map[types.NamespacedName]*entry
+	onForget []func(namespace, name string)
 }
 
 type entry struct {
@@ -197,10 +198,23 @@ func (r *Registry) Forget(namespace, name string) {
 	r.mu.Lock()
 	e := r.entries[key]
 	delete(r.entries, key)
+	hooks := r.onForget
 	r.mu.Unlock()
 	if e != nil && e.target.httpClient != nil {
 		e.target.httpClient.CloseIdleConnections()
 	}
+	for _, f := range hooks {
+		f(namespace, name)
+	}
+}
+
+// OnForget registers f to be called, outside the Registry's lock, after
+// every Forget: what else keeps per-cluster state (watches) lets it go too.
+// Register before the Registry is used.
+func (r *Registry) OnForget(f func(namespace, name string)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.onForget = append(r.onForget, f)
 }
 
 // Cached reports whether the Registry holds a Target for the SFCluster

@@ -21,6 +21,7 @@ import (
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	"github.com/marketplane/marketplane/internal/interoperator/apply"
 	"github.com/marketplane/marketplane/internal/interoperator/clusters"
+	"github.com/marketplane/marketplane/internal/interoperator/sourcewatch"
 	"github.com/marketplane/marketplane/internal/render"
 	"github.com/marketplane/marketplane/pkg/spruntime"
 )
@@ -144,7 +145,8 @@ func (r *BindingReconciler) bind(ctx context.Context, b *osbv1alpha1.SFServiceBi
 // report evaluates the sources and status templates of a bind, and writes
 // the bind response Secret once it has succeeded.
 func (r *BindingReconciler) report(ctx context.Context, b *osbv1alpha1.SFServiceBinding, cfg *interoperatorv1alpha1.ProviderConfig, t *clusters.Target, plan *osbv1alpha1.SFPlan, vals map[string]any, namespace string) (ctrl.Result, error) {
-	st, o := r.engine.evaluate(ctx, cfg, plan, vals, t, namespace, render.OperationBind)
+	st, o := r.engine.evaluate(ctx, cfg, plan, vals, t, namespace, render.OperationBind,
+		sourcewatch.Owner{UID: b.UID, Key: client.ObjectKeyFromObject(b), Binding: true})
 	if !o.ok() {
 		return ctrl.Result{}, r.engine.settle(b, cfg, o, func(_ Reason, message string) { failBinding(b, message) })
 	}
@@ -172,7 +174,7 @@ func (r *BindingReconciler) report(ctx context.Context, b *osbv1alpha1.SFService
 	}
 	b.Status.State = osbv1alpha1.StateInProgress
 	spruntime.StatusProgressing(b, string(ReasonInProgress), "Waiting for the status template to report the bind response")
-	return ctrl.Result{RequeueAfter: r.engine.tracker.poll(b.UID, r.engine.minWait, r.engine.maxWait)}, nil
+	return ctrl.Result{RequeueAfter: r.engine.progressWait(b.UID)}, nil
 }
 
 // writeResponse writes the bind response into the binding's Secret, owned

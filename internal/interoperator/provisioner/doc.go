@@ -36,8 +36,11 @@
 // provision section sets state, description, error, dashboardUrl,
 // instanceUsable and updateRepeatable. Without a status template an applied
 // instance has succeeded. While the state is "in progress" the sources are
-// polled with a backoff from one to thirty seconds (sources are not
-// watched: they live on other clusters, in kinds only the plans know).
+// watched on the target cluster (package sourcewatch, when the Engine has
+// a watcher): a change of one of them evaluates the status again at once,
+// and an operation whose sources are all watched is looked at without an
+// event only every few minutes. Sources that cannot be watched are polled
+// with a backoff from one to thirty seconds.
 //
 // # Bind and unbind
 //

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -28,6 +29,7 @@ import (
 	"github.com/marketplane/marketplane/internal/interoperator/apply"
 	"github.com/marketplane/marketplane/internal/interoperator/catalog"
 	"github.com/marketplane/marketplane/internal/interoperator/clusters"
+	"github.com/marketplane/marketplane/internal/interoperator/sourcewatch"
 	"github.com/marketplane/marketplane/internal/render"
 	"github.com/marketplane/marketplane/internal/render/source"
 	"github.com/marketplane/marketplane/pkg/spruntime"
@@ -39,6 +41,10 @@ const (
 	// with which an operation in progress is looked at again.
 	DefaultMinProgressWait = time.Second
 	DefaultMaxProgressWait = 30 * time.Second
+	// DefaultWatchedWait is how often an operation in progress whose
+	// sources are all watched is looked at without an event: a safety net
+	// only.
+	DefaultWatchedWait = 5 * time.Minute
 )
 
 // VarCluster is the name of Marketplane's extra template variable: the
@@ -61,6 +67,11 @@ type Engine struct {
 	// provisioning mode replicate (replicated.go).
 	replicator    Replicator
 	replicaEvents replicaSources
+	// sources, when set, wakes operations in progress when a source they
+	// wait on changes; those whose sources are all watched are polled
+	// only every watchedWait.
+	sources     *sourcewatch.Watcher
+	watchedWait time.Duration
 
 	mu        sync.Mutex
 	renderers map[string]*render.Renderer
@@ -76,6 +87,20 @@ func WithProgressWait(minWait, maxWait time.Duration) EngineOption {
 	return func(e *Engine) {
 		if minWait > 0 && maxWait >= minWait {
 			e.minWait, e.maxWait = minWait, maxWait
+		}
+	}
+}
+
+// WithSourceWatcher makes operations in progress wake up when a source
+// they wait on changes on the target cluster (package sourcewatch), and
+// look again without an event only every watchedWait when all their
+// sources are watched (DefaultWatchedWait when 0). w must run with the
+// manager.
+func WithSourceWatcher(w *sourcewatch.Watcher, watchedWait time.Duration) EngineOption {
+	return func(e *Engine) {
+		e.sources = w
+		if watchedWait > 0 {
+			e.watchedWait = watchedWait
 		}
 	}
 }
@@ -99,16 +124,20 @@ func WithHTTPClient(c *http.Client) EngineOption {
 // platform and reaching target clusters through registry.
 func NewEngine(platform cluster.Cluster, registry *clusters.Registry, opts ...EngineOption) *Engine {
 	e := &Engine{
-		platform:   platform,
-		registry:   registry,
-		fieldOwner: apply.DefaultFieldOwner,
-		minWait:    DefaultMinProgressWait,
-		maxWait:    DefaultMaxProgressWait,
-		tracker:    newTracker(),
-		renderers:  map[string]*render.Renderer{},
+		platform:    platform,
+		registry:    registry,
+		fieldOwner:  apply.DefaultFieldOwner,
+		minWait:     DefaultMinProgressWait,
+		maxWait:     DefaultMaxProgressWait,
+		tracker:     newTracker(),
+		renderers:   map[string]*render.Renderer{},
+		watchedWait: DefaultWatchedWait,
 	}
 	for _, o := range opts {
 		o(e)
+	}
+	if e.sources != nil {
+		e.tracker.onDone = e.sources.Forget
 	}
 	return e
 }
@@ -251,7 +280,7 @@ type rendered struct {
 // (.plan, .instance) replaces it in the template, but cannot widen the
 // policy or rename the release.
 func (e *Engine) renderObjects(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, plan *osbv1alpha1.SFPlan, t osbv1alpha1.TemplateSpec, vals map[string]any, tc *clusters.Target, namespace string) (rendered, outcome) {
-	in, o := e.withSources(ctx, cfg, plan, vals, tc, namespace)
+	in, o := e.withSources(ctx, cfg, plan, vals, tc, namespace, nil)
 	if !o.ok() {
 		return rendered{}, o
 	}
@@ -415,10 +444,13 @@ func targetFailed(err error) outcome {
 // objects it names from the target cluster under the source policy, and
 // returns vals with them (render.WithSources). Sources that do not exist,
 // or whose kind the cluster does not serve, stay unset. A plan without a
-// sources template renders with vals alone.
-func (e *Engine) withSources(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, plan *osbv1alpha1.SFPlan, vals map[string]any, t *clusters.Target, namespace string) (map[string]any, outcome) {
+// sources template renders with vals alone. When owner is set (an
+// operation evaluates its status) and the Engine has a source watcher, the
+// sources are watched for owner before they are read.
+func (e *Engine) withSources(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, plan *osbv1alpha1.SFPlan, vals map[string]any, t *clusters.Target, namespace string, owner *sourcewatch.Owner) (map[string]any, outcome) {
 	sourcesTemplate, ok := plan.Template(osbv1alpha1.ActionSources)
 	if !ok {
+		e.watch(t, owner, nil)
 		return vals, outcome{}
 	}
 	rendered, err := e.renderer(cfg).RenderMap(ctx, render.Input{Template: sourcesTemplate, Values: vals, Namespace: namespace})
@@ -432,21 +464,33 @@ func (e *Engine) withSources(ctx context.Context, cfg *interoperatorv1alpha1.Pro
 	if err != nil {
 		return nil, failed(ReasonTemplateFailed, "sources template: %v", err)
 	}
-	sources := make(map[string]*unstructured.Unstructured, len(refs))
-	policy := renderPolicy(cfg, vals, namespace)
+	type resolved struct {
+		ref        osbv1alpha1.Source
+		namespaced bool
+	}
+	byName := make(map[string]resolved, len(refs))
+	all := make([]osbv1alpha1.Source, 0, len(refs))
 	for name, ref := range refs {
 		namespaced, err := t.Applier.Namespaced(ref)
-		if err != nil {
-			// A kind the cluster does not serve: the source stays
-			// unset, as a missing object does.
-			continue
+		if err == nil {
+			if !namespaced {
+				ref.Namespace = ""
+			} else if ref.Namespace == "" {
+				ref.Namespace = namespace
+			}
+			byName[name] = resolved{ref: ref, namespaced: namespaced}
 		}
-		if !namespaced {
-			ref.Namespace = ""
-		} else if ref.Namespace == "" {
-			ref.Namespace = namespace
-		}
-		obj, err := t.Applier.GetSource(ctx, ref, namespaced, policy)
+		// A kind the cluster does not serve is passed on too: it makes
+		// the operation polled.
+		all = append(all, ref)
+	}
+	e.watch(t, owner, all)
+	sources := make(map[string]*unstructured.Unstructured, len(refs))
+	policy := renderPolicy(cfg, vals, namespace)
+	for name, r := range byName {
+		// A kind the cluster does not serve is not in byName: the
+		// source stays unset, as a missing object does.
+		obj, err := t.Applier.GetSource(ctx, r.ref, r.namespaced, policy)
 		if err != nil {
 			if o := policyOutcome(err); o.permanent != nil {
 				o.permanent.message = fmt.Sprintf("sources template: source %s: %s", name, o.permanent.message)
@@ -461,14 +505,33 @@ func (e *Engine) withSources(ctx context.Context, cfg *interoperatorv1alpha1.Pro
 	return render.WithSources(vals, sources), outcome{}
 }
 
+// watch registers, when owner is set and the Engine has a source watcher,
+// that owner waits on refs on t, and records whether they are all watched.
+func (e *Engine) watch(t *clusters.Target, owner *sourcewatch.Owner, refs []osbv1alpha1.Source) {
+	if owner == nil || e.sources == nil {
+		return
+	}
+	e.tracker.setWatched(owner.UID, e.sources.Watch(t.Cluster, *owner, refs))
+}
+
+// progressWait returns how long to wait before the next look at the
+// operation of uid, in progress: the watched wait when a watch wakes it on
+// every change of its sources, else the polling backoff.
+func (e *Engine) progressWait(uid types.UID) time.Duration {
+	if e.tracker.watched(uid) {
+		return e.watchedWait
+	}
+	return e.tracker.poll(uid, e.minWait, e.maxWait)
+}
+
 // evaluate renders the sources and status templates for op and returns the
 // status section. A plan without a status template reports succeeded.
-func (e *Engine) evaluate(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, plan *osbv1alpha1.SFPlan, vals map[string]any, t *clusters.Target, namespace string, op render.Operation) (render.Status, outcome) {
+func (e *Engine) evaluate(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, plan *osbv1alpha1.SFPlan, vals map[string]any, t *clusters.Target, namespace string, op render.Operation, owner sourcewatch.Owner) (render.Status, outcome) {
 	statusTemplate, ok := plan.Template(osbv1alpha1.ActionStatus)
 	if !ok {
 		return render.Status{State: osbv1alpha1.StateSucceeded}, outcome{}
 	}
-	in, o := e.withSources(ctx, cfg, plan, vals, t, namespace)
+	in, o := e.withSources(ctx, cfg, plan, vals, t, namespace, &owner)
 	if !o.ok() {
 		return render.Status{}, o
 	}

@@ -17,6 +17,7 @@ import (
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	"github.com/marketplane/marketplane/internal/interoperator/catalog"
 	"github.com/marketplane/marketplane/internal/interoperator/clusters"
+	"github.com/marketplane/marketplane/internal/interoperator/sourcewatch"
 	"github.com/marketplane/marketplane/internal/render"
 	"github.com/marketplane/marketplane/pkg/spruntime"
 )
@@ -192,7 +193,8 @@ func (r *InstanceReconciler) persist(ctx context.Context, inst *osbv1alpha1.SFSe
 
 // report evaluates the sources and status templates and sets the state.
 func (r *InstanceReconciler) report(ctx context.Context, inst *osbv1alpha1.SFServiceInstance, cfg *interoperatorv1alpha1.ProviderConfig, t *clusters.Target, plan *osbv1alpha1.SFPlan, vals map[string]any) (ctrl.Result, error) {
-	st, o := r.engine.evaluate(ctx, cfg, plan, vals, t, inst.Namespace, render.OperationProvision)
+	st, o := r.engine.evaluate(ctx, cfg, plan, vals, t, inst.Namespace, render.OperationProvision,
+		sourcewatch.Owner{UID: inst.UID, Key: client.ObjectKeyFromObject(inst)})
 	if !o.ok() {
 		return ctrl.Result{}, r.engine.settle(inst, cfg, o, func(_ Reason, message string) { failInstance(inst, message) })
 	}
@@ -216,7 +218,7 @@ func (r *InstanceReconciler) report(ctx context.Context, inst *osbv1alpha1.SFSer
 	}
 	inst.Status.State = osbv1alpha1.StateInProgress
 	spruntime.StatusProgressing(inst, string(ReasonInProgress), cmp.Or(st.Description, "Waiting for the status template to report the outcome"))
-	return ctrl.Result{RequeueAfter: r.engine.tracker.poll(inst.UID, r.engine.minWait, r.engine.maxWait)}, nil
+	return ctrl.Result{RequeueAfter: r.engine.progressWait(inst.UID)}, nil
 }
 
 // Delete implements spruntime.Reconciler: it deletes every recorded

@@ -71,9 +71,11 @@ type Controllers struct {
 //
 // Besides the runtime's watches, instances are reconciled when an SFPlan
 // appears or its spec changes (instances of that plan: autoUpdateInstances,
-// or instances that waited for the plan) and when an SFCluster appears,
-// changes or goes (instances on it, and unscheduled ones); bindings when the state
-// or cluster of their instance changes.
+// or instances that waited for the plan), when an SFCluster appears,
+// changes or goes (instances on it, and unscheduled ones), and when a
+// source an operation in progress waits on changes (the Engine's source
+// watcher); bindings when the state or cluster of their instance changes,
+// and when a source they wait on changes.
 func SetupWithManager(mgr ctrl.Manager, providerName string, platform cluster.Cluster, engine *Engine, instanceOpts, bindingOpts []spruntime.Option) (*Controllers, error) {
 	if mgr == nil || platform == nil || engine == nil {
 		return nil, errors.New("setup provisioner: manager, platform cluster and engine are required")
@@ -124,6 +126,11 @@ func SetupWithManager(mgr ctrl.Manager, providerName string, platform cluster.Cl
 			return nil, fmt.Errorf("setup provisioner: watch the instance replicas: %w", err)
 		}
 	}
+	if engine.sources != nil {
+		if err := instanceController.Watch(engine.sources.InstanceEvents()); err != nil {
+			return nil, fmt.Errorf("setup provisioner: watch the sources of instances: %w", err)
+		}
+	}
 
 	bindings, err := spruntime.NewAPIReconciler(providerName,
 		func() *osbv1alpha1.SFServiceBinding { return &osbv1alpha1.SFServiceBinding{} }, newConfig,
@@ -149,6 +156,11 @@ func SetupWithManager(mgr ctrl.Manager, providerName string, platform cluster.Cl
 	if src := engine.replicaEvents[1]; src != nil {
 		if err := hooked.controllers[0].Watch(src); err != nil {
 			return nil, fmt.Errorf("setup provisioner: watch the binding replicas: %w", err)
+		}
+	}
+	if engine.sources != nil {
+		if err := hooked.controllers[0].Watch(engine.sources.BindingEvents()); err != nil {
+			return nil, fmt.Errorf("setup provisioner: watch the sources of bindings: %w", err)
 		}
 	}
 	return &Controllers{Instances: instances, Bindings: bindings}, nil

@@ -14,11 +14,16 @@ import (
 type tracker struct {
 	mu    sync.Mutex
 	byUID map[types.UID]*progress
+	// onDone, when set, is told about every object whose operation ended.
+	onDone func(types.UID)
 }
 
 type progress struct {
 	errors int
 	polls  int
+	// sourcesWatched says that every source of the operation is watched:
+	// a change wakes it, so it need not be polled.
+	sourcesWatched bool
 }
 
 func newTracker() *tracker { return &tracker{byUID: map[types.UID]*progress{}} }
@@ -61,9 +66,31 @@ func (t *tracker) poll(uid types.UID, minWait, maxWait time.Duration) time.Durat
 	return d
 }
 
+// setWatched records whether every source of the operation is watched.
+func (t *tracker) setWatched(uid types.UID, watched bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.get(uid).sourcesWatched = watched
+}
+
+// watched reports whether every source of the operation is watched, and
+// clears the error count as poll does.
+func (t *tracker) watched(uid types.UID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.get(uid)
+	if p.sourcesWatched {
+		p.errors = 0
+	}
+	return p.sourcesWatched
+}
+
 // done forgets an object whose operation ended.
 func (t *tracker) done(uid types.UID) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	delete(t.byUID, uid)
+	t.mu.Unlock()
+	if t.onDone != nil {
+		t.onDone(uid)
+	}
 }
