@@ -124,6 +124,18 @@ test-compat: tools ## The openMCP compatibility test alone: a provider built on 
 test-e2e: tools ## The README quick start alone, verbose: builds the binaries, starts a landscape, runs each block (about a minute; part of test).
 	KUBEBUILDER_ASSETS=$(BIN) $(GO) test -count=1 -timeout 20m -v -run TestQuickStart ./test/e2e/
 
+# Fuzz targets (package:function) and the budget of each in `make fuzz`.
+FUZZ_TARGETS := ./internal/broker:FuzzBroker ./internal/render:FuzzRender ./pkg/kubeconfig:FuzzParse ./api/common:FuzzDurationPattern
+FUZZTIME ?= 60s
+
+.PHONY: fuzz
+fuzz: ## Each fuzz target for FUZZTIME (60s): OSB bodies, template rendering, kubeconfig parsing, the duration pattern. A failure writes its input under the package's testdata/fuzz (commit it with the fix); `make test` replays the checked-in corpora.
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "=== $$fn ($$pkg) for $(FUZZTIME)"; \
+		$(GO) test $$pkg -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done; echo "=== every fuzz target ran $(FUZZTIME) without a failure"
+
 .PHONY: bench
 bench: tools ## Benchmarks under bench/ (each prints its figures).
 	KUBEBUILDER_ASSETS=$(BIN) $(GO) run ./bench/broker
