@@ -33,6 +33,7 @@ import (
 	"github.com/marketplane/marketplane/internal/operator/mcpaccess"
 	"github.com/marketplane/marketplane/internal/operator/provider"
 	"github.com/marketplane/marketplane/pkg/contract"
+	"github.com/marketplane/marketplane/pkg/providerapp"
 )
 
 // Deployer names accepted by --deployer.
@@ -48,6 +49,7 @@ type runOptions struct {
 	imageMap       string
 	stateDir       string
 	leaderElect    bool
+	lease          providerapp.LeaseTimes
 	metrics        metricsauth.Flags
 	probeAddr      string
 	tenancies      map[string]string
@@ -79,6 +81,10 @@ func newRunCommand(o *options) *cobra.Command {
 	f.StringVar(&ro.imageMap, "process-images", "", "with --deployer=process: file mapping provider images to local binaries")
 	f.StringVar(&ro.stateDir, "state-dir", "", "with --deployer=process: directory for logs, tokens and init records")
 	f.BoolVar(&ro.leaderElect, "leader-elect", false, "elect a leader, so that several replicas can run")
+	ro.lease = providerapp.DefaultLeaseTimes
+	f.DurationVar(&ro.lease.Duration, "leader-elect-lease-duration", providerapp.DefaultLeaseTimes.Duration, "how long the leader's lease lasts without renewal: a replica takes over at most this long after the leader died")
+	f.DurationVar(&ro.lease.RenewDeadline, "leader-elect-renew-deadline", providerapp.DefaultLeaseTimes.RenewDeadline, "how long the leader tries to renew its lease before it gives up leadership (and exits)")
+	f.DurationVar(&ro.lease.RetryPeriod, "leader-elect-retry-period", providerapp.DefaultLeaseTimes.RetryPeriod, "how often replicas try to acquire or renew the lease")
 	ro.metrics.AddFlags(f, metricsauth.DefaultBindAddress)
 	f.StringVar(&ro.probeAddr, "health-probe-bind-address", metricsauth.DefaultProbeBindAddress, `address of the /healthz and /readyz endpoints ("0" disables them); loopback by default, set ":8081" in a pod for the kubelet's probes`)
 	f.StringToStringVar(&ro.tenancies, "tenancy", nil, "purpose=Exclusive|Shared overrides of the ClusterRequest tenancy (default mcp=Exclusive, others Shared)")
@@ -106,6 +112,9 @@ func run(ctx context.Context, o *options, ro *runOptions) error {
 		LeaderElection:          ro.leaderElect,
 		LeaderElectionID:        "marketplane-operator-" + o.ProviderName,
 		LeaderElectionNamespace: ro.namespace,
+		LeaseDuration:           &ro.lease.Duration,
+		RenewDeadline:           &ro.lease.RenewDeadline,
+		RetryPeriod:             &ro.lease.RetryPeriod,
 		// Exposed metrics are authorized by the platform cluster itself.
 		Metrics:                metricsauth.ServerOptions(ro.metrics, nil),
 		HealthProbeBindAddress: ro.probeAddr,
