@@ -400,11 +400,14 @@ func (s *Server) unbind(x *exchange, r *http.Request) (int, any, error) {
 }
 
 // setBindingDeleteState sets state "delete" on a binding being deleted,
-// unless the deletion already moved on.
-func setBindingDeleteState(o client.Object) bool {
+// unless the deletion already moved on: it finished, is in progress, or
+// the provisioner already reported its outcome (a terminal state for a
+// generation after before, the generation the deletion raised).
+func setBindingDeleteState(o client.Object, before int64) bool {
 	b := o.(*osbv1alpha1.SFServiceBinding)
 	switch {
-	case deletionFinished(b), b.Status.State == osbv1alpha1.StateDelete, b.Status.State == osbv1alpha1.StateInProgress:
+	case deletionFinished(b), b.Status.State == osbv1alpha1.StateDelete, b.Status.State == osbv1alpha1.StateInProgress,
+		reportedAfter(b.Status.State, b.Status.ObservedGeneration, before):
 		return false
 	}
 	resetBindingStatus(&b.Status, osbv1alpha1.StateDelete)

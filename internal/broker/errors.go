@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +23,17 @@ const (
 	// CodeMaintenanceInfoConflict: maintenance_info.version differs from
 	// the catalog's.
 	CodeMaintenanceInfoConflict = "MaintenanceInfoConflict"
+	// CodeStorageUnavailable: the broker cannot reach the API server that
+	// stores its instances and bindings. It is the broker's own code (the
+	// spec lets brokers define codes beyond its four), sent with 503 and
+	// Retry-After so that a platform or an operator can tell an outage
+	// from a failure of the request.
+	CodeStorageUnavailable = "StorageUnavailable"
 )
+
+// RetryAfterUnavailable is the Retry-After of a 503: about the time a
+// supervised API server needs to come back after a restart.
+const RetryAfterUnavailable = 5 * time.Second
 
 // Error is an OSB error response: an HTTP status with the body
 // {error, description, instance_usable, update_repeatable}.
@@ -37,6 +48,10 @@ type Error struct {
 	InstanceUsable *bool
 	// UpdateRepeatable is set only for failed updates.
 	UpdateRepeatable *bool
+	// RetryAfter, when positive, is sent as the Retry-After header (in
+	// whole seconds): how long the platform should wait before it tries
+	// again.
+	RetryAfter time.Duration
 }
 
 // Error implements error.
@@ -88,7 +103,9 @@ func conflict(format string, args ...any) *Error {
 // be reached; the detail goes to the log only.
 var errStorageUnavailable = &Error{
 	Status:      http.StatusServiceUnavailable,
+	Code:        CodeStorageUnavailable,
 	Description: "The broker cannot reach its storage right now; nothing was changed by this request that a retry would not repeat. Try again later.",
+	RetryAfter:  RetryAfterUnavailable,
 }
 
 // errInternal is what a platform sees for an unexpected failure; the detail

@@ -33,6 +33,9 @@ type fakeStore struct {
 	// latest write, like an informer cache that has not seen the write.
 	lag  bool
 	prev map[string]client.Object
+	// onDelete, when set, runs on the stored object (under the store's
+	// lock) when its deletion starts: a provisioner that reacts at once.
+	onDelete func(stored client.Object)
 }
 
 var _ Store = &fakeStore{}
@@ -167,6 +170,10 @@ func (f *fakeStore) Delete(_ context.Context, obj client.Object) error {
 		stored.SetDeletionTimestamp(&now)
 		stored.SetGeneration(stored.GetGeneration() + 1)
 		stored.SetResourceVersion(f.nextRV())
+		if f.onDelete != nil {
+			f.onDelete(stored)
+			stored.SetResourceVersion(f.nextRV())
+		}
 	}
 	f.provision(stored)
 	return nil

@@ -684,11 +684,14 @@ func (s *Server) deleteBindingsOf(c *osbCall, inst *osbv1alpha1.SFServiceInstanc
 }
 
 // setInstanceDeleteState sets state "delete" on an instance being deleted,
-// unless the deletion already moved on.
-func setInstanceDeleteState(o client.Object) bool {
+// unless the deletion already moved on: it finished, is in progress, or
+// the provisioner already reported its outcome (a terminal state for a
+// generation after before, the generation the deletion raised).
+func setInstanceDeleteState(o client.Object, before int64) bool {
 	inst := o.(*osbv1alpha1.SFServiceInstance)
 	switch {
-	case deletionFinished(inst), inst.Status.State == osbv1alpha1.StateDelete, inst.Status.State == osbv1alpha1.StateInProgress:
+	case deletionFinished(inst), inst.Status.State == osbv1alpha1.StateDelete, inst.Status.State == osbv1alpha1.StateInProgress,
+		reportedAfter(inst.Status.State, inst.Status.ObservedGeneration, before):
 		return false
 	}
 	resetInstanceStatus(&inst.Status, osbv1alpha1.StateDelete)

@@ -52,12 +52,22 @@ func markOperation(obj client.Object, op Operation, state osbv1alpha1.State, x *
 	obj.SetLabels(labels)
 }
 
-// resetStatus starts a new operation in a status: the state the broker
-// writes, and nothing left of the previous operation's outcome.
+// reportedAfter reports whether a status holds the provisioner's outcome
+// of a generation after before. Overwriting it would lose that outcome for
+// good: the provisioner does not react to status changes, so a deletion
+// that failed fast would be polled as "in progress" for ever.
+func reportedAfter(state osbv1alpha1.State, observed, before int64) bool {
+	return state.IsTerminal() && observed > before
+}
+
+// resetInstanceStatus starts a new operation in an instance's status: the
+// state the broker writes, and nothing left of the previous operation's
+// outcome.
 func resetInstanceStatus(st *osbv1alpha1.SFServiceInstanceStatus, state osbv1alpha1.State) {
 	st.State, st.Error, st.Description, st.InstanceUsable, st.UpdateRepeatable = state, "", "", "", ""
 }
 
+// resetBindingStatus does the same for a binding's status.
 func resetBindingStatus(st *osbv1alpha1.SFServiceBindingStatus, state osbv1alpha1.State) {
 	st.State, st.Error = state, ""
 }
@@ -101,15 +111,18 @@ func (s *Server) startOperation(ctx context.Context, obj client.Object, op Opera
 // id, lastoperation delete, identities), then the deletion, then the
 // status state "delete". The status write is informational (the
 // provisioner acts on the deletion); it is retried on conflicts and its
-// failure is only logged.
+// failure is only logged. setStatus gets the generation the object had
+// before the deletion, which raises it: a status the provisioner wrote
+// for a later generation is its report on the deletion and must stay.
 func (s *Server) deleteObject(ctx context.Context, obj client.Object, op Operation, x *exchange,
-	setStatus func(client.Object) bool, refresh func() (client.Object, error)) error {
+	setStatus func(o client.Object, before int64) bool, refresh func() (client.Object, error)) error {
 	if currentOperation(obj) != op {
 		markOperation(obj, op, osbv1alpha1.StateDelete, x)
 		if err := s.store.Update(ctx, obj); err != nil {
 			return err
 		}
 	}
+	before := obj.GetGeneration()
 	if err := s.store.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
@@ -121,7 +134,7 @@ func (s *Server) deleteObject(ctx context.Context, obj client.Object, op Operati
 			}
 			return nil
 		}
-		if !setStatus(fresh) {
+		if !setStatus(fresh, before) {
 			return nil
 		}
 		err = s.store.UpdateStatus(ctx, fresh)

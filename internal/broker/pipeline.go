@@ -109,8 +109,9 @@ type target struct {
 	state func(client.Object) *osbv1alpha1.State
 	// reset starts a new operation in the object's status.
 	reset func(client.Object, osbv1alpha1.State)
-	// deleteState records state "delete" on an object being deleted.
-	deleteState func(client.Object) bool
+	// deleteState records state "delete" on an object being deleted
+	// (see deleteObject).
+	deleteState func(o client.Object, before int64) bool
 }
 
 func (s *Server) instanceTarget(id string) target {

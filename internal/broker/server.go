@@ -253,6 +253,11 @@ func (s *Server) write(x *exchange, status int, body any, err error) {
 		}
 		status = e.Status
 		body = errorBody{Error: e.Code, Description: e.Description, InstanceUsable: e.InstanceUsable, UpdateRepeatable: e.UpdateRepeatable}
+		if e.RetryAfter > 0 {
+			// RFC 9110 delay-seconds: a whole number, rounded up so
+			// that a platform never comes back too early.
+			x.Header().Set("Retry-After", strconv.FormatInt(int64((e.RetryAfter+time.Second-1)/time.Second), 10))
+		}
 	}
 	h := x.Header()
 	if status == http.StatusNotModified {

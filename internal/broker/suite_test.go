@@ -245,6 +245,16 @@ var httpClient = &http.Client{Timeout: 60 * time.Second}
 // version header unless c says otherwise.
 func do(t *testing.T, base string, c call) reply {
 	t.Helper()
+	r, err := send(base, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// send is do for goroutines other than the test's: it returns what do
+// would fail the test with.
+func send(base string, c call) (reply, error) {
 	var body io.Reader
 	switch b := c.body.(type) {
 	case nil:
@@ -255,7 +265,7 @@ func do(t *testing.T, base string, c call) reply {
 	default:
 		data, err := json.Marshal(b)
 		if err != nil {
-			t.Fatal(err)
+			return reply{}, fmt.Errorf("encode the request body: %w", err)
 		}
 		body = bytes.NewReader(data)
 	}
@@ -265,7 +275,7 @@ func do(t *testing.T, base string, c call) reply {
 	}
 	req, err := http.NewRequest(c.method, u, body)
 	if err != nil {
-		t.Fatal(err)
+		return reply{}, fmt.Errorf("%s %s: %w", c.method, u, err)
 	}
 	switch {
 	case c.noAuth:
@@ -287,20 +297,20 @@ func do(t *testing.T, base string, c call) reply {
 	}
 	resp, err := httpClient.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", c.method, u, err)
+		return reply{}, fmt.Errorf("%s %s: %w", c.method, u, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		return reply{}, fmt.Errorf("%s %s: read the answer: %w", c.method, u, err)
 	}
 	r := reply{status: resp.StatusCode, header: resp.Header, raw: raw}
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &r.body); err != nil {
-			t.Fatalf("%s %s: %d with a body that is not a JSON object: %q", c.method, u, resp.StatusCode, raw)
+			return r, fmt.Errorf("%s %s: %d with a body that is not a JSON object: %q", c.method, u, resp.StatusCode, raw)
 		}
 	}
-	return r
+	return r, nil
 }
 
 // poll repeats c until cond holds for the reply, or fails the test.

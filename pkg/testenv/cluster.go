@@ -126,10 +126,17 @@ func New(opts ...Option) (*Cluster, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("create API server certificate directory: %w", err)
 	}
+	apiServer := &envtest.APIServer{CertDir: certDir}
+	// Without a grace period for watches, kube-apiserver's graceful
+	// shutdown waits for every open watch until its request timeout (a
+	// minute): one informer made StopAPIServer run into envtest's stop
+	// timeout, be killed, and stay "up". With it, the API server ends
+	// the watches and stops in about a second.
+	apiServer.Configure().Set("shutdown-watch-termination-grace-period", "2s")
 	c.env = &envtest.Environment{
 		// A CertDir of our own survives StopAPIServer, so that
 		// StartAPIServer serves the same certificates.
-		ControlPlane:             envtest.ControlPlane{APIServer: &envtest.APIServer{CertDir: certDir}},
+		ControlPlane:             envtest.ControlPlane{APIServer: apiServer},
 		BinaryAssetsDirectory:    binDir,
 		Scheme:                   scheme,
 		CRDs:                     o.crds,
