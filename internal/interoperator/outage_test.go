@@ -188,3 +188,52 @@ func hostPort(t *testing.T, c *testenv.Cluster) string {
 	}
 	return u.Host
 }
+
+// TestOnboardingAPIServerRestartDuringProvisioning stops the API server of
+// the onboarding cluster (where the instances live) while instances are in
+// progress, lets their sources turn ready on the target while it is down,
+// so that the inter-operator has status to write and cannot, and starts it
+// again: every instance ends succeeded, and the inter-operator (its
+// manager, caches and watches) came through without a restart.
+func TestOnboardingAPIServerRestartDuringProvisioning(t *testing.T) {
+	needsClusters(t)
+	t.Parallel()
+	ctx := context.Background()
+	// An onboarding cluster of its own: the package's is shared.
+	own := testenv.Start(t, testenv.WithName("onboarding-restarting"))
+	e := newEnv(t, envOptions{onboarding: own})
+	e.createService(t, "svc")
+	e.createPlan(t, "plan", "svc", gatedPlan)
+	const n = 4
+	for i := range n {
+		e.createInstance(t, fmt.Sprintf("inst-%d", i), "svc", "plan", nil)
+	}
+	for i := range n {
+		e.waitInstance(t, fmt.Sprintf("inst-%d", i), osbv1alpha1.StateInProgress)
+	}
+
+	stopped := time.Now()
+	must(t, own.StopAPIServer())
+	for i := range n {
+		must(t, target.Client.Create(ctx, gate(e.ns, fmt.Sprintf("gate-inst-%d", i), "succeeded")))
+	}
+	// The gates wake the instances, whose status writes now fail: wait
+	// until the inter-operator tried (its reconciles of the instances
+	// ended in errors) before the API server comes back.
+	errorsBefore := testenv.MetricValue(t, "controller_runtime_reconcile_errors_total", map[string]string{"controller": e.name + "-" + interoperator.InstanceControllerName})
+	waitFor(t, "the inter-operator to fail writing to the stopped onboarding API server", func() bool {
+		return testenv.MetricValue(t, "controller_runtime_reconcile_errors_total", map[string]string{"controller": e.name + "-" + interoperator.InstanceControllerName}) > errorsBefore
+	})
+	restarted := time.Now()
+	must(t, own.StartAPIServer(ctx))
+	for i := range n {
+		e.waitInstance(t, fmt.Sprintf("inst-%d", i), osbv1alpha1.StateSucceeded)
+	}
+	t.Logf("onboarding API server down for %s; every instance succeeded %s after it started again",
+		restarted.Sub(stopped).Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
+	// A new instance after the restart goes through too: the watches of
+	// the inter-operator's cache were re-established.
+	e.createInstance(t, "after", "svc", "plan", nil)
+	must(t, target.Client.Create(ctx, gate(e.ns, "gate-after", "succeeded")))
+	e.waitInstance(t, "after", osbv1alpha1.StateSucceeded)
+}

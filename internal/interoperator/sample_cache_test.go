@@ -44,18 +44,26 @@ func TestSampleCachePlan(t *testing.T) {
 	needsClusters(t)
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv(t, envOptions{catalog: "interoperator"})
+	// A catalog namespace of its own: TestSampleCatalog uses the
+	// sample's "interoperator" at the same time.
+	e := newEnv(t, envOptions{})
 	for _, file := range []string{"service-cache.yaml", "plan-cache-dev.yaml"} {
 		data, err := os.ReadFile(filepath.Join(sampleDir, file))
 		must(t, err)
 		objs, err := testenv.DecodeObjects(data)
 		must(t, err)
 		for _, o := range objs {
+			o.SetNamespace(e.catalog)
 			must(t, platform.Client.Create(ctx, o))
 		}
 	}
 	plan := &osbv1alpha1.SFPlan{}
 	must(t, platform.Client.Get(ctx, client.ObjectKey{Namespace: e.catalog, Name: "cache-dev"}, plan))
+	waitFor(t, "plan cache-dev Ready", func() bool {
+		must(t, platform.Client.Get(ctx, client.ObjectKey{Namespace: e.catalog, Name: "cache-dev"}, plan))
+		c := readyCondition(plan.Status.Conditions)
+		return c != nil && c.Status == metav1.ConditionTrue
+	})
 	var manager struct {
 		Async bool `json:"async"`
 	}

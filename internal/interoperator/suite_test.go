@@ -1,6 +1,7 @@
 package interoperator_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -173,6 +174,9 @@ type env struct {
 	// cluster.
 	ns string
 	io *interoperator.Interoperator
+	// onb is the onboarding cluster the test brought (envOptions.onboarding);
+	// nil means the package's (see onboarding).
+	onb *testenv.Cluster
 	// stop stops the inter-operator started last; start starts a new one.
 	stop func() error
 	// setup are further options of interoperator.Setup (envOptions.setup).
@@ -184,19 +188,25 @@ type envOptions struct {
 	catalog string
 	// namespace, when set, is the onboarding namespace of the env's
 	// instances and bindings, created by someone else (the broker).
-	namespace  string
-	noCluster  bool
+	namespace string
+	noCluster bool
+	// onboarding, when set, replaces the package's onboarding cluster:
+	// for a test that stops its API server.
+	onboarding *testenv.Cluster
 	configSpec func(*interoperatorv1alpha1.ProviderConfigSpec)
 	// setup are further options of interoperator.Setup.
 	setup []interoperator.Option
 }
+
+// onboarding returns the env's onboarding cluster.
+func (e *env) onboarding() *testenv.Cluster { return cmp.Or(e.onb, onboarding) }
 
 // newEnv starts an inter-operator for a test and stops it when the test
 // ends.
 func newEnv(t *testing.T, opts envOptions) *env {
 	t.Helper()
 	n := envCounter.Add(1)
-	e := &env{name: fmt.Sprintf("io-%d", n), catalog: opts.catalog, ns: fmt.Sprintf("tenant-%d", n)}
+	e := &env{name: fmt.Sprintf("io-%d", n), catalog: opts.catalog, ns: fmt.Sprintf("tenant-%d", n), onb: opts.onboarding}
 	if e.catalog == "" {
 		e.catalog = fmt.Sprintf("catalog-%d", n)
 	}
@@ -204,7 +214,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	if opts.namespace != "" {
 		e.ns = opts.namespace
 	} else {
-		must(t, onboarding.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}))
+		must(t, e.onboarding().Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}))
 	}
 	if err := platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.catalog}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
@@ -232,7 +242,7 @@ func (e *env) start(t *testing.T) {
 	ctx := context.Background()
 	platformCluster, err := cluster.New(platform.Config, func(o *cluster.Options) { o.Scheme = scheme })
 	must(t, err)
-	mgr, err := ctrl.NewManager(onboarding.Config, ctrl.Options{
+	mgr, err := ctrl.NewManager(e.onboarding().Config, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -324,7 +334,7 @@ func (e *env) createInstance(t *testing.T, id, serviceID, planID string, params 
 	for _, m := range mutate {
 		m(inst)
 	}
-	must(t, onboarding.Client.Create(context.Background(), inst))
+	must(t, e.onboarding().Client.Create(context.Background(), inst))
 	return inst
 }
 
@@ -336,14 +346,14 @@ func (e *env) createBinding(t *testing.T, id string, inst *osbv1alpha1.SFService
 		Spec: osbv1alpha1.SFServiceBindingSpec{ID: id, InstanceID: inst.Spec.InstanceID,
 			PlanID: inst.Spec.PlanID, ServiceID: inst.Spec.ServiceID},
 	}
-	must(t, onboarding.Client.Create(context.Background(), b))
+	must(t, e.onboarding().Client.Create(context.Background(), b))
 }
 
 // instance returns the instance, or nil when it is gone.
 func (e *env) instance(t *testing.T, name string) *osbv1alpha1.SFServiceInstance {
 	t.Helper()
 	inst := &osbv1alpha1.SFServiceInstance{}
-	if err := onboarding.Client.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: name}, inst); err != nil {
+	if err := e.onboarding().Client.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: name}, inst); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -356,7 +366,7 @@ func (e *env) instance(t *testing.T, name string) *osbv1alpha1.SFServiceInstance
 func (e *env) binding(t *testing.T, name string) *osbv1alpha1.SFServiceBinding {
 	t.Helper()
 	b := &osbv1alpha1.SFServiceBinding{}
-	if err := onboarding.Client.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: name}, b); err != nil {
+	if err := e.onboarding().Client.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: name}, b); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -422,7 +432,7 @@ func (e *env) expectQuiet(t *testing.T, what string) {
 func (e *env) events(t *testing.T, name string) []string {
 	t.Helper()
 	list := &eventsv1.EventList{}
-	must(t, onboarding.Client.List(context.Background(), list, client.InNamespace(e.ns)))
+	must(t, e.onboarding().Client.List(context.Background(), list, client.InNamespace(e.ns)))
 	var out []string
 	for _, ev := range list.Items {
 		if ev.Regarding.Name == name {
