@@ -14,7 +14,12 @@ CONTROLLER_GEN := $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.2
 # Binaries the tests and the landscape run, built from source by the tools modules.
 KUBE_BINARIES := $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kubectl
 ETCD_BINARY   := $(BIN)/etcd
-TOOLS         := $(ETCD_BINARY) $(KUBE_BINARIES)
+# kwok simulates the nodes and pods of the landscape's workload cluster; its stages (node
+# initialisation and heartbeat, the "general" pod lifecycle) are taken from the pinned
+# kwok module's own stage configurations into bin/kwok-stages.yaml.
+KWOK_BINARY   := $(BIN)/kwok
+KWOK_STAGES   := $(BIN)/kwok-stages.yaml
+TOOLS         := $(ETCD_BINARY) $(KUBE_BINARIES) $(KWOK_BINARY) $(KWOK_STAGES)
 # The linter, built from the version pinned in hack/tools/lint (not part of `tools`:
 # only `lint` needs it).
 GOLANGCI_LINT := $(BIN)/golangci-lint
@@ -159,7 +164,7 @@ run: tools build ## Start the local landscape in the background (stop it with bi
 ##@ Tools
 
 .PHONY: tools
-tools: $(TOOLS) ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl into bin/ (skipped when current).
+tools: $(TOOLS) ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok into bin/ (skipped when current).
 
 $(ETCD_BINARY): hack/tools/etcd/go.mod hack/tools/etcd/go.sum
 	@mkdir -p $(BIN)
@@ -173,6 +178,17 @@ $(KUBE_BINARIES) &: hack/tools/kube/go.mod hack/tools/kube/go.sum
 	cd hack/tools/kube && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
 	@touch $(KUBE_BINARIES)
 	@$(BIN)/kube-apiserver --version | grep -qx 'Kubernetes $(KUBE_VERSION)' || { echo "bin/kube-apiserver does not report $(KUBE_VERSION)"; exit 1; }
+
+$(KWOK_BINARY) $(KWOK_STAGES) &: hack/tools/kwok/go.mod hack/tools/kwok/go.sum
+	@mkdir -p $(BIN)
+	@echo "building kwok from the Go module proxy (first time about 2 minutes)..."
+	cd hack/tools/kwok && $(GO) build -ldflags "-s -w" -o $(KWOK_BINARY) sigs.k8s.io/kwok/cmd/kwok
+	dir=$$(cd hack/tools/kwok && $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage; \
+	for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+		$(addprefix pod/general/pod-,create.yaml init-container-running.yaml init-container-completed.yaml ready.yaml complete.yaml delete.yaml); do \
+		echo "---"; echo "# $$f of sigs.k8s.io/kwok"; cat "$$dir/$$f"; \
+	done >$(KWOK_STAGES).tmp && mv $(KWOK_STAGES).tmp $(KWOK_STAGES)
+	@touch $(KWOK_BINARY) $(KWOK_STAGES)
 
 $(GOLANGCI_LINT): hack/tools/lint/go.mod hack/tools/lint/go.sum
 	@mkdir -p $(BIN)

@@ -72,7 +72,7 @@ func newLandscapeUpCommand(o *landscapeOptions) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.BoolVar(&o.foreground, "foreground", false, "run in this terminal until Ctrl-C instead of in the background")
-	f.StringVar(&o.binDir, "bin-dir", "", "directory with etcd, kube-apiserver, kube-controller-manager and provider binaries (default: beside this binary, $KUBEBUILDER_ASSETS, or bin/ above the working directory)")
+	f.StringVar(&o.binDir, "bin-dir", "", "directory with etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (and kwok-stages.yaml) and provider binaries (default: beside this binary, $KUBEBUILDER_ASSETS, or bin/ above the working directory)")
 	f.DurationVar(&o.startTimeout, "start-timeout", landscape.DefaultStartTimeout, "how long each part of the start may take")
 	f.StringArrayVar(&o.imageMaps, "image-map", nil, "run the provider image IMAGE from the local binary BINARY: IMAGE=BINARY, IMAGE is repo:tag, repo@digest or repo:* for every tag (repeatable)")
 	f.StringArrayVar(&o.imageMapFiles, "image-map-file", nil, "image map file, the format of marketplane-operator --image-map (YAML: images: [{image, binary}]; repeatable)")

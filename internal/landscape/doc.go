@@ -1,7 +1,9 @@
 // Package landscape runs Marketplane on one machine: the local landscape
 // behind `marketplane landscape up`. It starts one etcd and a real
 // kube-apiserver with a kube-controller-manager for each of the platform,
-// onboarding and workload clusters (package controlplane), registers the
+// onboarding and workload clusters (package controlplane; the workload
+// cluster also with kube-scheduler and kwok, which simulate two nodes and
+// the pods on them, so that Deployments become Available), registers the
 // onboarding and workload clusters as Clusters on the platform cluster,
 // runs the provider operator in-process with the process deployer and the
 // local cluster provider (package localcluster, a fresh API server for each
@@ -16,10 +18,22 @@
 // Lifecycle:
 //
 //   - Start starts everything and returns once it is ready; Wait blocks
-//     until the context ends or a process of the landscape dies; Stop
-//     stops everything in order (steps' stop functions, the operator and
+//     until the context ends or the landscape fails (the in-process
+//     operator or a step's background function failed); Stop stops
+//     everything in order (steps' stop functions, the operator and
 //     the providers it runs, provisioned clusters, controller managers, API
 //     servers, etcd) and keeps the data. Run does all three.
+//   - While it runs, the landscape heals by itself: a process of it
+//     (etcd, an API server, a controller manager, one a step started with
+//     StartProcess, such as the broker) that exits on its own is started
+//     again with the same command, on the same ports, certificates and
+//     data, after a backoff (1 s doubling up to 30 s; see
+//     controlplane.WithRestarts); clients of it reconnect by themselves.
+//     A process crashing in a loop stops neither the others nor the
+//     landscape. Each exit and restart is a progress line and a line of
+//     the operator's log, and state.json counts the restarts and keeps the
+//     last exit of each process, which status shows. Providers are
+//     restarted by the operator's process deployer the same way.
 //   - Started again on the same state directory, a landscape reuses it:
 //     same ports, certificates and etcd data, so kubeconfigs handed out
 //     earlier keep working, and the clusters provisioned earlier are

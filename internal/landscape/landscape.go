@@ -20,6 +20,7 @@ import (
 	"github.com/marketplane/marketplane/internal/landscape/controlplane"
 	"github.com/marketplane/marketplane/internal/landscape/localcluster"
 	"github.com/marketplane/marketplane/internal/operator/deploy/process"
+	"github.com/marketplane/marketplane/internal/supervisor"
 )
 
 // Defaults and names of a landscape.
@@ -239,8 +240,9 @@ func (l *Landscape) Go(name string, fn func(ctx context.Context) error) {
 // StartProcess starts binary with args as a process of the landscape: its
 // output goes to logs/<name>.log, it is recorded in state.json (so that
 // down stops it too), it dies with the landscape, and it is stopped when
-// the landscape stops, before the operator. Its unexpected exit fails the
-// landscape. Call it from a step.
+// the landscape stops, before the operator. When it exits on its own, it
+// is restarted with the same arguments after a backoff, like the control
+// plane's processes. Call it from a step.
 func (l *Landscape) StartProcess(name, binary string, args []string) (*controlplane.Proc, error) {
 	p, err := l.cp.Runner().Start(name, binary, args, l.Layout.Log(name))
 	if err != nil {
@@ -253,7 +255,8 @@ func (l *Landscape) StartProcess(name, binary string, args []string) (*controlpl
 		if s.Processes == nil {
 			s.Processes = map[string]*controlplane.Process{}
 		}
-		s.Processes[name] = &p.Record
+		rec := p.Record // a copy: the Runner updates the stored one on restarts
+		s.Processes[name] = &rec
 		return nil
 	}); err != nil {
 		p.Stop(l.cfg.StopTimeout)
@@ -309,7 +312,8 @@ func (l *Landscape) Run(ctx context.Context) error {
 }
 
 // Wait blocks until ctx ends (it then returns nil) or the landscape fails
-// (a process of it exited, the operator or a background function failed).
+// (the operator or a background function failed). A process of the
+// landscape that exits does not fail it: it is restarted.
 func (l *Landscape) Wait(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
@@ -352,7 +356,8 @@ func (l *Landscape) Start(ctx context.Context) (err error) {
 		return err
 	}
 	l.cp = controlplane.New(l.Layout, l.Binaries, l.store,
-		controlplane.WithStartTimeout(l.cfg.StartTimeout), controlplane.WithStopTimeout(l.cfg.StopTimeout))
+		controlplane.WithStartTimeout(l.cfg.StartTimeout), controlplane.WithStopTimeout(l.cfg.StopTimeout),
+		controlplane.WithProcessEvents(l.processEvent), controlplane.WithWorkloads(ClusterWorkload))
 	if err := l.cp.EnsurePKI(); err != nil {
 		return err
 	}
@@ -361,7 +366,8 @@ func (l *Landscape) Start(ctx context.Context) (err error) {
 	if err := l.cp.StartEtcd(ctx); err != nil {
 		return err
 	}
-	l.progressf("starting kube-apiserver and kube-controller-manager for %s, %s, %s", ClusterPlatform, ClusterOnboarding, ClusterWorkload)
+	l.progressf("starting kube-apiserver and kube-controller-manager for %s, %s, %s (and kube-scheduler, kwok and %d simulated nodes for %s)",
+		ClusterPlatform, ClusterOnboarding, ClusterWorkload, controlplane.SimulatedNodes, ClusterWorkload)
 	if err := l.startClusters(ctx); err != nil {
 		return err
 	}
@@ -392,7 +398,6 @@ func (l *Landscape) Start(ctx context.Context) (err error) {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
 	}
-	l.watchCrashes()
 	elapsed := time.Since(begin)
 	l.printSummary(elapsed, reused)
 	now := time.Now()
@@ -438,25 +443,22 @@ func (l *Landscape) startClusters(ctx context.Context) error {
 	})
 }
 
-// watchCrashes fails the landscape when one of its processes exits without
-// being stopped: a landscape with a dead API server or etcd would only
-// half work.
-func (l *Landscape) watchCrashes() {
-	crashes := l.cp.Crashes()
-	l.bg.Go(func() {
-		for {
-			select {
-			case <-l.runCtx.Done():
-				return
-			case p := <-crashes:
-				if p.Stopping() {
-					continue
-				}
-				l.fail(fmt.Errorf("a process of the landscape died: %w", p.ExitError()))
-				return
-			}
-		}
-	})
+// processEvent reports an exit or a restart of a process of the landscape
+// in its log and progress output; state.json has it already.
+func (l *Landscape) processEvent(e controlplane.ProcessEvent) {
+	log := l.log.WithValues("process", e.Name, "restarts", e.Restarts)
+	switch e.Kind {
+	case supervisor.EventExited:
+		log.Info("A process of the landscape exited; restarting it", "exit", e.Record.LastExit, "pid", e.Process.PID,
+			"in", e.Wait.String(), "output", e.Process.OutputTail(5, 500))
+		l.progressf("%s (pid %d) %s; restarting it in %s (restarts so far: %d)", e.Name, e.Process.PID, e.Record.LastExit, e.Wait, e.Restarts)
+	case supervisor.EventRestartFailed:
+		log.Error(e.Err, "Restarting a process of the landscape failed; trying again", "in", e.Wait.String())
+		l.progressf("restarting %s failed, trying again in %s: %v", e.Name, e.Wait, e.Err)
+	case supervisor.EventRestarted:
+		log.Info("Restarted a process of the landscape", "pid", e.Record.PID)
+		l.progressf("restarted %s (pid %d, restart %d)", e.Name, e.Record.PID, e.Restarts)
+	}
 }
 
 // Stop stops the landscape in order: background functions and stop

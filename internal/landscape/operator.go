@@ -154,7 +154,7 @@ func WriteImageMap(path, binDir string, extra []process.ImageMapping) error {
 	if err != nil {
 		return fmt.Errorf("list binaries: %w", err)
 	}
-	skip := []string{controlplane.EtcdBinary, controlplane.APIServerBinary, controlplane.ControllerManagerBinary, "kube-scheduler"}
+	skip := []string{controlplane.EtcdBinary, controlplane.APIServerBinary, controlplane.ControllerManagerBinary, controlplane.SchedulerBinary, controlplane.KwokBinary}
 	for _, e := range entries {
 		name := e.Name()
 		if e.IsDir() || strings.HasPrefix(name, ".") || slices.Contains(skip, name) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -69,16 +70,23 @@ func (s *Status) Print(ctx context.Context, w io.Writer, probe bool) {
 		if c.Request != nil {
 			phase += " for ClusterRequest " + c.Request.Namespace + "/" + c.Request.Name
 		}
-		rows = append(rows, []string{name, api, phase, procState(c.APIServer, c.ControllerManager), c.Kubeconfig})
+		procs := []*controlplane.Process{c.APIServer, c.ControllerManager}
+		if c.Scheduler != nil || c.Kwok != nil {
+			// A cluster that runs (simulated) workloads.
+			procs = append(procs, c.Scheduler, c.Kwok)
+		}
+		rows = append(rows, []string{name, api, phase, s.procState(procs...), c.Kubeconfig})
 	}
-	rows = append(rows, []string{"etcd", "https://127.0.0.1:" + strconv.Itoa(st.Etcd.ClientPort), "", procState(st.Etcd.Process), st.Etcd.DataDir})
+	rows = append(rows, []string{"etcd", "https://127.0.0.1:" + strconv.Itoa(st.Etcd.ClientPort), "", s.procState(st.Etcd.Process), st.Etcd.DataDir})
 	writeTable(w, rows)
 	if len(st.Processes) > 0 {
 		fmt.Fprintln(w, "Processes:")
-		for name, p := range st.Processes {
-			fmt.Fprintf(w, "  %s: %s, log %s\n", name, procState(p), p.Log)
+		for _, name := range slices.Sorted(maps.Keys(st.Processes)) {
+			p := st.Processes[name]
+			fmt.Fprintf(w, "  %s: %s, log %s\n", name, s.procState(p), p.Log)
 		}
 	}
+	s.printRestarts(w)
 	if len(st.Endpoints) > 0 {
 		fmt.Fprintln(w, "Endpoints:")
 		for name, url := range st.Endpoints {
@@ -87,8 +95,9 @@ func (s *Status) Print(ctx context.Context, w io.Writer, probe bool) {
 	}
 }
 
-// procState says whether recorded processes run.
-func procState(ps ...*controlplane.Process) string {
+// procState says whether recorded processes run, and how often they were
+// restarted.
+func (s *Status) procState(ps ...*controlplane.Process) string {
 	out := ""
 	for _, p := range ps {
 		if out != "" {
@@ -99,11 +108,51 @@ func procState(ps ...*controlplane.Process) string {
 			out += "stopped"
 		case controlplane.Alive(p):
 			out += "pid " + strconv.Itoa(p.PID)
+		case s.Running && p.LastExit != "":
+			// Exited on its own; the supervisor restarts it after a
+			// backoff.
+			out += "restarting (was pid " + strconv.Itoa(p.PID) + ")"
 		default:
 			out += "dead (pid " + strconv.Itoa(p.PID) + ")"
 		}
+		if p != nil && p.Restarts > 0 {
+			out += " (" + restarts(p.Restarts) + ")"
+		}
 	}
 	return out
+}
+
+// printRestarts lists the processes that exited on their own during this
+// run of the landscape: how often each was restarted and how it last
+// exited, so that a process crashing in a loop stands out.
+func (s *Status) printRestarts(w io.Writer) {
+	var lines []string
+	for _, p := range s.State.RecordedProcesses() {
+		if p.LastExit == "" && p.Restarts == 0 {
+			continue
+		}
+		line := fmt.Sprintf("  %s: %s, last exit: %s", p.Name, restarts(p.Restarts), p.LastExit)
+		if p.LastExitAt != nil {
+			line += " at " + p.LastExitAt.Local().Format(time.DateTime)
+		}
+		lines = append(lines, line+", log "+p.Log)
+	}
+	if len(lines) == 0 {
+		return
+	}
+	slices.Sort(lines)
+	fmt.Fprintln(w, "Restarted processes (they exited on their own and were started again):")
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
+}
+
+// restarts says "1 restart", "2 restarts".
+func restarts(n int) string {
+	if n == 1 {
+		return "1 restart"
+	}
+	return strconv.Itoa(n) + " restarts"
 }
 
 // readyz asks an API server for /readyz with the admin kubeconfig.

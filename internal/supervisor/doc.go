@@ -17,6 +17,14 @@
 // output it wrote (OutputTail), and an exit that nobody asked for arrives on
 // Spawner.Crashes.
 //
+// Spawner.Supervise keeps a process running: one that exits without Stop
+// is started again with a fresh command after a backoff (DefaultBackoff: 1
+// s doubling up to 30 s, starting over once it stayed up DefaultStableAfter),
+// and every exit and restart is reported (SupervisedCommand.OnEvent). The
+// landscape runs its etcd, API servers, controller managers and broker this
+// way; the operator's process deployer has its own loop for providers,
+// with their replicas and ports.
+//
 // Processes that an earlier run recorded, and that this one did not start,
 // are identified with StartTime and Running and stopped with StopPID.
 //

@@ -34,6 +34,7 @@ type Process struct {
 	// set before.
 	done     chan struct{}
 	state    *os.ProcessState
+	exitedAt time.Time
 	stop     sync.Once
 	stopping atomic.Bool
 }
@@ -49,6 +50,15 @@ func (p *Process) Exited() bool {
 	default:
 		return false
 	}
+}
+
+// ExitedAt is when the process was seen to exit, by the Spawner's clock;
+// zero while it runs.
+func (p *Process) ExitedAt() time.Time {
+	if !p.Exited() {
+		return time.Time{}
+	}
+	return p.exitedAt
 }
 
 // ExitCode is the exit code, or -1 when a signal ended the process or it

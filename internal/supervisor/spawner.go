@@ -166,7 +166,7 @@ func (s *Spawner) Start(c Command) (*Process, error) {
 		s.liveMu.Lock()
 		delete(s.live, p)
 		s.liveMu.Unlock()
-		p.state = cmd.ProcessState
+		p.state, p.exitedAt = cmd.ProcessState, s.clock.Now()
 		close(p.done)
 		if !p.stopping.Load() {
 			select {

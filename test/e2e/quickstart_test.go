@@ -34,8 +34,10 @@ func quickstartBlocks(readme string) []string {
 }
 
 // toolBinaries are the binaries of `make tools` the quick start needs:
-// the landscape's control plane, and kubectl for the README's commands.
-var toolBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl"}
+// the landscape's control plane (with kube-scheduler, kwok and its stages
+// for the workload cluster's simulated nodes), and kubectl for the
+// README's commands.
+var toolBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages.yaml", "kubectl"}
 
 // landscapeBinaries are the binaries of `make build` the quick start runs:
 // marketplane (the CLI, with the supervisor and the operator in it), the

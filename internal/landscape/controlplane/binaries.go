@@ -16,10 +16,15 @@ const (
 	EtcdBinary              = "etcd"
 	APIServerBinary         = "kube-apiserver"
 	ControllerManagerBinary = "kube-controller-manager"
+	SchedulerBinary         = "kube-scheduler"
+	KwokBinary              = "kwok"
+	// KwokStagesFile is kwok's stage configuration that `make tools`
+	// writes beside the binary (see SimulatedNodes).
+	KwokStagesFile = "kwok-stages.yaml"
 )
 
 // ErrBinaryMissing is wrapped by the errors of FindBinaries and BinDir.
-var ErrBinaryMissing = errors.New("control-plane binary missing: run 'make tools' (builds etcd, kube-apiserver and kube-controller-manager into bin/, about 5 minutes the first time)")
+var ErrBinaryMissing = errors.New("control-plane binary missing: run 'make tools' (builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok into bin/, about 5 minutes the first time)")
 
 // Binaries are the absolute paths of the control plane's executables.
 type Binaries struct {
@@ -27,6 +32,9 @@ type Binaries struct {
 	// (providers) are looked for there too.
 	Dir                                string
 	Etcd, APIServer, ControllerManager string
+	// Scheduler, Kwok and KwokStages run the simulated nodes of the
+	// clusters that run workloads (WithWorkloads).
+	Scheduler, Kwok, KwokStages string
 }
 
 // FindBinaries returns the binaries in dir, or an error naming the first
@@ -41,11 +49,17 @@ func FindBinaries(dir string) (Binaries, error) {
 		Etcd:              filepath.Join(abs, EtcdBinary),
 		APIServer:         filepath.Join(abs, APIServerBinary),
 		ControllerManager: filepath.Join(abs, ControllerManagerBinary),
+		Scheduler:         filepath.Join(abs, SchedulerBinary),
+		Kwok:              filepath.Join(abs, KwokBinary),
+		KwokStages:        filepath.Join(abs, KwokStagesFile),
 	}
-	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager} {
+	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Scheduler, b.Kwok} {
 		if err := executable(p); err != nil {
 			return Binaries{}, fmt.Errorf("%w: %w", err, ErrBinaryMissing)
 		}
+	}
+	if fi, err := os.Stat(b.KwokStages); err != nil || fi.IsDir() {
+		return Binaries{}, fmt.Errorf("%s not found: %w", b.KwokStages, ErrBinaryMissing)
 	}
 	return b, nil
 }

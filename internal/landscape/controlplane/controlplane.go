@@ -30,8 +30,8 @@ import (
 // Controllers are the kube-controller-manager controllers every cluster
 // runs: enough for namespaces, owner references, service accounts and their
 // tokens and aggregated roles to behave as in a real cluster. Controllers
-// that need nodes or pods to run (deployments, jobs) are left out: a
-// landscape has no kubelet.
+// of workloads are left out: only a cluster that runs workloads on
+// simulated nodes (WithWorkloads) adds WorkloadControllers.
 var Controllers = []string{
 	"namespace", "garbagecollector", "serviceaccount", "serviceaccount-token",
 	"clusterrole-aggregation", "root-ca-cert-publisher",
@@ -71,6 +71,17 @@ func WithStartTimeout(d time.Duration) Option { return func(c *ControlPlane) { c
 // (DefaultStopTimeout).
 func WithStopTimeout(d time.Duration) Option { return func(c *ControlPlane) { c.stopTimeout = d } }
 
+// WithProcessEvents sets a function told of every exit of a process of the
+// control plane (or of one started with its Runner) and of its restart, to
+// report them (see WithRestarts).
+func WithProcessEvents(fn func(ProcessEvent)) Option { return func(c *ControlPlane) { c.events = fn } }
+
+// WithRestartBackoff replaces supervisor.DefaultBackoff, the wait before
+// restarting a process that exited; for tests.
+func WithRestartBackoff(fn func(n int) time.Duration) Option {
+	return func(c *ControlPlane) { c.backoff = fn }
+}
+
 // WithEnv sets the processes' environment (default DefaultEnv()).
 func WithEnv(env []string) Option { return func(c *ControlPlane) { c.env = env } }
 
@@ -100,11 +111,16 @@ type ControlPlane struct {
 	startTimeout, stopTimeout time.Duration
 	env                       []string
 	runner                    *Runner
+	events                    func(ProcessEvent)
+	backoff                   func(int) time.Duration
 
 	servingCA  *pki.Authority
 	etcdCA     *pki.Authority
 	etcdServer *pki.Pair
 	etcdClient *pki.Pair
+
+	// workloads are the clusters that run workloads (WithWorkloads).
+	workloads map[string]bool
 
 	mu       sync.Mutex
 	etcd     *Proc
@@ -126,6 +142,8 @@ type RunningCluster struct {
 	Host string
 
 	apiServer, controllerManager *Proc
+	// scheduler and kwok run when the cluster runs workloads.
+	scheduler, kwok *Proc
 }
 
 // New returns a ControlPlane for the state directory of layout. It starts
@@ -143,7 +161,9 @@ func New(layout Layout, bins Binaries, store *Store, opts ...Option) *ControlPla
 	for _, opt := range opts {
 		opt(c)
 	}
-	c.runner = NewRunner(c.env)
+	// Every process is kept running: a landscape whose etcd or API server
+	// crashed heals by itself (the clients of the others reconnect).
+	c.runner = NewRunner(c.env, WithRestarts(store, c.events), WithBackoff(c.backoff))
 	return c
 }
 
@@ -205,7 +225,8 @@ func (c *ControlPlane) StartEtcd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := c.Store.Update(func(s *State) error { s.Etcd.Process = &p.Record; return nil }); err != nil {
+	etcdRec := p.Record // a copy: the Runner updates the stored one on restarts
+	if err := c.Store.Update(func(s *State) error { s.Etcd.Process = &etcdRec; return nil }); err != nil {
 		p.Stop(c.stopTimeout)
 		return err
 	}
@@ -315,7 +336,7 @@ func (c *ControlPlane) StartCluster(ctx context.Context, name string) (_ *Runnin
 			c.stopProcs(rc)
 			_ = c.Store.Update(func(s *State) error {
 				if r := s.Clusters[name]; r != nil {
-					r.APIServer, r.ControllerManager = nil, nil
+					r.APIServer, r.ControllerManager, r.Scheduler, r.Kwok = nil, nil, nil, nil
 				}
 				return nil
 			})
@@ -336,7 +357,8 @@ func (c *ControlPlane) StartCluster(ctx context.Context, name string) (_ *Runnin
 	if rc.apiServer, err = c.runner.Start("kube-apiserver-"+name, c.Binaries.APIServer, c.apiServerArgs(rec, id, state.Etcd.ClientPort), c.Layout.Log("kube-apiserver-"+name)); err != nil {
 		return nil, err
 	}
-	if err := c.Store.Update(func(s *State) error { s.Clusters[name].APIServer = &rc.apiServer.Record; return nil }); err != nil {
+	apiServerRec := rc.apiServer.Record // a copy, see StartEtcd
+	if err := c.Store.Update(func(s *State) error { s.Clusters[name].APIServer = &apiServerRec; return nil }); err != nil {
 		return nil, err
 	}
 	if err := c.waitReadyz(ctx, rc); err != nil {
@@ -353,7 +375,7 @@ func (c *ControlPlane) StartCluster(ctx context.Context, name string) (_ *Runnin
 	}
 	args := []string{
 		"--kubeconfig=" + kcmKubeconfigPath,
-		"--controllers=" + strings.Join(Controllers, ","),
+		"--controllers=" + strings.Join(c.controllers(name), ","),
 		"--leader-elect=false",
 		// No serving: nothing scrapes it, and it would need a port.
 		"--secure-port=0",
@@ -366,11 +388,17 @@ func (c *ControlPlane) StartCluster(ctx context.Context, name string) (_ *Runnin
 	if rc.controllerManager, err = c.runner.Start("kube-controller-manager-"+name, c.Binaries.ControllerManager, args, c.Layout.Log("kube-controller-manager-"+name)); err != nil {
 		return nil, err
 	}
-	if err := c.Store.Update(func(s *State) error { s.Clusters[name].ControllerManager = &rc.controllerManager.Record; return nil }); err != nil {
+	kcmRec := rc.controllerManager.Record // a copy, see StartEtcd
+	if err := c.Store.Update(func(s *State) error { s.Clusters[name].ControllerManager = &kcmRec; return nil }); err != nil {
 		return nil, err
 	}
 	if err := c.waitControllerManager(ctx, rc); err != nil {
 		return nil, err
+	}
+	if c.workloads[name] {
+		if err := c.startWorkloads(ctx, rc, id); err != nil {
+			return nil, err
+		}
 	}
 	c.mu.Lock()
 	c.clusters[name] = rc
@@ -554,14 +582,14 @@ func (c *ControlPlane) StopCluster(name string) error {
 	}
 	return c.Store.Update(func(s *State) error {
 		if r := s.Clusters[name]; r != nil {
-			r.APIServer, r.ControllerManager = nil, nil
+			r.APIServer, r.ControllerManager, r.Scheduler, r.Kwok = nil, nil, nil, nil
 		}
 		return nil
 	})
 }
 
 func (c *ControlPlane) stopProcs(rc *RunningCluster) {
-	for _, p := range []*Proc{rc.controllerManager, rc.apiServer} {
+	for _, p := range []*Proc{rc.kwok, rc.scheduler, rc.controllerManager, rc.apiServer} {
 		if p != nil {
 			p.Stop(c.stopTimeout)
 		}
@@ -604,10 +632,6 @@ func (c *ControlPlane) Stop() error {
 	return errors.Join(errs...)
 }
 
-// Crashes delivers every process of this ControlPlane that exits without
-// being stopped, e.g. an API server that crashed.
-func (c *ControlPlane) Crashes() <-chan *supervisor.Process { return c.runner.Crashes() }
-
 // Close stops the Runner: processes still running are killed.
 func (c *ControlPlane) Close() { c.runner.Close() }
 
@@ -617,12 +641,12 @@ func (c *ControlPlane) Procs() []Process {
 	defer c.mu.Unlock()
 	var out []Process
 	if c.etcd != nil {
-		out = append(out, c.etcd.Record)
+		out = append(out, c.etcd.Current())
 	}
 	for _, rc := range c.clusters {
-		for _, p := range []*Proc{rc.apiServer, rc.controllerManager} {
+		for _, p := range []*Proc{rc.apiServer, rc.controllerManager, rc.scheduler, rc.kwok} {
 			if p != nil {
-				out = append(out, p.Record)
+				out = append(out, p.Current())
 			}
 		}
 	}
@@ -631,5 +655,5 @@ func (c *ControlPlane) Procs() []Process {
 
 // Runner returns the Runner that starts the control plane's processes; a
 // landscape starts its further processes with it too, so that they die with
-// the landscape and their crashes are seen.
+// the landscape and are restarted when they crash.
 func (c *ControlPlane) Runner() *Runner { return c.runner }

@@ -107,6 +107,10 @@ type Cluster struct {
 	// APIServer and ControllerManager are its running processes, if any.
 	APIServer         *Process `json:"apiServer,omitempty"`
 	ControllerManager *Process `json:"controllerManager,omitempty"`
+	// Scheduler and Kwok run the simulated nodes of a cluster that runs
+	// workloads (see WithWorkloads), if any.
+	Scheduler *Process `json:"scheduler,omitempty"`
+	Kwok      *Process `json:"kwok,omitempty"`
 }
 
 // RequestRef identifies the ClusterRequest a cluster was provisioned for.
@@ -130,6 +134,14 @@ type Process struct {
 	StartTime uint64 `json:"startTime"`
 	// Log is the file its output goes to.
 	Log string `json:"log,omitempty"`
+	// Restarts counts how often the landscape started the process again
+	// after it exited on its own (crashed, was killed) during this run of
+	// the landscape.
+	Restarts int `json:"restarts,omitempty"`
+	// LastExit says how the process last exited on its own, e.g. "ended
+	// (signal: killed)" or "exited with code 1", and LastExitAt when.
+	LastExit   string     `json:"lastExit,omitempty"`
+	LastExitAt *time.Time `json:"lastExitAt,omitempty"`
 }
 
 // Ports returns every loopback port the state records, with what uses it.
@@ -156,7 +168,7 @@ func (s *State) RecordedProcesses() []*Process {
 	for _, provisioned := range []bool{true, false} {
 		for _, c := range s.Clusters {
 			if (c.Request != nil) == provisioned {
-				out = appendNonNil(out, c.ControllerManager, c.APIServer)
+				out = appendNonNil(out, c.Kwok, c.Scheduler, c.ControllerManager, c.APIServer)
 			}
 		}
 	}

@@ -1,0 +1,218 @@
+package landscape_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/marketplane/marketplane/internal/landscape"
+	"github.com/marketplane/marketplane/internal/landscape/controlplane"
+	"github.com/marketplane/marketplane/internal/landscape/stack"
+	"github.com/marketplane/marketplane/pkg/testenv"
+)
+
+// TestSupervision runs the whole landscape (providers, catalog, broker) and
+// kills its processes with SIGKILL one after the other: etcd, the
+// onboarding cluster's kube-apiserver, the broker. After each, with no
+// step of the test's, the landscape must heal by itself: the killed process
+// runs again (on the same port, with the same data), the API servers
+// answer and still have an object created before the kills, the broker
+// serves its catalog, state.json and status count the restart, and the
+// landscape did not stop.
+func TestSupervision(t *testing.T) {
+	requireBinaries(t)
+	t.Parallel()
+	ctx := t.Context()
+	l, out, dir := startStack(t)
+	failed := make(chan error, 1)
+	waitCtx, stopWaiting := context.WithCancel(ctx)
+	defer stopWaiting()
+	go func() { failed <- l.Wait(waitCtx) }()
+
+	var broker stack.BrokerInfo
+	raw, err := os.ReadFile(filepath.Join(dir, stack.BrokerCredentialsFile))
+	must(t, err)
+	must(t, json.Unmarshal(raw, &broker))
+	before := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "created-before-the-kills", Namespace: "default"}, Data: map[string]string{"k": "v"}}
+	must(t, l.Onboarding.Client.Create(ctx, before))
+	ports := l.State()
+
+	kills := []struct {
+		name string
+		// record returns the process's record in a state.
+		record func(*controlplane.State) *controlplane.Process
+	}{
+		{"etcd", func(s *controlplane.State) *controlplane.Process { return s.Etcd.Process }},
+		{"kube-apiserver-" + landscape.ClusterOnboarding, func(s *controlplane.State) *controlplane.Process {
+			return s.Clusters[landscape.ClusterOnboarding].APIServer
+		}},
+		{"broker", func(s *controlplane.State) *controlplane.Process { return s.Processes["broker"] }},
+	}
+	for _, k := range kills {
+		ok := t.Run("kill -9 "+k.name, func(t *testing.T) {
+			killed := k.record(l.State())
+			if killed == nil || !controlplane.Alive(killed) || killed.Restarts != 0 {
+				t.Fatalf("record of %s before the kill: %+v; want a running process never restarted", k.name, killed)
+			}
+			must(t, syscall.Kill(killed.PID, syscall.SIGKILL))
+			begin := time.Now()
+			var last string
+			// As long as a start may take: the killed process starts
+			// again as at the landscape's start, on a loaded machine.
+			err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, startTimeout, true, func(ctx context.Context) (bool, error) {
+				rec := k.record(l.State())
+				switch {
+				case rec == nil || rec.PID == killed.PID || !controlplane.Alive(rec):
+					last = fmt.Sprintf("%s not running again: %+v", k.name, rec)
+					return false, nil
+				case rec.Restarts != 1 || rec.LastExit != "ended (signal: killed)" || rec.LastExitAt == nil:
+					return false, fmt.Errorf("record of the restarted %s: %+v; want 1 restart after SIGKILL", k.name, rec)
+				}
+				if err := healthy(ctx, l, broker, before); err != nil {
+					last = err.Error()
+					return false, nil
+				}
+				return true, nil
+			})
+			if err != nil {
+				t.Fatalf("%s restarted and the landscape healthy again: %v; last seen: %s\nprogress:\n%s", k.name, err, last, out.String())
+			}
+			t.Logf("kill -9 %s: healthy again after %s", k.name, time.Since(begin).Round(10*time.Millisecond))
+
+			st, err := landscape.ReadStatus(dir)
+			must(t, err)
+			var status bytes.Buffer
+			st.Print(ctx, &status, false)
+			if want := k.name + ": 1 restart, last exit: ended (signal: killed)"; !strings.Contains(status.String(), want) {
+				t.Errorf("status lacks %q:\n%s", want, status.String())
+			}
+			if want := "restarted " + k.name; !strings.Contains(out.String(), want) {
+				t.Errorf("progress lacks %q:\n%s", want, out.String())
+			}
+		})
+		if !ok {
+			t.FailNow() // the next kill would only fail the same way
+		}
+	}
+
+	t.Run("the other processes were not restarted, nothing moved, the landscape never failed", func(t *testing.T) {
+		now := l.State()
+		for _, p := range now.RecordedProcesses() {
+			killed := false
+			for _, k := range kills {
+				killed = killed || k.name == p.Name
+			}
+			if !killed && (p.Restarts != 0 || p.LastExit != "") {
+				// The API servers ride out etcd's restart: their etcd
+				// client reconnects; they need no restart.
+				t.Errorf("%s was restarted (%d, last exit %q) though only %d processes were killed", p.Name, p.Restarts, p.LastExit, len(kills))
+			}
+		}
+		if now.Etcd.ClientPort != ports.Etcd.ClientPort || now.Clusters[landscape.ClusterOnboarding].Port != ports.Clusters[landscape.ClusterOnboarding].Port {
+			t.Errorf("ports moved: etcd %d -> %d, onboarding %d -> %d", ports.Etcd.ClientPort, now.Etcd.ClientPort,
+				ports.Clusters[landscape.ClusterOnboarding].Port, now.Clusters[landscape.ClusterOnboarding].Port)
+		}
+		select {
+		case err := <-failed:
+			t.Errorf("the landscape failed: %v", err)
+		default:
+		}
+	})
+}
+
+// healthy returns nil when every API server of l answers, the onboarding
+// cluster still has before, and the broker serves a catalog.
+func healthy(ctx context.Context, l *landscape.Landscape, broker stack.BrokerInfo, before *corev1.ConfigMap) error {
+	for _, c := range []*landscape.Cluster{l.Platform, l.Onboarding, l.Workload} {
+		if err := c.Client.List(ctx, &corev1.NamespaceList{}); err != nil {
+			return fmt.Errorf("cluster %s: %w", c.Name, err)
+		}
+	}
+	got := &corev1.ConfigMap{}
+	if err := l.Onboarding.Client.Get(ctx, client.ObjectKeyFromObject(before), got); err != nil {
+		return fmt.Errorf("the ConfigMap created before: %w", err)
+	}
+	if got.UID != before.UID {
+		return fmt.Errorf("the ConfigMap created before has UID %s, want %s", got.UID, before.UID)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, broker.URL+"/v2/catalog", nil)
+	if err != nil {
+		return err
+	}
+	req.SetBasicAuth(broker.Username, broker.Password)
+	req.Header.Set("X-Broker-API-Version", "2.17")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	defer resp.Body.Close()
+	var catalog struct {
+		Services []json.RawMessage `json:"services"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("broker: GET /v2/catalog: %s", resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&catalog); err != nil {
+		return fmt.Errorf("broker: decode the catalog: %w", err)
+	}
+	if len(catalog.Services) == 0 {
+		return errors.New("broker: an empty catalog; want the sample catalog")
+	}
+	return nil
+}
+
+// stackBinaries returns a directory with what the whole landscape runs:
+// the control plane's binaries (linked from the usual place) and the
+// broker, the inter-operator and the sample provider, built here (`make
+// test` builds only the control plane into bin/).
+func stackBinaries(t *testing.T) string {
+	t.Helper()
+	bin := t.TempDir()
+	testenv.BuildBinaries(t, bin,
+		"github.com/marketplane/marketplane/cmd/marketplane-broker",
+		"github.com/marketplane/marketplane/cmd/marketplane-interoperator",
+		"github.com/marketplane/marketplane/providers/sample/cmd/sample")
+	src, err := controlplane.BinDir("")
+	must(t, err)
+	entries, err := os.ReadDir(src)
+	must(t, err)
+	for _, e := range entries {
+		target := filepath.Join(bin, e.Name())
+		if _, err := os.Stat(target); err == nil || e.IsDir() {
+			continue // built above
+		}
+		must(t, os.Symlink(filepath.Join(src, e.Name()), target))
+	}
+	return bin
+}
+
+// startStack starts the whole landscape (providers, catalog, broker) for a
+// test, stops it when the test ends, and returns it with its progress
+// output and its state directory.
+func startStack(t *testing.T) (l *landscape.Landscape, out *testenv.SyncBuffer, stateDir string) {
+	t.Helper()
+	out = &testenv.SyncBuffer{}
+	stateDir = filepath.Join(t.TempDir(), "state")
+	l, err := landscape.New(landscape.Config{StateDir: stateDir, BinDir: stackBinaries(t), Out: out, StartTimeout: startTimeout, StopTimeout: 5 * time.Second})
+	must(t, err)
+	t.Cleanup(func() { _ = l.Stop(context.Background()) })
+	must(t, stack.Configure(l))
+	begin := time.Now()
+	must(t, l.Start(t.Context()))
+	t.Logf("start-up of the whole landscape: %s", time.Since(begin).Round(10*time.Millisecond))
+	return l, out, stateDir
+}

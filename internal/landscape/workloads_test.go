@@ -1,0 +1,188 @@
+package landscape_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
+	"github.com/marketplane/marketplane/internal/landscape"
+	"github.com/marketplane/marketplane/internal/landscape/controlplane"
+	"github.com/marketplane/marketplane/internal/landscape/stack"
+	"github.com/marketplane/marketplane/internal/supervisor"
+)
+
+// TestSimulatedWorkloads runs the whole landscape and checks that its
+// workload cluster runs workloads: kwok's nodes are Ready with the
+// documented allocatable, a Deployment applied to the cluster becomes
+// Available (its pods scheduled onto the simulated nodes and made ready by
+// kwok), and the inter-operator's SFCluster of the cluster reports the
+// nodes' allocatable as its capacity. The other clusters have no nodes.
+func TestSimulatedWorkloads(t *testing.T) {
+	requireBinaries(t)
+	t.Parallel()
+	ctx := t.Context()
+	l, _, _ := startStack(t)
+
+	state := l.State()
+	workload := state.Clusters[landscape.ClusterWorkload]
+	for _, p := range []*controlplane.Process{workload.Scheduler, workload.Kwok} {
+		if !controlplane.Alive(p) {
+			// Not fatal: the checks below say what is missing then.
+			t.Errorf("state.json records the workload cluster's scheduler %+v and kwok %+v; want both running", workload.Scheduler, workload.Kwok)
+			continue
+		}
+		if rss, err := supervisor.ResidentMemory(p.PID); err == nil {
+			t.Logf("resident memory of %s: %d MiB", p.Name, rss>>20)
+		}
+	}
+
+	perNode := controlplane.SimulatedNodeResources()
+	t.Run("the workload cluster has simulated nodes, Ready, with the documented allocatable", func(t *testing.T) {
+		nodes := &corev1.NodeList{}
+		must(t, l.Workload.Client.List(ctx, nodes))
+		if len(nodes.Items) != controlplane.SimulatedNodes {
+			t.Fatalf("the workload cluster has %d nodes; want %d", len(nodes.Items), controlplane.SimulatedNodes)
+		}
+		for _, n := range nodes.Items {
+			if !conditionTrue(n.Status.Conditions, corev1.NodeReady) {
+				t.Errorf("node %s is not Ready: %+v", n.Name, n.Status.Conditions)
+			}
+			for name, want := range perNode {
+				if got := n.Status.Allocatable[name]; got.Cmp(want) != 0 {
+					t.Errorf("node %s: allocatable %s = %s; want %s", n.Name, name, got.String(), want.String())
+				}
+			}
+		}
+		for _, c := range []*landscape.Cluster{l.Platform, l.Onboarding} {
+			other := &corev1.NodeList{}
+			must(t, c.Client.List(ctx, other))
+			if len(other.Items) != 0 {
+				t.Errorf("cluster %s has %d nodes; want none (only the workload cluster runs workloads)", c.Name, len(other.Items))
+			}
+		}
+	})
+
+	t.Run("a Deployment applied to the workload cluster becomes Available", func(t *testing.T) {
+		const replicas = 3
+		labels := map[string]string{"app": "simulated"}
+		deploy := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "simulated", Namespace: corev1.NamespaceDefault},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To[int32](replicas),
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{
+						Name:  "app",
+						Image: "registry.invalid/simulated:v1", // never pulled: kwok runs no containers
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+							corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("256Mi"),
+						}},
+					}}},
+				},
+			},
+		}
+		created := time.Now()
+		must(t, l.Workload.Client.Create(ctx, deploy))
+		// The pod stages take 1 to 6 s each (kwok's delay and jitter);
+		// 90 s leaves room for a loaded machine.
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+			if err := l.Workload.Client.Get(ctx, client.ObjectKeyFromObject(deploy), deploy); err != nil {
+				return false, nil
+			}
+			return deploy.Status.ObservedGeneration == deploy.Generation && deploy.Status.AvailableReplicas == replicas &&
+				conditionTrueApps(deploy.Status.Conditions, appsv1.DeploymentAvailable), nil
+		})
+		if err != nil {
+			t.Fatalf("the Deployment did not become Available with %d replicas within %s: status %+v; pods: %s",
+				replicas, waitTimeout, deploy.Status, describePods(ctx, l.Workload.Client, labels))
+		}
+		t.Logf("Deployment with %d replicas: created to Available in %s", replicas, time.Since(created).Round(10*time.Millisecond))
+		pods := &corev1.PodList{}
+		must(t, l.Workload.Client.List(ctx, pods, client.InNamespace(corev1.NamespaceDefault), client.MatchingLabels(labels)))
+		for _, p := range pods.Items {
+			if !strings.HasPrefix(p.Spec.NodeName, "kwok-node-") || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" {
+				t.Errorf("pod %s: node %q, phase %s, IP %q; want Running with an IP on a simulated node", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.PodIP)
+			}
+		}
+	})
+
+	t.Run("the workload cluster's SFCluster reports the nodes' allocatable as its capacity", func(t *testing.T) {
+		want := corev1.ResourceList{}
+		for name, q := range perNode {
+			q.Mul(controlplane.SimulatedNodes)
+			want[name] = q
+		}
+		sfc := &resourcev1alpha1.SFCluster{}
+		key := client.ObjectKey{Namespace: stack.CatalogNamespace, Name: landscape.ClusterWorkload}
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+			if err := l.Platform.Client.Get(ctx, key, sfc); err != nil {
+				return false, nil
+			}
+			return sameResources(sfc.Status.TotalCapacity, want) && sameResources(sfc.Status.CurrentCapacity, want), nil
+		})
+		if err != nil {
+			t.Fatalf("SFCluster %s: totalCapacity %v, currentCapacity %v within %s; want %v (%d nodes of %v)",
+				key, sfc.Status.TotalCapacity, sfc.Status.CurrentCapacity, waitTimeout, want, controlplane.SimulatedNodes, perNode)
+		}
+	})
+}
+
+func conditionTrue(conds []corev1.NodeCondition, typ corev1.NodeConditionType) bool {
+	for _, c := range conds {
+		if c.Type == typ {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func conditionTrueApps(conds []appsv1.DeploymentCondition, typ appsv1.DeploymentConditionType) bool {
+	for _, c := range conds {
+		if c.Type == typ {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// sameResources reports whether got has exactly the quantities of want.
+func sameResources(got, want corev1.ResourceList) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for name, q := range want {
+		if g, ok := got[name]; !ok || g.Cmp(q) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// describePods says where the pods with labels are and in which phase, for
+// a failure message.
+func describePods(ctx context.Context, c client.Client, labels map[string]string) string {
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.InNamespace(corev1.NamespaceDefault), client.MatchingLabels(labels)); err != nil {
+		return err.Error()
+	}
+	if len(pods.Items) == 0 {
+		return "none (is the replicaset controller running?)"
+	}
+	var parts []string
+	for _, p := range pods.Items {
+		parts = append(parts, fmt.Sprintf("%s on %q: %s %v", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Conditions))
+	}
+	return strings.Join(parts, "; ")
+}
