@@ -44,7 +44,7 @@ func TestBrokerRestartLastOperation(t *testing.T) {
 	hh := h{t: t, base: b.url}
 	ip := func(id string) string { return instancePath(id) + "/last_operation" }
 	bp := func(id, bid string) string { return bindingPath(id, bid) + "/last_operation" }
-	instKey := func(id string) client.ObjectKey { return broker.InstanceKey(id) }
+	instKey := broker.InstanceKey
 	var ops []pending
 
 	// Provisions: held, held and finished while no broker runs, failed,
