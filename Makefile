@@ -151,6 +151,10 @@ bench: tools ## Benchmarks under bench/ (each prints its figures).
 failover: tools build ## Two inter-operator replicas on a landscape of its own; the leader is killed with SIGKILL while 500 instances are provisioned: prints succeeded / 500, duplicate resources (target 0) and the takeover time (target ≤ 15 s).
 	$(GO) run ./bench/failover -bin $(BIN) -n 500
 
+.PHONY: chaos
+chaos: tools build ## On a landscape of its own, kills each of etcd, the kube-apiservers, the broker, the inter-operator and the sample provider with SIGKILL during a run of 100 instances: prints per victim succeeded / 100, duplicates, missing objects and recovery times.
+	$(GO) run ./bench/chaos -bin $(BIN) -n 100
+
 .PHONY: bench-multicluster
 bench-multicluster: tools ## The provisioning benchmark over 3 workload API servers and 20 SFClusters (least-filled), with the single-cluster load phase first for the ratio.
 	KUBEBUILDER_ASSETS=$(BIN) $(GO) run ./bench/provisioning -clusters 3 -registered 20 -n 1000 -scheduler least-filled -compare-single

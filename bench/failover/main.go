@@ -21,46 +21,30 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/marketplane/marketplane/api/install"
-	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
+	"github.com/marketplane/marketplane/bench/internal/landscaperun"
 )
 
-// The sample catalog's plan "small" (examples/catalog) and the landscape's
-// inter-operator.
+// The landscape's inter-operator and its lease.
 const (
-	serviceID    = "3c8ac0a4-4e0b-4bb4-9a31-5d2f0e6b7a10"
-	planID       = "8f0c6f36-2b71-4c65-8a7e-2a4f7c1d9b20"
 	provider     = "interoperator"
 	providerNS   = "sp-" + provider
 	leaseName    = provider + "-leader"
 	instanceNS   = "failover"
-	labelInst    = "interoperator.servicefabrik.io/instance-id"
 	takeoverGoal = 15 * time.Second
 )
 
@@ -94,52 +78,35 @@ func main() {
 	}
 }
 
-// landscape is the one the benchmark started.
-type landscape struct {
-	bin, dir                     string
-	platform, onboarding, target client.Client
-}
-
 func run(ctx context.Context, c config, out io.Writer) (bool, error) {
-	bin, err := filepath.Abs(c.bin)
+	fmt.Fprintln(out, "starting a landscape")
+	l, err := landscaperun.Start(ctx, c.bin)
 	if err != nil {
-		return false, err
-	}
-	dir, err := os.MkdirTemp("", "marketplane-failover-")
-	if err != nil {
-		return false, err
-	}
-	l := &landscape{bin: bin, dir: dir}
-	fmt.Fprintf(out, "starting a landscape in %s\n", dir)
-	if err := l.cli(ctx, "up", "--bin-dir", bin); err != nil {
 		return false, err
 	}
 	defer func() {
 		if c.keep {
-			fmt.Fprintf(out, "the landscape keeps running: %s landscape down --state-dir %s\n", filepath.Join(bin, "marketplane"), dir)
+			fmt.Fprintf(out, "the landscape keeps running: %s landscape down --state-dir %s\n", filepath.Join(l.Bin, "marketplane"), l.Dir)
 			return
 		}
-		if err := l.cli(context.Background(), "down"); err != nil {
+		if err := l.Down(); err != nil {
 			fmt.Fprintln(os.Stderr, "failover: landscape down:", err)
 		}
 	}()
-	if err := l.connect(); err != nil {
-		return false, err
-	}
 
 	// Two replicas with leader election.
 	sp := &providerv1alpha1.ServiceProvider{}
-	if err := l.platform.Get(ctx, client.ObjectKey{Name: provider}, sp); err != nil {
+	if err := l.Platform.Get(ctx, client.ObjectKey{Name: provider}, sp); err != nil {
 		return false, fmt.Errorf("get ServiceProvider %s: %w", provider, err)
 	}
 	patch := client.MergeFrom(sp.DeepCopy())
 	sp.Spec.RunReplicas = 2
-	if err := l.platform.Patch(ctx, sp, patch); err != nil {
+	if err := l.Platform.Patch(ctx, sp, patch); err != nil {
 		return false, fmt.Errorf("set runReplicas 2: %w", err)
 	}
 	var leader *replica
-	if err := poll(ctx, 2*time.Minute, "two replicas of the inter-operator, one holding the lease", func() (bool, error) {
-		r, err := l.leader(2)
+	if err := landscaperun.Poll(ctx, 2*time.Minute, "two replicas of the inter-operator, one holding the lease", func() (bool, error) {
+		r, err := findLeader(l, 2)
 		leader = r
 		return err == nil && r != nil, nil
 	}); err != nil {
@@ -147,14 +114,13 @@ func run(ctx context.Context, c config, out io.Writer) (bool, error) {
 	}
 	fmt.Fprintf(out, "two replicas run; %s (pid %d) holds the lease\n", leader.pod, leader.pid)
 
-	if err := l.onboarding.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: instanceNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return false, fmt.Errorf("create namespace %s: %w", instanceNS, err)
+	names := make([]string, c.n)
+	for i := range names {
+		names[i] = fmt.Sprintf("fo-%04d", i)
 	}
-
 	start := time.Now()
-	var created atomic.Int64
 	createErr := make(chan error, 1)
-	go func() { createErr <- l.createAll(ctx, c, &created) }()
+	go func() { createErr <- l.CreateAll(ctx, instanceNS, names, c.workers) }()
 
 	var killedAt time.Time
 	var killed *replica
@@ -166,14 +132,14 @@ func run(ctx context.Context, c config, out io.Writer) (bool, error) {
 		if time.Now().After(deadline) {
 			return false, fmt.Errorf("after %s: %d of %d instances succeeded, %d failed", c.timeout, succeeded, c.n, failed)
 		}
-		if succeeded, failed, err = l.count(ctx); err != nil {
+		if succeeded, failed, err = l.Count(ctx, instanceNS); err != nil {
 			return false, err
 		}
 		if killed == nil && float64(succeeded) >= c.killAt*float64(c.n) {
-			if oldHolder, err = l.holder(ctx); err != nil {
+			if oldHolder, err = holder(ctx, l); err != nil {
 				return false, err
 			}
-			if killed, err = l.leader(2); err != nil || killed == nil {
+			if killed, err = findLeader(l, 2); err != nil || killed == nil {
 				return false, fmt.Errorf("find the leader: %w", err)
 			}
 			if err := syscall.Kill(killed.pid, syscall.SIGKILL); err != nil {
@@ -183,7 +149,7 @@ func run(ctx context.Context, c config, out io.Writer) (bool, error) {
 			fmt.Fprintf(out, "killed the leader %s (pid %d) with SIGKILL at %d/%d succeeded\n", killed.pod, killed.pid, succeeded, c.n)
 		}
 		if killed != nil && takeover == 0 {
-			h, err := l.holder(ctx)
+			h, err := holder(ctx, l)
 			if err == nil && h != "" && h != oldHolder {
 				takeover = time.Since(killedAt)
 				fmt.Fprintf(out, "another replica took the lease %s after the kill\n", takeover.Round(10*time.Millisecond))
@@ -203,11 +169,11 @@ func run(ctx context.Context, c config, out io.Writer) (bool, error) {
 	}
 	total := time.Since(start)
 
-	dups, missing, err := l.duplicates(ctx, c.n)
+	dups, missing, err := l.Duplicates(ctx, names)
 	if err != nil {
 		return false, err
 	}
-	restartedAfter, err := l.restartedAfter(killed.pod, killedAt)
+	restartedAfter, err := restartedAfter(l, killed.pod, killedAt)
 	if err != nil {
 		return false, err
 	}
@@ -234,114 +200,10 @@ func verdict(ok bool) string {
 	return "MISSED"
 }
 
-// cli runs bin/marketplane landscape <args> on the benchmark's state
-// directory.
-func (l *landscape) cli(ctx context.Context, args ...string) error {
-	cmd := exec.CommandContext(ctx, filepath.Join(l.bin, "marketplane"), append([]string{"landscape", args[0], "--state-dir", l.dir}, args[1:]...)...)
-	outb, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("marketplane landscape %s: %w\n%s", args[0], err, outb)
-	}
-	return nil
-}
-
-// connect makes the admin clients of the landscape's clusters.
-func (l *landscape) connect() error {
-	scheme, err := install.NewScheme()
-	if err != nil {
-		return err
-	}
-	for name, c := range map[string]*client.Client{"platform": &l.platform, "onboarding": &l.onboarding, "workload": &l.target} {
-		cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(l.dir, "kubeconfigs", name+".kubeconfig"))
-		if err != nil {
-			return fmt.Errorf("kubeconfig of %s: %w", name, err)
-		}
-		cfg.QPS, cfg.Burst = 200, 400
-		if *c, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-			return fmt.Errorf("client of %s: %w", name, err)
-		}
-	}
-	return nil
-}
-
-// createAll creates the instances, c.workers at once.
-func (l *landscape) createAll(ctx context.Context, c config, created *atomic.Int64) error {
-	names := make(chan string)
-	var wg sync.WaitGroup
-	var first error
-	var once sync.Once
-	for range c.workers {
-		wg.Go(func() {
-			for name := range names {
-				if err := l.provision(ctx, name); err != nil {
-					once.Do(func() { first = err })
-					return
-				}
-				created.Add(1)
-			}
-		})
-	}
-	for i := range c.n {
-		names <- fmt.Sprintf("fo-%04d", i)
-	}
-	close(names)
-	wg.Wait()
-	return first
-}
-
-// provision records a provision request as the broker does: the instance
-// with the broker's finalizer and last-operation label, then its status
-// in_queue unless the provisioner already wrote one.
-func (l *landscape) provision(ctx context.Context, name string) error {
-	inst := &osbv1alpha1.SFServiceInstance{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: instanceNS, Name: name,
-			Finalizers: []string{osbv1alpha1.FinalizerBroker},
-			Labels:     map[string]string{osbv1alpha1.LabelLastOperation: string(osbv1alpha1.StateInQueue)},
-		},
-		Spec: osbv1alpha1.SFServiceInstanceSpec{
-			InstanceID: name, ServiceID: serviceID, PlanID: planID,
-			OrganizationGUID: "failover-org", SpaceGUID: "failover-space",
-			Context: &runtime.RawExtension{Raw: []byte(`{"platform":"kubernetes","namespace":"failover"}`)},
-		},
-	}
-	if err := l.onboarding.Create(ctx, inst); err != nil {
-		return fmt.Errorf("create instance %s: %w", name, err)
-	}
-	for attempt := 0; attempt < 5 && inst.Status.State == ""; attempt++ {
-		inst.Status.State = osbv1alpha1.StateInQueue
-		err := l.onboarding.Status().Update(ctx, inst)
-		if err == nil || !apierrors.IsConflict(err) {
-			return err
-		}
-		if err := l.onboarding.Get(ctx, client.ObjectKeyFromObject(inst), inst); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// count returns how many instances succeeded and failed.
-func (l *landscape) count(ctx context.Context) (succeeded, failed int, err error) {
-	list := &osbv1alpha1.SFServiceInstanceList{}
-	if err := l.onboarding.List(ctx, list, client.InNamespace(instanceNS)); err != nil {
-		return 0, 0, fmt.Errorf("list instances: %w", err)
-	}
-	for i := range list.Items {
-		switch list.Items[i].Status.State {
-		case osbv1alpha1.StateSucceeded:
-			succeeded++
-		case osbv1alpha1.StateFailed:
-			failed++
-		}
-	}
-	return succeeded, failed, nil
-}
-
 // holder returns the holder of the inter-operator's lease.
-func (l *landscape) holder(ctx context.Context) (string, error) {
+func holder(ctx context.Context, l *landscaperun.Landscape) (string, error) {
 	lease := &coordinationv1.Lease{}
-	if err := l.platform.Get(ctx, client.ObjectKey{Namespace: providerNS, Name: leaseName}, lease); err != nil {
+	if err := l.Platform.Get(ctx, client.ObjectKey{Namespace: providerNS, Name: leaseName}, lease); err != nil {
 		return "", err
 	}
 	if lease.Spec.HolderIdentity == nil {
@@ -356,29 +218,19 @@ type replica struct {
 	pid int
 }
 
-// logLine is what the benchmark reads of a JSON log line.
-type logLine struct {
-	TS  string `json:"ts"`
-	Msg string `json:"msg"`
-	Pod string `json:"pod"`
-	PID int    `json:"pid"`
-}
-
-// leader returns the replica that acquired the lease last, once replicas
-// run, or nil while none holds it.
-func (l *landscape) leader(replicas int) (*replica, error) {
-	dir := filepath.Join(l.dir, "providers", "serviceprovider-"+provider)
+// findLeader returns the replica that acquired the lease last, once all
+// replicas run, or nil while none holds it.
+func findLeader(l *landscaperun.Landscape, replicas int) (*replica, error) {
 	var best *replica
 	var bestTS time.Time
 	for i := range replicas {
 		pod := fmt.Sprintf("sp-%s-%d", provider, i)
-		if started, err := l.started(pod); err != nil || len(started) == 0 {
+		if started, err := l.Started(pod); err != nil || len(started) == 0 {
 			// Not running yet.
 			return nil, err
 		}
-		err := eachLine(filepath.Join(dir, fmt.Sprintf("run-%d.log", i)), func(line logLine) {
-			ts, err := time.Parse(time.RFC3339Nano, line.TS)
-			if err == nil && line.Msg == "Successfully acquired lease" && ts.After(bestTS) {
+		err := landscaperun.EachLine(l.RunLog(provider, i), func(line landscaperun.LogLine) {
+			if ts := line.Time(); line.Msg == "Successfully acquired lease" && ts.After(bestTS) {
 				best, bestTS = &replica{pod: pod}, ts
 			}
 		})
@@ -389,7 +241,7 @@ func (l *landscape) leader(replicas int) (*replica, error) {
 	if best == nil {
 		return nil, nil
 	}
-	started, err := l.started(best.pod)
+	started, err := l.Started(best.pod)
 	if err != nil || len(started) == 0 {
 		return nil, errors.Join(err, fmt.Errorf("no start of %s in the operator log", best.pod))
 	}
@@ -397,29 +249,17 @@ func (l *landscape) leader(replicas int) (*replica, error) {
 	return best, nil
 }
 
-// started returns the operator's "Started a run process" lines of pod.
-func (l *landscape) started(pod string) ([]logLine, error) {
-	var out []logLine
-	err := eachLine(filepath.Join(l.dir, "logs", "operator.log"), func(line logLine) {
-		if line.Msg == "Started a run process" && line.Pod == pod {
-			out = append(out, line)
-		}
-	})
-	return out, err
-}
-
 // restartedAfter returns how long after t the operator started pod again,
-// or 0 when it did not.
-func (l *landscape) restartedAfter(pod string, t time.Time) (time.Duration, error) {
+// or 0 when it did not within a minute.
+func restartedAfter(l *landscaperun.Landscape, pod string, t time.Time) (time.Duration, error) {
 	var d time.Duration
-	err := poll(context.Background(), time.Minute, "the operator to start "+pod+" again", func() (bool, error) {
-		lines, err := l.started(pod)
+	err := landscaperun.Poll(context.Background(), time.Minute, "the operator to start "+pod+" again", func() (bool, error) {
+		lines, err := l.Started(pod)
 		if err != nil {
 			return false, err
 		}
 		for _, line := range lines {
-			ts, err := time.Parse(time.RFC3339Nano, line.TS)
-			if err == nil && ts.After(t) {
+			if ts := line.Time(); ts.After(t) {
 				d = ts.Sub(t)
 				return true, nil
 			}
@@ -430,70 +270,4 @@ func (l *landscape) restartedAfter(pod string, t time.Time) (time.Duration, erro
 		return 0, nil
 	}
 	return d, err
-}
-
-// duplicates counts, over the instances, the objects on the workload
-// cluster beyond the plan's two Namespaces and one ResourceQuota per
-// instance, and those missing.
-func (l *landscape) duplicates(ctx context.Context, n int) (dups, missing int, err error) {
-	namespaces := &corev1.NamespaceList{}
-	if err := l.target.List(ctx, namespaces, client.HasLabels{labelInst}); err != nil {
-		return 0, 0, fmt.Errorf("list namespaces: %w", err)
-	}
-	quotas := &corev1.ResourceQuotaList{}
-	if err := l.target.List(ctx, quotas, client.HasLabels{labelInst}); err != nil {
-		return 0, 0, fmt.Errorf("list resource quotas: %w", err)
-	}
-	count := map[string][2]int{}
-	for _, ns := range namespaces.Items {
-		c := count[ns.Labels[labelInst]]
-		c[0]++
-		count[ns.Labels[labelInst]] = c
-	}
-	for _, q := range quotas.Items {
-		c := count[q.Labels[labelInst]]
-		c[1]++
-		count[q.Labels[labelInst]] = c
-	}
-	for i := range n {
-		c := count[fmt.Sprintf("fo-%04d", i)]
-		dups += max(0, c[0]-2) + max(0, c[1]-1)
-		missing += max(0, 2-c[0]) + max(0, 1-c[1])
-	}
-	return dups, missing, nil
-}
-
-// eachLine calls fn with every JSON line of the file at path (a file that
-// does not exist has none).
-func eachLine(path string, fn func(logLine)) error {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer func() { _ = f.Close() }()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
-	for sc.Scan() {
-		text := sc.Bytes()
-		if len(text) == 0 || text[0] != '{' || !strings.Contains(string(text), `"msg"`) {
-			continue
-		}
-		var line logLine
-		if json.Unmarshal(text, &line) == nil {
-			fn(line)
-		}
-	}
-	return sc.Err()
-}
-
-// poll calls cond every 200 ms until it is true, for at most d.
-func poll(ctx context.Context, d time.Duration, what string, cond func() (bool, error)) error {
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, d, true, func(context.Context) (bool, error) { return cond() })
-	if err != nil {
-		return fmt.Errorf("waiting for %s: %w", what, err)
-	}
-	return nil
 }
