@@ -27,7 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/marketplane/marketplane/api/install"
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
@@ -57,7 +57,7 @@ type Landscape struct {
 func Start(ctx context.Context, bin string) (*Landscape, error) {
 	// The clients' own logging (retries while a benchmark has killed an
 	// API server) is not the benchmark's output.
-	ctrllog.SetLogger(logr.Discard())
+	logf.SetLogger(logr.Discard())
 	bin, err := filepath.Abs(bin)
 	if err != nil {
 		return nil, err
