@@ -121,6 +121,12 @@ type InitStatus struct {
 	// RetryAfter is when to look again: the rest of a failed attempt's
 	// backoff, or zero to rely on watches.
 	RetryAfter time.Duration
+	// PreviousFailure is set when this status is of an attempt the
+	// deployer just started because the previous one failed and its
+	// backoff is over: how the previous one failed. A caller that looked
+	// during the backoff has reported the failure already (InitFailed); one
+	// too busy to look then learns of it only here.
+	PreviousFailure string
 }
 
 // RunStatus reports on the run instances.

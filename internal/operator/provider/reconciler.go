@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -231,6 +232,14 @@ func (r *Reconciler[T]) reconcileNormal(ctx context.Context, obj T, n names) (ct
 	if err != nil {
 		initBlocked(providerv1alpha1.ReasonInitJobCreationFailed, "starting init failed: %v", err)
 		return ctrl.Result{}, fmt.Errorf("init %s %s: %w", r.kind.Name, obj.GetName(), err)
+	}
+	if is.PreviousFailure != "" && r.opts.recorder != nil {
+		// A failure is reported when attempt 2 starts too: the operator
+		// may have looked only after the backoff (a busy machine), and
+		// then the condition never said InitFailed. An operator that did
+		// report it adds to the same event series (same reason).
+		r.opts.recorder.Eventf(obj, nil, corev1.EventTypeWarning, string(providerv1alpha1.ReasonInitFailed), string(providerv1alpha1.ConditionInitialized),
+			"%s=%s: %s", providerv1alpha1.ConditionInitialized, metav1.ConditionFalse, is.PreviousFailure)
 	}
 	switch is.State {
 	case deploy.InitSucceeded:

@@ -55,8 +55,6 @@ var (
 	platform *testenv.Cluster
 	// k8s is an uncached admin client of the platform API server.
 	k8s client.Client
-	// watcher is k8s that can also watch.
-	watcher client.WithWatch
 )
 
 func TestMain(m *testing.M) { os.Exit(runSuite(m)) }
@@ -83,10 +81,6 @@ func runSuite(m *testing.M) int {
 		}
 	}()
 	k8s = platform.Client
-	if watcher, err = client.NewWithWatch(platform.Config, client.Options{Scheme: platform.Scheme}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -311,44 +305,6 @@ func conditionsMismatch(obj client.Object, wants []want) string {
 	return ""
 }
 
-// watchConditions starts watching sp before the test causes a state that
-// lasts only briefly, such as a failure shown until the backoff ends. The
-// returned wait passes once any version of sp written since had all wanted
-// conditions. Polling could miss such a state on a loaded machine; the
-// watch sees every version.
-func watchConditions(t *testing.T, sp *providerv1alpha1.ServiceProvider) func(wants ...want) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	t.Cleanup(cancel)
-	w, err := watcher.Watch(ctx, &providerv1alpha1.ServiceProviderList{},
-		client.MatchingFields{"metadata.name": sp.Name})
-	if err != nil {
-		t.Fatalf("watch ServiceProvider %s: %v", sp.Name, err)
-	}
-	t.Cleanup(w.Stop)
-	return func(wants ...want) {
-		t.Helper()
-		why := "no version seen"
-		for {
-			select {
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					t.Fatalf("conditions of %s: watch ended before they were seen (last: %s)", sp.Name, why)
-				}
-				seen, isSP := ev.Object.(*providerv1alpha1.ServiceProvider)
-				if !isSP {
-					t.Fatalf("conditions of %s: unexpected watch event %s %T", sp.Name, ev.Type, ev.Object)
-				}
-				if why = conditionsMismatch(seen, wants); why == "" {
-					return
-				}
-			case <-ctx.Done():
-				t.Fatalf("conditions of %s: %v (last: %s)", sp.Name, ctx.Err(), why)
-			}
-		}
-	}
-}
-
 // waitForJob waits for the init Job of the given generation and attempt.
 func waitForJob(t *testing.T, ns, name string, generation int64, attempt int) *batchv1.Job {
 	t.Helper()
@@ -384,7 +340,12 @@ func completeJob(t *testing.T, job *batchv1.Job) {
 // failJob marks a Job as failed, as the Job controller would.
 func failJob(t *testing.T, job *batchv1.Job, reason, message string) metav1.Time {
 	t.Helper()
-	now := metav1.Now()
+	return failJobAt(t, job, reason, message, metav1.Now())
+}
+
+// failJobAt marks job failed as the Job controller would have at now.
+func failJobAt(t *testing.T, job *batchv1.Job, reason, message string, now metav1.Time) metav1.Time {
+	t.Helper()
 	job.Status = batchv1.JobStatus{
 		StartTime: &now,
 		Failed:    1,

@@ -101,6 +101,14 @@ func TestInitRetriesWithBackoff(t *testing.T) {
 		if err != nil || st.State != deploy.InitRunning || st.Attempt != attempt+1 {
 			t.Errorf("after the backoff: Init = %+v, %v; want Running, attempt %d", st, err, attempt+1)
 		}
+		// The new attempt carries the old one's failure, for a caller that
+		// did not look during the backoff.
+		if !strings.Contains(st.PreviousFailure, "BackoffLimitExceeded: Job has reached the specified backoff limit") {
+			t.Errorf("attempt %d: PreviousFailure %q lacks the failure of attempt %d", attempt+1, st.PreviousFailure, attempt)
+		}
+		if again, _ := d.Init(ctx, w); again.PreviousFailure != "" {
+			t.Errorf("a second look at attempt %d still reports a previous failure: %q", attempt+1, again.PreviousFailure)
+		}
 	}
 }
 

@@ -71,7 +71,9 @@ func (d *Deployer) Init(ctx context.Context, w *deploy.Workload) (deploy.InitSta
 			}, nil
 		}
 		log.V(1).Info("Replacing the failed init Job after its backoff", "job", job.Name, "attempt", attempt+1)
-		return d.replaceJob(ctx, w, job, attempt+1)
+		is, err := d.replaceJob(ctx, w, job, attempt+1)
+		is.PreviousFailure = fmt.Sprintf("init Job %s failed (attempt %d): %s", job.Name, attempt, failure(c))
+		return is, err
 	}
 	return deploy.InitStatus{
 		State:   deploy.InitRunning,

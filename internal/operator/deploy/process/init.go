@@ -153,7 +153,9 @@ func (d *Deployer) Init(ctx context.Context, w *deploy.Workload) (deploy.InitSta
 	if wait := d.opts.initBackoff(a.attempt) - d.clock.Since(a.finishedAt); wait > 0 {
 		return deploy.InitStatus{State: deploy.InitFailed, Message: a.message, Attempt: a.attempt, RetryAfter: wait}, nil
 	}
-	return d.startInit(ctx, p, w, binary, a.attempt+1)
+	is, err := d.startInit(ctx, p, w, binary, a.attempt+1)
+	is.PreviousFailure = a.message
+	return is, err
 }
 
 // startInit starts init attempt n. The caller holds p.mu.
