@@ -87,13 +87,7 @@ func main() {
 	flag.BoolVar(&c.strict, "strict", false, "exit 1 when a victim did not heal")
 	flag.Parse()
 	ok, err := run(context.Background(), c, os.Stdout)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "chaos:", err)
-		os.Exit(1)
-	}
-	if !ok && c.strict {
-		os.Exit(1)
-	}
+	landscaperun.Exit("chaos", ok, err, c.strict)
 }
 
 func run(ctx context.Context, c config, out io.Writer) (bool, error) {

@@ -69,13 +69,7 @@ func main() {
 	flag.BoolVar(&c.strict, "strict", false, "exit 1 when a target is missed")
 	flag.Parse()
 	ok, err := run(context.Background(), c, os.Stdout)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "failover:", err)
-		os.Exit(1)
-	}
-	if !ok && c.strict {
-		os.Exit(1)
-	}
+	landscaperun.Exit("failover", ok, err, c.strict)
 }
 
 func run(ctx context.Context, c config, out io.Writer) (bool, error) {

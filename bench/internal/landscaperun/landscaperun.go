@@ -311,3 +311,15 @@ func Poll(ctx context.Context, d time.Duration, what string, cond func() (bool, 
 	}
 	return nil
 }
+
+// Exit ends a benchmark's main: status 1 with the error when run failed,
+// or when a target was missed (ok false) and strict is set.
+func Exit(name string, ok bool, err error, strict bool) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
+	if !ok && strict {
+		os.Exit(1)
+	}
+}
