@@ -55,7 +55,7 @@ func (m *Manager) Request(ctx context.Context, purpose, name string, p Permissio
 	}
 
 	var cluster *spruntime.Cluster
-	pending := "nothing read yet"
+	pending := noStateYet
 	err := wait.PollUntilContextCancel(ctx, m.pollInterval, true, func(ctx context.Context) (bool, error) {
 		c, state, err := m.requestedCluster(ctx, key)
 		if err != nil && errors.Is(err, ErrAccessDenied) {
@@ -63,8 +63,12 @@ func (m *Manager) Request(ctx context.Context, purpose, name string, p Permissio
 		}
 		if err != nil {
 			// Transient (the API server or the Secret is not there);
-			// the next poll tries again.
-			pending = err.Error()
+			// the next poll tries again. A read cut short because the
+			// wait itself ended says nothing about the request: the
+			// state read before it is what the caller needs to know.
+			if ctx.Err() == nil || pending == noStateYet {
+				pending = err.Error()
+			}
 			return false, nil
 		}
 		if c == nil {
@@ -124,6 +128,9 @@ func (m *Manager) requestedCluster(ctx context.Context, key types.NamespacedName
 	c, err := m.newCluster(name, cfg)
 	return c, "", err
 }
+
+// noStateYet is what Request reports as pending before its first read.
+const noStateYet = "nothing read yet"
 
 func phaseOf(p string) string {
 	if p == "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,12 +16,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/api/common"
@@ -289,5 +293,39 @@ func TestRefreshingConfig(t *testing.T) {
 				t.Errorf("%s (-want +got status codes):\n%s", tc.reason, diff)
 			}
 		})
+	}
+}
+
+// TestTimeoutKeepsThePendingState ends Request's wait while a read is in
+// flight: the error still names the pending AccessRequest, not the read the
+// deadline cut short (a loaded CI machine hit exactly this).
+func TestTimeoutKeepsThePendingState(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clustersv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	var accessReads atomic.Int32
+	c := fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			// Reads of the AccessRequest: the first two (ensure and
+			// the first poll) answer; every later one hangs until the
+			// wait ends, as a read on a slow API server does.
+			if _, ok := obj.(*clustersv1alpha1.AccessRequest); ok && accessReads.Add(1) > 2 {
+				<-ctx.Done()
+				return fmt.Errorf("get: %w", ctx.Err())
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	}).Build()
+	m, err := New(c, "p", "ns", WithPollInterval(time.Millisecond), WithTimeout(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Request(t.Context(), clustersv1alpha1.PurposeOnboarding, "onboarding-x", Permissions{})
+	if err == nil || !strings.Contains(err.Error(), "AccessRequest ns/"+RequestName("p", "onboarding-x")+" is Pending") {
+		t.Errorf("Request() = %v, want a timeout naming the pending AccessRequest", err)
+	}
+	if n := accessReads.Load(); n < 3 {
+		t.Errorf("the AccessRequest was read %d times, want a read cut short by the deadline", n)
 	}
 }
