@@ -148,11 +148,12 @@ bench: tools ## Benchmarks under bench/ (each prints its figures).
 	$(GO) run ./bench/render
 
 .PHONY: failover
-failover: tools build ## Two inter-operator replicas on a landscape of its own; the leader is killed with SIGKILL while 500 instances are provisioned: prints succeeded / 500, duplicate resources (target 0) and the takeover time (target ≤ 15 s).
-	$(GO) run ./bench/failover -bin $(BIN) -n 500
+failover: tools build ## Two inter-operator replicas, then two operator replicas, each on a landscape of its own; the leader is killed with SIGKILL while 500 instances are provisioned: prints succeeded / 500, duplicate resources (target 0) and the takeover time (target ≤ 15 s).
+	$(GO) run ./bench/failover -bin $(BIN) -n 500 -victim interoperator
+	$(GO) run ./bench/failover -bin $(BIN) -n 500 -victim operator
 
 .PHONY: chaos
-chaos: tools build ## On a landscape of its own, kills each of etcd, the kube-apiservers, the broker, the inter-operator and the sample provider with SIGKILL during a run of 100 instances: prints per victim succeeded / 100, duplicates, missing objects and recovery times.
+chaos: tools build ## On a landscape of its own, kills each of etcd, the kube-apiservers, the broker, the operator's leader, the inter-operator and the sample provider with SIGKILL during a run of 100 instances: prints per victim succeeded / 100, duplicates, missing objects and recovery times.
 	$(GO) run ./bench/chaos -bin $(BIN) -n 100
 
 .PHONY: bench-multicluster

@@ -11,17 +11,20 @@
 // once; requests are retried while the onboarding API server is down), and
 // once -kill-at of them succeeded it kills the victim:
 //
-//   - landscape processes (etcd, the kube-apiservers, the broker) by the
-//     PID in state.json; they are back when state.json records a restart;
+//   - landscape processes (etcd, the kube-apiservers, the broker, and, as
+//     "operator", the operator replica that leads) by the PID in
+//     state.json; they are back when state.json records a restart; the
+//     providers die with the operator's leader and the other replica
+//     starts them again once it leads;
 //   - provider processes (the inter-operator, the sample provider) by the
 //     PID of the operator's last "Started a run process" line; they are
 //     back when the operator started them again.
 //
 // It prints, per victim, the instances that succeeded, duplicates and
 // missing objects, how long after the kill the process ran again and how
-// long after the kill the last instance succeeded. The operator runs
-// inside the landscape's supervising process, so it is not a victim: a
-// killed supervisor is resumed by `landscape up` (docs/operations.md).
+// long after the kill the last instance succeeded. The landscape's
+// supervising process is not a victim: a killed supervisor is resumed by
+// `landscape up` (docs/operations.md).
 // With -strict any victim that did not heal makes the exit status 1.
 package main
 
@@ -37,7 +40,11 @@ import (
 	"time"
 
 	"github.com/marketplane/marketplane/bench/internal/landscaperun"
+	"github.com/marketplane/marketplane/internal/landscape/controlplane"
 )
+
+// victimOperator is the operator replica that leads when it is killed.
+const victimOperator = "operator"
 
 // defaultVictims are the processes killed, in order.
 var defaultVictims = []string{
@@ -46,6 +53,7 @@ var defaultVictims = []string{
 	"kube-apiserver-workload",
 	"kube-apiserver-platform",
 	"broker",
+	victimOperator,
 	"provider:interoperator",
 	"provider:sample",
 }
@@ -202,7 +210,17 @@ func kill(l *landscaperun.Landscape, victim string) (func() (bool, error), error
 			return len(started) > before, err
 		}, nil
 	}
-	p, err := l.Process(victim)
+	var p *controlplane.Process
+	var err error
+	if victim == victimOperator {
+		// The replica that leads; the providers it runs die with it,
+		// and the other replica starts them again once it leads.
+		if p, err = l.OperatorLeader(); err == nil {
+			victim = p.Name
+		}
+	} else {
+		p, err = l.Process(victim)
+	}
 	if err != nil {
 		return nil, err
 	}

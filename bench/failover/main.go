@@ -1,9 +1,15 @@
-// Command failover measures how the inter-operator fails over on the local
-// landscape (issue #14 item 2): it runs two replicas with leader election,
-// kills the leader with SIGKILL while instances are provisioned, and prints
-// how many instances succeeded, how many duplicate resources there are on
-// the workload cluster (must be 0) and how long the other replica took to
-// take over (target ≤ 15 s).
+// Command failover measures how the inter-operator or the operator fails
+// over on the local landscape (issue #14 item 2): it runs two replicas of
+// each with leader election, kills the leader of -victim with SIGKILL
+// while instances are provisioned, and prints how many instances
+// succeeded, how many duplicate resources there are on the workload
+// cluster (must be 0) and how long the other replica took to take over
+// (target ≤ 15 s).
+//
+// With -victim operator the killed process is the leading replica of
+// marketplane-operator (the landscape runs two). The provider processes it
+// runs die with it (process deployer), so the inter-operator stops too
+// until the new leader starts it again; the figures say when that was.
 //
 // It starts a landscape of its own (bin/marketplane landscape up in a
 // temporary state directory; the binaries must be built: make build), sets
@@ -37,6 +43,7 @@ import (
 
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/bench/internal/landscaperun"
+	"github.com/marketplane/marketplane/internal/landscape"
 )
 
 // The landscape's inter-operator and its lease.
@@ -56,6 +63,7 @@ type config struct {
 	timeout time.Duration
 	keep    bool
 	strict  bool
+	victim  string
 }
 
 func main() {
@@ -67,7 +75,11 @@ func main() {
 	flag.DurationVar(&c.timeout, "timeout", 15*time.Minute, "how long every instance may take")
 	flag.BoolVar(&c.keep, "keep", false, "keep the landscape (and print its state directory) instead of removing it")
 	flag.BoolVar(&c.strict, "strict", false, "exit 1 when a target is missed")
+	flag.StringVar(&c.victim, "victim", provider, "whose leader is killed: interoperator or operator")
 	flag.Parse()
+	if c.victim != provider && c.victim != victimOperator {
+		landscaperun.Exit("failover", false, fmt.Errorf("-victim %q: want %s or %s", c.victim, provider, victimOperator), true)
+	}
 	ok, err := run(context.Background(), c, os.Stdout)
 	landscaperun.Exit("failover", ok, err, c.strict)
 }
@@ -130,10 +142,10 @@ func run(ctx context.Context, c config, out io.Writer) (bool, error) {
 			return false, err
 		}
 		if killed == nil && float64(succeeded) >= c.killAt*float64(c.n) {
-			if oldHolder, err = holder(ctx, l); err != nil {
+			if oldHolder, err = holder(ctx, l, c.victim); err != nil {
 				return false, err
 			}
-			if killed, err = findLeader(l, 2); err != nil || killed == nil {
+			if killed, err = victimLeader(l, c.victim); err != nil || killed == nil {
 				return false, fmt.Errorf("find the leader: %w", err)
 			}
 			if err := syscall.Kill(killed.pid, syscall.SIGKILL); err != nil {
@@ -143,7 +155,7 @@ func run(ctx context.Context, c config, out io.Writer) (bool, error) {
 			fmt.Fprintf(out, "killed the leader %s (pid %d) with SIGKILL at %d/%d succeeded\n", killed.pod, killed.pid, succeeded, c.n)
 		}
 		if killed != nil && takeover == 0 {
-			h, err := holder(ctx, l)
+			h, err := holder(ctx, l, c.victim)
 			if err == nil && h != "" && h != oldHolder {
 				takeover = time.Since(killedAt)
 				fmt.Fprintf(out, "another replica took the lease %s after the kill\n", takeover.Round(10*time.Millisecond))
@@ -167,21 +179,40 @@ func run(ctx context.Context, c config, out io.Writer) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	restartedAfter, err := restartedAfter(l, killed.pod, killedAt)
-	if err != nil {
+	var restarted, providerBack time.Duration
+	if c.victim == victimOperator {
+		if restarted, err = operatorRestartedAfter(l, killed, killedAt); err != nil {
+			return false, err
+		}
+		if providerBack, err = restartedAfter(l, leader.pod, killedAt); err != nil {
+			return false, err
+		}
+	} else if restarted, err = restartedAfter(l, killed.pod, killedAt); err != nil {
 		return false, err
 	}
 
 	ok := succeeded == c.n && dups == 0 && missing == 0 && takeover <= takeoverGoal
-	fmt.Fprintf(out, "\nfailover of the inter-operator (2 replicas, leader killed with SIGKILL at %.0f%%):\n", c.killAt*100)
+	fmt.Fprintf(out, "\nfailover of the %s (2 replicas, leader killed with SIGKILL at %.0f%%):\n", c.victim, c.killAt*100)
 	fmt.Fprintf(out, "  succeeded: %d / %d (failed %d)\n", succeeded, c.n, failed)
 	fmt.Fprintf(out, "  duplicate resources on the workload cluster: %d (target 0); missing: %d\n", dups, missing)
 	fmt.Fprintf(out, "  takeover (kill → another replica holds the lease): %s (target ≤ %s) %s\n", takeover.Round(10*time.Millisecond), takeoverGoal, verdict(takeover <= takeoverGoal))
-	if restartedAfter > 0 {
-		fmt.Fprintf(out, "  the operator started the killed replica again %s after the kill\n", restartedAfter.Round(10*time.Millisecond))
+	starter := "the operator"
+	if c.victim == victimOperator {
+		starter = "the landscape"
+	}
+	if restarted > 0 {
+		fmt.Fprintf(out, "  %s started the killed replica again %s after the kill\n", starter, restarted.Round(10*time.Millisecond))
 	} else {
-		fmt.Fprintf(out, "  the operator did not start the killed replica again\n")
+		fmt.Fprintf(out, "  %s did not start the killed replica again\n", starter)
 		ok = false
+	}
+	if c.victim == victimOperator {
+		if providerBack > 0 {
+			fmt.Fprintf(out, "  the new leader started the inter-operator (%s) again %s after the kill\n", leader.pod, providerBack.Round(10*time.Millisecond))
+		} else {
+			fmt.Fprintf(out, "  the new leader did not start the inter-operator again\n")
+			ok = false
+		}
 	}
 	fmt.Fprintf(out, "  all %d instances done %s after the first create (%.1f instances/s)\n", c.n, total.Round(100*time.Millisecond), float64(c.n)/total.Seconds())
 	return ok, nil
@@ -194,10 +225,17 @@ func verdict(ok bool) string {
 	return "MISSED"
 }
 
-// holder returns the holder of the inter-operator's lease.
-func holder(ctx context.Context, l *landscaperun.Landscape) (string, error) {
+// victimOperator is -victim's value for the operator.
+const victimOperator = "operator"
+
+// holder returns the holder of victim's lease.
+func holder(ctx context.Context, l *landscaperun.Landscape, victim string) (string, error) {
+	key := client.ObjectKey{Namespace: providerNS, Name: leaseName}
+	if victim == victimOperator {
+		key = client.ObjectKey{Namespace: landscape.Namespace, Name: "marketplane-operator-" + landscape.OperatorProviderName}
+	}
 	lease := &coordinationv1.Lease{}
-	if err := l.Platform.Get(ctx, client.ObjectKey{Namespace: providerNS, Name: leaseName}, lease); err != nil {
+	if err := l.Platform.Get(ctx, key, lease); err != nil {
 		return "", err
 	}
 	if lease.Spec.HolderIdentity == nil {
@@ -206,10 +244,48 @@ func holder(ctx context.Context, l *landscaperun.Landscape) (string, error) {
 	return *lease.Spec.HolderIdentity, nil
 }
 
+// victimLeader returns the leading replica of victim: an inter-operator
+// run process or an operator process of the landscape.
+func victimLeader(l *landscaperun.Landscape, victim string) (*replica, error) {
+	if victim != victimOperator {
+		return findLeader(l, 2)
+	}
+	p, err := l.OperatorLeader()
+	if err != nil {
+		return nil, err
+	}
+	return &replica{pod: p.Name, pid: p.PID, restarts: p.Restarts}, nil
+}
+
+// operatorRestartedAfter returns how long after t the landscape ran the
+// killed operator replica again, or 0 when it did not within a minute.
+func operatorRestartedAfter(l *landscaperun.Landscape, killed *replica, t time.Time) (time.Duration, error) {
+	var d time.Duration
+	err := landscaperun.Poll(context.Background(), time.Minute, "the landscape to start "+killed.pod+" again", func() (bool, error) {
+		p, err := l.Process(killed.pod)
+		if err != nil {
+			return false, err
+		}
+		if p.Restarts > killed.restarts && p.LastExitAt != nil {
+			// The restart follows the exit by the backoff; the exit
+			// time is when the landscape saw the kill.
+			d = time.Since(t)
+			return true, nil
+		}
+		return false, nil
+	})
+	if wait.Interrupted(err) {
+		return 0, nil
+	}
+	return d, err
+}
+
 // replica is one run process of the inter-operator.
 type replica struct {
 	pod string
 	pid int
+	// restarts is the landscape's restart count of an operator replica.
+	restarts int
 }
 
 // findLeader returns the replica that acquired the lease last, once all

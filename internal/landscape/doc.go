@@ -5,21 +5,24 @@
 // cluster also with kube-scheduler and kwok, which simulate two nodes and
 // the pods on them, so that Deployments become Available), registers the
 // onboarding and workload clusters as Clusters on the platform cluster,
-// runs the provider operator in-process with the process deployer and the
-// local cluster provider (package localcluster, a fresh API server for each
-// Exclusive ClusterRequest), then runs the steps added with AddStep (the
-// providers, the catalog, the broker) and prints a summary.
+// runs the provider operator as OperatorReplicas processes of
+// marketplane-operator with leader election and the process deployer,
+// serves them the local cluster provider (package localcluster, a fresh API
+// server for each Exclusive ClusterRequest) on a Unix socket, then runs the
+// steps added with AddStep (the providers, the catalog, the broker) and
+// prints a summary.
 //
 // Everything lives in a state directory (DefaultStateDir), see
 // controlplane.Layout: state.json records every process, port and cluster;
 // kubeconfigs/<cluster>.kubeconfig are admin kubeconfigs; logs/ has the
-// output of every process and the operator's log.
+// output of every process (the operator replicas' included) and
+// landscape.log, the supervisor's own.
 //
 // Lifecycle:
 //
 //   - Start starts everything and returns once it is ready; Wait blocks
-//     until the context ends or the landscape fails (the in-process
-//     operator or a step's background function failed); Stop stops
+//     until the context ends or the landscape fails (the local cluster
+//     provider's socket or a step's background function failed); Stop stops
 //     everything in order (steps' stop functions, the operator and
 //     the providers it runs, provisioned clusters, controller managers, API
 //     servers, etcd) and keeps the data. Run does all three.
@@ -31,7 +34,7 @@
 //     controlplane.WithRestarts); clients of it reconnect by themselves.
 //     A process crashing in a loop stops neither the others nor the
 //     landscape. Each exit and restart is a progress line and a line of
-//     the operator's log, and state.json counts the restarts and keeps the
+//     landscape.log, and state.json counts the restarts and keeps the
 //     last exit of each process, which status shows. Providers are
 //     restarted by the operator's process deployer the same way.
 //   - Started again on the same state directory, a landscape reuses it:

@@ -179,6 +179,9 @@ func New(cfg Config) (*Landscape, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := operatorBinary(bins.Dir); err != nil {
+		return nil, err
+	}
 	dir, err := filepath.Abs(cfg.StateDir)
 	if err != nil {
 		return nil, fmt.Errorf("state directory %s: %w", cfg.StateDir, err)
@@ -187,7 +190,7 @@ func New(cfg Config) (*Landscape, error) {
 	if err := prepareStateDir(layout); err != nil {
 		return nil, err
 	}
-	log, logFile, err := fileLogger(layout.Log("operator"))
+	log, logFile, err := fileLogger(layout.Log(LogName))
 	if err != nil {
 		return nil, err
 	}
@@ -202,9 +205,14 @@ func New(cfg Config) (*Landscape, error) {
 	}, nil
 }
 
-// Logger is the logger of the in-process operator and of the landscape's
-// controllers, writing JSON lines to logs/operator.log. A command may make
-// it the process-wide logger of controller-runtime and klog.
+// LogName is the landscape's own log, logs/landscape.log: its progress,
+// process exits and restarts, and what its steps' controllers log. The
+// operator replicas log to logs/operator-<i>.log.
+const LogName = "landscape"
+
+// Logger is the logger of the landscape's own controllers, writing JSON
+// lines to logs/landscape.log. A command may make it the process-wide
+// logger of controller-runtime and klog.
 func (l *Landscape) Logger() logr.Logger { return l.log }
 
 // AddStep adds a step run, in the order added, after the operator is up
@@ -244,13 +252,23 @@ func (l *Landscape) Go(name string, fn func(ctx context.Context) error) {
 // is restarted with the same arguments after a backoff, like the control
 // plane's processes. Call it from a step.
 func (l *Landscape) StartProcess(name, binary string, args []string) (*controlplane.Proc, error) {
-	p, err := l.cp.Runner().Start(name, binary, args, l.Layout.Log(name))
+	p, err := l.startRecorded(name, binary, args)
 	if err != nil {
 		return nil, err
 	}
 	l.mu.Lock()
 	l.procs = append(l.procs, p)
 	l.mu.Unlock()
+	return p, nil
+}
+
+// startRecorded starts a restarting process of the landscape and records
+// it in state.json.
+func (l *Landscape) startRecorded(name, binary string, args []string) (*controlplane.Proc, error) {
+	p, err := l.cp.Runner().Start(name, binary, args, l.Layout.Log(name))
+	if err != nil {
+		return nil, err
+	}
 	if err := l.store.Update(func(s *controlplane.State) error {
 		if s.Processes == nil {
 			s.Processes = map[string]*controlplane.Process{}
@@ -491,11 +509,11 @@ func (l *Landscape) stop(ctx context.Context) error {
 	for _, p := range slices.Backward(procs) {
 		p.Stop(l.cfg.StopTimeout)
 	}
-	if l.store != nil && len(procs) > 0 {
-		errs = append(errs, l.store.Update(func(s *controlplane.State) error { s.Processes = nil; return nil }))
-	}
 	if l.operator != nil {
 		errs = append(errs, l.operator.stop(l.cfg.StopTimeout))
+	}
+	if l.store != nil && (len(procs) > 0 || l.operator != nil) {
+		errs = append(errs, l.store.Update(func(s *controlplane.State) error { s.Processes = nil; return nil }))
 	}
 	if l.provisioner != nil {
 		l.provisioner.Close()

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -52,10 +53,14 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	// The landscape's controllers log to its operator.log; nothing else
+	// The landscape's controllers log to its landscape.log; nothing else
 	// of controller-runtime logs in these tests.
 	ctrl.SetLogger(logr.Discard())
-	os.Exit(m.Run())
+	code := m.Run()
+	if testBinDir != "" {
+		_ = os.RemoveAll(testBinDir)
+	}
+	os.Exit(code)
 }
 
 // Timeouts. A test that hangs should fail, but not a landscape that starts
@@ -625,18 +630,75 @@ func waitGone(t *testing.T, c client.Client, obj client.Object) {
 
 // requireBinaries skips t under -short (it starts a landscape) and fails it
 // when the control plane's binaries are missing.
+//
+// The first call builds the operator, which every landscape runs, into a
+// directory of the package beside links to the tools of bin/, and makes it
+// the binary directory of every landscape the tests start (also of the
+// supervisors `landscape up` starts, which inherit the environment): `make
+// test` builds only the tools into bin/, and a test must not run a stale
+// operator a user built there.
 func requireBinaries(t *testing.T) {
 	t.Helper()
 	testenv.SkipIfShort(t)
-	dir, err := controlplane.BinDir("")
-	if err == nil {
-		_, err = controlplane.FindBinaries(dir)
-	}
-	if err != nil {
+	binDirOnce.Do(func() { binDirErr = prepareBinDir(t) })
+	if binDirErr != nil {
 		// Not a skip: a silently skipped landscape test would pass CI
 		// without testing anything. `make test` builds the binaries.
-		t.Fatalf("%v (run 'make tools')", err)
+		t.Fatalf("%v (run 'make tools')", binDirErr)
 	}
+}
+
+var (
+	binDirOnce sync.Once
+	binDirErr  error
+	// testBinDir is the directory requireBinaries prepared; TestMain
+	// removes it.
+	testBinDir string
+)
+
+// prepareBinDir builds the operator into a new directory, links the tools
+// of bin/ beside it and points controlplane.AssetsEnv at it.
+func prepareBinDir(t *testing.T) error {
+	src, err := controlplane.BinDir("")
+	if err != nil {
+		return err
+	}
+	if _, err := controlplane.FindBinaries(src); err != nil {
+		return err
+	}
+	// Not t.TempDir: the directory serves every test of the package,
+	// and TestMain removes it.
+	dir, err := os.MkdirTemp("", "landscape-test-bin-") //nolint:usetesting // lives as long as the package's tests
+
+	if err != nil {
+		return err
+	}
+	testBinDir = dir
+	if err := linkTools(src, dir); err != nil {
+		return err
+	}
+	testenv.BuildBinaries(t, dir, "github.com/marketplane/marketplane/cmd/"+landscape.OperatorBinary)
+	// Not t.Setenv: it must hold for the parallel tests and for the
+	// supervisors they start, set once before any landscape starts.
+	return os.Setenv(controlplane.AssetsEnv, dir) //nolint:usetesting // process-wide on purpose, see above
+}
+
+// linkTools links every entry of src into dst that dst does not have.
+func linkTools(src, dst string) error {
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		target := filepath.Join(dst, e.Name())
+		if _, err := os.Lstat(target); err == nil || e.IsDir() {
+			continue
+		}
+		if err := os.Symlink(filepath.Join(src, e.Name()), target); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func must(t *testing.T, err error) {

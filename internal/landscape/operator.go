@@ -4,39 +4,48 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	stdlog "log"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
-	"github.com/marketplane/marketplane/api/install"
-	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/landscape/controlplane"
 	"github.com/marketplane/marketplane/internal/landscape/pki"
 	"github.com/marketplane/marketplane/internal/operator/app"
+	"github.com/marketplane/marketplane/internal/operator/clusters/socketprovisioner"
 	"github.com/marketplane/marketplane/internal/operator/deploy/process"
-	"github.com/marketplane/marketplane/internal/operator/provider"
 )
 
-// operator is the provider operator running in-process.
+// OperatorBinary is the operator's executable, looked for in the
+// landscape's binary directory like the providers' (`make build` puts it
+// there).
+const OperatorBinary = "marketplane-operator"
+
+// OperatorReplicas is how many operator processes the landscape runs: they
+// elect a leader, and when the leader dies the other takes over within the
+// lease duration (providerapp.DefaultLeaseTimes).
+const OperatorReplicas = 2
+
+// OperatorProcess is the name of operator replica i in state.json, status
+// and logs/.
+func OperatorProcess(i int) string { return fmt.Sprintf("operator-%d", i) }
+
+// operator is the provider operator: OperatorReplicas processes of
+// marketplane-operator, and the local cluster provider they call over a
+// Unix socket.
 type operator struct {
-	cancel        context.CancelFunc
-	done          chan struct{}
-	err           error
-	closeDeployer func()
+	procs   []*controlplane.Proc
+	server  *http.Server
+	served  chan error
+	sockDir string
 }
 
 // ImageMapFile is the process deployer's image map, in the state directory.
@@ -46,10 +55,12 @@ func (l *Landscape) ImageMapFile() string { return l.Layout.Path("images.yaml") 
 // per provider with its logs and credentials.
 func (l *Landscape) OperatorStateDir() string { return l.Layout.Path("providers") }
 
-// startOperator writes the image map and runs the operator's controllers on
-// the platform cluster, like `marketplane-operator run --deployer=process`,
-// with the local cluster provider.
-func (l *Landscape) startOperator() error {
+// startOperator writes the image map, serves the local cluster provider on
+// a Unix socket and starts the operator replicas: `marketplane-operator run
+// --deployer=process --leader-elect`, supervised like every process of the
+// landscape. Only the leader runs controllers and provider processes; the
+// providers die with it (Pdeathsig) and the next leader starts them again.
+func (l *Landscape) startOperator() (err error) {
 	images := l.cfg.Images
 	if len(images) == 0 {
 		// A resumed landscape runs the providers the user mapped before
@@ -61,84 +72,106 @@ func (l *Landscape) startOperator() error {
 	if err := WriteImageMap(l.ImageMapFile(), l.Binaries.Dir, images); err != nil {
 		return err
 	}
-	scheme, err := install.NewScheme()
-	if err != nil {
+	binary := filepath.Join(l.Binaries.Dir, OperatorBinary)
+	if err := operatorBinary(l.Binaries.Dir); err != nil {
 		return err
 	}
-	managed := labels.SelectorFromSet(labels.Set{providerv1alpha1.ManagedByLabel: provider.ManagedByValue})
-	cfg := rest.CopyConfig(l.Platform.Config)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Logger:                 l.log.WithName("operator"),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&batchv1.Job{}:       {Label: managed},
-			&appsv1.Deployment{}: {Label: managed},
-		}},
-		// One operator per process, but a test may start a landscape
-		// again in the same process.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	// The socket lives in a directory of its own that only this user may
+	// enter (MkdirTemp makes it 0700): whoever can connect may create
+	// clusters. Not in the state directory, whose path may be longer than
+	// a socket address allows (108 bytes).
+	sockDir, err := os.MkdirTemp("", "marketplane-provisioner-")
 	if err != nil {
-		return fmt.Errorf("operator: create manager: %w", err)
+		return fmt.Errorf("operator: socket directory: %w", err)
 	}
-	onboarding := l.Onboarding.Config
-	closeDeployer, err := app.Setup(mgr, app.Config{
-		Environment: l.cfg.Environment,
-		Namespace:   Namespace,
-		Deployer:    app.DeployerProcess,
-		ImageMap:    l.ImageMapFile(),
-		StateDir:    l.OperatorStateDir(),
-		Provisioner: l.provisioner,
-		OnboardingConfig: func(context.Context, client.Reader) (*rest.Config, error) {
-			return rest.CopyConfig(onboarding), nil
-		},
-		OnboardingRetries: time.Second,
-	})
+	op := &operator{sockDir: sockDir, served: make(chan error, 1)}
+	l.operator = op
+	sock := filepath.Join(sockDir, "provisioner.sock")
+	ln, err := socketprovisioner.Listen(sock)
 	if err != nil {
 		return fmt.Errorf("operator: %w", err)
 	}
-	octx, cancel := context.WithCancel(l.runCtx)
-	op := &operator{cancel: cancel, done: make(chan struct{}), closeDeployer: closeDeployer}
+	op.server = &http.Server{
+		Handler:           socketprovisioner.Handler(l.provisioner),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          stdlog.New(io.Discard, "", 0),
+	}
 	go func() {
-		defer close(op.done)
-		op.err = mgr.Start(octx)
-		if octx.Err() == nil {
-			if op.err == nil {
-				op.err = errors.New("stopped unexpectedly")
-			}
-			l.fail(fmt.Errorf("operator: %w", op.err))
+		err := op.server.Serve(ln)
+		op.served <- err
+		if !errors.Is(err, http.ErrServerClosed) {
+			l.fail(fmt.Errorf("operator: the local cluster provider's socket: %w", err))
 		}
 	}()
-	l.operator = op
+
+	args := []string{"run",
+		"--environment=" + l.cfg.Environment,
+		"--provider-name=" + OperatorProviderName,
+		"--verbosity=INFO",
+		"--kubeconfig=" + l.Platform.KubeconfigPath,
+		"--onboarding-kubeconfig=" + l.Onboarding.KubeconfigPath,
+		"--namespace=" + Namespace,
+		"--deployer=" + app.DeployerProcess,
+		"--process-images=" + l.ImageMapFile(),
+		"--state-dir=" + l.OperatorStateDir(),
+		"--cluster-provisioner=" + socketprovisioner.Scheme + sock,
+		"--leader-elect",
+		// Nothing listens: the landscape checks the operator by what it
+		// does (the Clusters Ready), and the replicas would need ports of
+		// their own.
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=0",
+		"--onboarding-retry-interval=1s",
+	}
+	for i := range OperatorReplicas {
+		p, err := l.startRecorded(OperatorProcess(i), binary, args)
+		if err != nil {
+			return fmt.Errorf("operator: %w", err)
+		}
+		op.procs = append(op.procs, p)
+	}
 	return nil
 }
 
-// stop stops the operator and then the providers its deployer runs.
-func (o *operator) stop(timeout time.Duration) error {
-	o.cancel()
-	var err error
-	select {
-	case <-o.done:
-		if o.err != nil && !errors.Is(o.err, context.Canceled) {
-			err = fmt.Errorf("operator: %w", o.err)
-		}
-	case <-time.After(timeout + 20*time.Second):
-		err = errors.New("operator did not stop in time")
+// operatorBinary checks that the operator is in dir.
+func operatorBinary(dir string) error {
+	binary := filepath.Join(dir, OperatorBinary)
+	if fi, err := os.Stat(binary); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return fmt.Errorf("%s not found or not executable (run 'make build'): %w", binary, controlplane.ErrBinaryMissing)
 	}
-	o.closeDeployer()
-	return err
+	return nil
 }
 
-// failed returns the operator's error once it has stopped, else nil.
+// OperatorProviderName is the operator's --provider-name: it names its
+// leader-election Lease (marketplane-operator-<name>).
+const OperatorProviderName = "landscape"
+
+// stop stops the operator replicas, which stop the providers they run,
+// and then the cluster provider's socket.
+func (o *operator) stop(timeout time.Duration) error {
+	var wg sync.WaitGroup
+	for _, p := range o.procs {
+		wg.Go(func() { p.Stop(timeout + 20*time.Second) })
+	}
+	wg.Wait()
+	var err error
+	if o.server != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		if serr := o.server.Shutdown(ctx); serr != nil {
+			err = fmt.Errorf("operator: stop the cluster provider's socket: %w", serr)
+		}
+	}
+	return errors.Join(err, os.RemoveAll(o.sockDir))
+}
+
+// failed returns why the cluster provider's socket stopped serving, else
+// nil. The operator processes themselves are restarted when they exit.
 func (o *operator) failed() error {
 	select {
-	case <-o.done:
-		if o.err == nil {
-			return errors.New("operator stopped")
-		}
-		return fmt.Errorf("operator: %w", o.err)
+	case err := <-o.served:
+		o.served <- err
+		return fmt.Errorf("operator: the cluster provider's socket stopped serving: %w", err)
 	default:
 		return nil
 	}
@@ -177,4 +210,46 @@ func WriteImageMap(path, binDir string, extra []process.ImageMapping) error {
 		return fmt.Errorf("encode image map: %w", err)
 	}
 	return pki.WriteFileAtomic(path, data, 0o600)
+}
+
+// leaseAcquired is what client-go's leader election logs (through klog,
+// whose header carries the PID) when a replica becomes the leader.
+const leaseAcquired = `"Successfully acquired lease"`
+
+// OperatorLeader returns the name of the operator replica that leads
+// according to state s and the replicas' logs: the running replica whose
+// current process logged that it acquired the lease. It returns "" while
+// none has.
+func OperatorLeader(s *controlplane.State) string {
+	for i := range OperatorReplicas {
+		name := OperatorProcess(i)
+		p := s.Processes[name]
+		if p == nil || p.Log == "" || !controlplane.Alive(p) {
+			continue
+		}
+		if loggedByPID(p.Log, p.PID, leaseAcquired) {
+			return name
+		}
+	}
+	return ""
+}
+
+// loggedByPID reports whether the klog-formatted log at path has a line
+// of process pid containing text. klog's header is "Lmmdd hh:mm:ss.uuuuuu
+// pid file:line] msg".
+func loggedByPID(path string, pid int, text string) bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	want := strconv.Itoa(pid)
+	for line := range strings.Lines(string(data)) {
+		if !strings.Contains(line, text) {
+			continue
+		}
+		if f := strings.Fields(line); len(f) > 3 && f[2] == want {
+			return true
+		}
+	}
+	return false
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -101,8 +102,13 @@ func (l *Landscape) waitClustersReady(ctx context.Context) error {
 	})
 	if err != nil {
 		if pending != "" && ctx.Err() == nil {
-			return fmt.Errorf("waiting for the operator to report the clusters Ready: not within %s; last seen: %s; last lines of %s:\n%s",
-				l.cfg.StartTimeout, pending, l.Layout.Log("operator"), supervisor.LogTail(l.Layout.Log("operator"), 10))
+			var tails []string
+			for i := range OperatorReplicas {
+				log := l.Layout.Log(OperatorProcess(i))
+				tails = append(tails, fmt.Sprintf("last lines of %s:\n%s", log, supervisor.LogTail(log, 10)))
+			}
+			return fmt.Errorf("waiting for the operator to report the clusters Ready: not within %s; last seen: %s; %s",
+				l.cfg.StartTimeout, pending, strings.Join(tails, "\n"))
 		}
 		return err
 	}

@@ -81,9 +81,14 @@ func (s *Status) Print(ctx context.Context, w io.Writer, probe bool) {
 	writeTable(w, rows)
 	if len(st.Processes) > 0 {
 		fmt.Fprintln(w, "Processes:")
+		leader := OperatorLeader(st)
 		for _, name := range slices.Sorted(maps.Keys(st.Processes)) {
 			p := st.Processes[name]
-			fmt.Fprintf(w, "  %s: %s, log %s\n", name, s.procState(p), p.Log)
+			role := ""
+			if name == leader {
+				role = " (leader)"
+			}
+			fmt.Fprintf(w, "  %s%s: %s, log %s\n", name, role, s.procState(p), p.Log)
 		}
 	}
 	s.printRestarts(w)

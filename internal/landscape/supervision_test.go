@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,9 +15,11 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/marketplane/marketplane/internal/landscape"
@@ -27,12 +30,15 @@ import (
 
 // TestSupervision runs the whole landscape (providers, catalog, broker) and
 // kills its processes with SIGKILL one after the other: etcd, the
-// onboarding cluster's kube-apiserver, the broker. After each, with no
-// step of the test's, the landscape must heal by itself: the killed process
-// runs again (on the same port, with the same data), the API servers
-// answer and still have an object created before the kills, the broker
-// serves its catalog, state.json and status count the restart, and the
-// landscape did not stop.
+// onboarding cluster's kube-apiserver, the broker, the operator replica
+// that leads. After each, with no step of the test's, the landscape must
+// heal by itself: the killed process runs again (on the same port, with
+// the same data), the API servers answer and still have an object created
+// before the kills, the broker serves its catalog, state.json and status
+// count the restart, and the landscape did not stop. After the operator's
+// leader, the other replica holds the lease and an instance ordered through
+// the broker is provisioned (the providers died with the leader and the new
+// one started them).
 func TestSupervision(t *testing.T) {
 	requireBinaries(t)
 	t.Parallel()
@@ -51,16 +57,40 @@ func TestSupervision(t *testing.T) {
 	must(t, l.Onboarding.Client.Create(ctx, before))
 	ports := l.State()
 
+	// The operator replica that leads: killing it must hand the lease
+	// to the other, which starts the providers again (they died with
+	// the leader).
+	leader, lease := operatorLeader(t, l)
 	kills := []struct {
 		name string
 		// record returns the process's record in a state.
 		record func(*controlplane.State) *controlplane.Process
+		// healed, when set, is what else must work again after the
+		// kill.
+		healed func(ctx context.Context) error
 	}{
-		{"etcd", func(s *controlplane.State) *controlplane.Process { return s.Etcd.Process }},
+		{"etcd", func(s *controlplane.State) *controlplane.Process { return s.Etcd.Process }, nil},
 		{"kube-apiserver-" + landscape.ClusterOnboarding, func(s *controlplane.State) *controlplane.Process {
 			return s.Clusters[landscape.ClusterOnboarding].APIServer
+		}, nil},
+		{"broker", func(s *controlplane.State) *controlplane.Process { return s.Processes["broker"] }, nil},
+		{leader, func(s *controlplane.State) *controlplane.Process { return s.Processes[leader] }, func(ctx context.Context) error {
+			now := &coordinationv1.Lease{}
+			if err := l.Platform.Client.Get(ctx, client.ObjectKeyFromObject(lease), now); err != nil {
+				return fmt.Errorf("the operator's lease: %w", err)
+			}
+			if ptr.Deref(now.Spec.HolderIdentity, "") == ptr.Deref(lease.Spec.HolderIdentity, "") {
+				return fmt.Errorf("the operator's lease is still held by the killed leader %s", ptr.Deref(now.Spec.HolderIdentity, ""))
+			}
+			// Either replica may win the lease: the other one, or the
+			// killed one started again (a new process, a new identity).
+			if landscape.OperatorLeader(l.State()) == "" {
+				return errors.New("no running operator replica logged that it acquired the lease")
+			}
+			// The inter-operator and the broker work again: an
+			// instance ordered now is provisioned.
+			return provisionThroughBroker(ctx, broker, "after-operator-kill")
 		}},
-		{"broker", func(s *controlplane.State) *controlplane.Process { return s.Processes["broker"] }},
 	}
 	for _, k := range kills {
 		ok := t.Run("kill -9 "+k.name, func(t *testing.T) {
@@ -85,6 +115,12 @@ func TestSupervision(t *testing.T) {
 				if err := healthy(ctx, l, broker, before); err != nil {
 					last = err.Error()
 					return false, nil
+				}
+				if k.healed != nil {
+					if err := k.healed(ctx); err != nil {
+						last = err.Error()
+						return false, nil
+					}
 				}
 				return true, nil
 			})
@@ -134,6 +170,76 @@ func TestSupervision(t *testing.T) {
 	})
 }
 
+// operatorLeader waits until one operator replica has acquired the
+// leader-election lease and returns its process name and the Lease.
+func operatorLeader(t *testing.T, l *landscape.Landscape) (string, *coordinationv1.Lease) {
+	t.Helper()
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: landscape.Namespace, Name: "marketplane-operator-" + landscape.OperatorProviderName}}
+	var leader, last string
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
+		if err := l.Platform.Client.Get(ctx, client.ObjectKeyFromObject(lease), lease); err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		if leader = landscape.OperatorLeader(l.State()); leader == "" {
+			last = "no operator replica logged that it acquired the lease"
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the operator's leader: %v; last seen: %s", err, last)
+	}
+	return leader, lease
+}
+
+// provisionThroughBroker orders the sample catalog's small plan as instance
+// id through the broker and returns nil once it is provisioned: PUT (again,
+// which the broker answers idempotently) until the answer is 200 or 201, or
+// last_operation says succeeded.
+func provisionThroughBroker(ctx context.Context, broker stack.BrokerInfo, id string) error {
+	const service, plan = "3c8ac0a4-4e0b-4bb4-9a31-5d2f0e6b7a10", "8f0c6f36-2b71-4c65-8a7e-2a4f7c1d9b20"
+	body := fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"organization_guid":"org","space_guid":"space"}`, service, plan)
+	status, answer, err := brokerCall(ctx, broker, http.MethodPut, "/v2/service_instances/"+id+"?accepts_incomplete=true", body)
+	switch {
+	case err != nil:
+		return err
+	case status == http.StatusOK || status == http.StatusCreated:
+		return nil
+	case status != http.StatusAccepted:
+		return fmt.Errorf("broker: PUT instance %s: %d %s", id, status, answer)
+	}
+	status, answer, err = brokerCall(ctx, broker, http.MethodGet, "/v2/service_instances/"+id+"/last_operation", "")
+	if err != nil {
+		return err
+	}
+	var op struct {
+		State string `json:"state"`
+	}
+	if status != http.StatusOK || json.Unmarshal(answer, &op) != nil || op.State != "succeeded" {
+		return fmt.Errorf("broker: last_operation of instance %s: %d %s", id, status, answer)
+	}
+	return nil
+}
+
+// brokerCall sends one OSB request to the broker.
+func brokerCall(ctx context.Context, broker stack.BrokerInfo, method, path, body string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, broker.URL+path, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.SetBasicAuth(broker.Username, broker.Password)
+	req.Header.Set("X-Broker-API-Version", "2.17")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("broker: %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, answer, err
+}
+
 // healthy returns nil when every API server of l answers, the onboarding
 // cluster still has before, and the broker serves a catalog.
 func healthy(ctx context.Context, l *landscape.Landscape, broker stack.BrokerInfo, before *corev1.ConfigMap) error {
@@ -176,11 +282,12 @@ func healthy(ctx context.Context, l *landscape.Landscape, broker stack.BrokerInf
 }
 
 // stackBinaries returns a directory with what the whole landscape runs:
-// the control plane's binaries (linked from the usual place) and the
-// broker, the inter-operator and the sample provider, built here (`make
-// test` builds only the control plane into bin/).
+// the broker, the inter-operator and the sample provider, built here (`make
+// test` builds only the control plane into bin/), and links to the control
+// plane's binaries and the operator requireBinaries prepared.
 func stackBinaries(t *testing.T) string {
 	t.Helper()
+	requireBinaries(t)
 	bin := t.TempDir()
 	testenv.BuildBinaries(t, bin,
 		"github.com/marketplane/marketplane/cmd/marketplane-broker",
@@ -188,15 +295,7 @@ func stackBinaries(t *testing.T) string {
 		"github.com/marketplane/marketplane/providers/sample/cmd/sample")
 	src, err := controlplane.BinDir("")
 	must(t, err)
-	entries, err := os.ReadDir(src)
-	must(t, err)
-	for _, e := range entries {
-		target := filepath.Join(bin, e.Name())
-		if _, err := os.Stat(target); err == nil || e.IsDir() {
-			continue // built above
-		}
-		must(t, os.Symlink(filepath.Join(src, e.Name()), target))
-	}
+	must(t, linkTools(src, bin))
 	return bin
 }
 

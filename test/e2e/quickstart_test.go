@@ -40,11 +40,11 @@ func quickstartBlocks(readme string) []string {
 var toolBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages.yaml", "kubectl"}
 
 // landscapeBinaries are the binaries of `make build` the quick start runs:
-// marketplane (the CLI, with the supervisor and the operator in it), the
-// broker and the two providers the operator starts. marketplane-operator
-// is left out: the landscape runs the operator in its supervisor.
+// marketplane (the CLI, with the supervisor in it), the operator (two
+// replicas), the broker and the two providers the operator starts.
 var landscapeBinaries = []string{
 	"github.com/marketplane/marketplane/cmd/marketplane",
+	"github.com/marketplane/marketplane/cmd/marketplane-operator",
 	"github.com/marketplane/marketplane/cmd/marketplane-broker",
 	"github.com/marketplane/marketplane/cmd/marketplane-interoperator",
 	"github.com/marketplane/marketplane/providers/sample/cmd/sample",

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +32,7 @@ import (
 
 	"github.com/marketplane/marketplane/api/install"
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/internal/landscape"
 	"github.com/marketplane/marketplane/internal/landscape/controlplane"
 )
 
@@ -258,16 +260,37 @@ func (l LogLine) Time() time.Time {
 	return t
 }
 
-// Started returns the operator's "Started a run process" lines of the
-// provider process pod (sp-<provider>-<i>), oldest first.
+// Started returns the "Started a run process" lines of the provider
+// process pod (sp-<provider>-<i>) in the logs of every operator replica,
+// oldest first: each leader logs the processes it started.
 func (l *Landscape) Started(pod string) ([]LogLine, error) {
 	var out []LogLine
-	err := EachLine(filepath.Join(l.Dir, "logs", "operator.log"), func(line LogLine) {
-		if line.Msg == "Started a run process" && line.Pod == pod {
-			out = append(out, line)
+	for i := range landscape.OperatorReplicas {
+		err := EachLine(filepath.Join(l.Dir, "logs", landscape.OperatorProcess(i)+".log"), func(line LogLine) {
+			if line.Msg == "Started a run process" && line.Pod == pod {
+				out = append(out, line)
+			}
+		})
+		if err != nil {
+			return nil, err
 		}
-	})
-	return out, err
+	}
+	slices.SortStableFunc(out, func(a, b LogLine) int { return a.Time().Compare(b.Time()) })
+	return out, nil
+}
+
+// OperatorLeader returns the record of the operator replica that leads
+// (landscape.OperatorLeader), or an error while none does.
+func (l *Landscape) OperatorLeader() (*controlplane.Process, error) {
+	s, err := controlplane.ReadState(l.Dir)
+	if err != nil {
+		return nil, err
+	}
+	name := landscape.OperatorLeader(s)
+	if name == "" {
+		return nil, errors.New("no operator replica leads (none logged that it acquired the lease)")
+	}
+	return s.Processes[name], nil
 }
 
 // RunLog is the log file of run process i of the ServiceProvider

@@ -26,6 +26,7 @@ import (
 	"github.com/marketplane/marketplane/internal/metricsauth"
 	"github.com/marketplane/marketplane/internal/operator/access"
 	"github.com/marketplane/marketplane/internal/operator/clusters"
+	"github.com/marketplane/marketplane/internal/operator/clusters/socketprovisioner"
 	"github.com/marketplane/marketplane/internal/operator/deploy"
 	"github.com/marketplane/marketplane/internal/operator/deploy/kube"
 	"github.com/marketplane/marketplane/internal/operator/deploy/process"
@@ -54,6 +55,7 @@ type runOptions struct {
 	probeAddr      string
 	tenancies      map[string]string
 	onboardingWait time.Duration
+	provisioner    string
 }
 
 func newRunCommand(o *options) *cobra.Command {
@@ -88,6 +90,7 @@ func newRunCommand(o *options) *cobra.Command {
 	ro.metrics.AddFlags(f, metricsauth.DefaultBindAddress)
 	f.StringVar(&ro.probeAddr, "health-probe-bind-address", metricsauth.DefaultProbeBindAddress, `address of the /healthz and /readyz endpoints ("0" disables them); loopback by default, set ":8081" in a pod for the kubelet's probes`)
 	f.StringToStringVar(&ro.tenancies, "tenancy", nil, "purpose=Exclusive|Shared overrides of the ClusterRequest tenancy (default mcp=Exclusive, others Shared)")
+	f.StringVar(&ro.provisioner, "cluster-provisioner", "", "unix:///path of a cluster provider that creates Exclusive clusters when none is free (the local landscape's; see package socketprovisioner); without it such requests are Denied")
 	f.DurationVar(&ro.onboardingWait, "onboarding-retry-interval", 10*time.Second, "how often to look for the onboarding Cluster until it is registered")
 	return cmd
 }
@@ -132,6 +135,14 @@ func run(ctx context.Context, o *options, ro *runOptions) error {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("add ready check: %w", err)
 	}
+	var provisioner clusters.Provisioner
+	if ro.provisioner != "" {
+		c, err := socketprovisioner.NewClient(ro.provisioner)
+		if err != nil {
+			return fmt.Errorf("--cluster-provisioner: %w", err)
+		}
+		provisioner = c
+	}
 	closeDeployer, err := Setup(mgr, Config{
 		Environment:       o.Environment,
 		Namespace:         ro.namespace,
@@ -139,6 +150,7 @@ func run(ctx context.Context, o *options, ro *runOptions) error {
 		ImageMap:          ro.imageMap,
 		StateDir:          ro.stateDir,
 		Tenancies:         ro.tenancies,
+		Provisioner:       provisioner,
 		OnboardingConfig:  onboardingConfigSource(o.onboardingKubeconfig),
 		OnboardingRetries: ro.onboardingWait,
 	})
