@@ -122,7 +122,7 @@ func TestEndpointStatusCodes(t *testing.T) {
 						sync = s
 					}
 				}
-				if diff := cmp.Diff([]string{"cache", "kubernetes-namespace", "test-async", "test-plain", "test-sync"}, names); diff != "" {
+				if diff := cmp.Diff([]string{"cache", "dedicated-cluster", "kubernetes-namespace", "test-async", "test-plain", "test-sync"}, names); diff != "" {
 					t.Errorf("services -want, +got:\n%s", diff)
 				}
 				if r.header.Get("ETag") == "" {

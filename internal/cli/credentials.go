@@ -13,20 +13,26 @@ import (
 )
 
 // namespaceCredentials are the bind credentials of the sample catalog's
-// kubernetes-namespace service.
+// kubernetes-namespace service, or, with Kubeconfig, of its
+// dedicated-cluster service.
 type namespaceCredentials struct {
 	APIServer string `json:"apiServer"`
 	CAData    string `json:"caData"`
 	Token     string `json:"token"`
 	Namespace string `json:"namespace"`
+	// Kubeconfig is a whole kubeconfig (the dedicated-cluster service's
+	// credentials).
+	Kubeconfig string `json:"kubeconfig"`
 }
 
 func newKubeconfigFromCredentialsCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "kubeconfig-from-credentials",
-		Short: "Turn the credentials of a kubernetes-namespace binding (an OSB bind response on stdin) into a kubeconfig",
+		Short: "Turn the credentials of a kubernetes-namespace or dedicated-cluster binding (an OSB bind response on stdin) into a kubeconfig",
 		Long: "Reads an OSB bind response ({\"credentials\": {apiServer, caData, token, namespace}}) or just its\n" +
-			"credentials object from standard input and writes a kubeconfig for that namespace to standard output.",
+			"credentials object from standard input and writes a kubeconfig for that namespace to standard output.\n" +
+			"Credentials with a whole kubeconfig ({\"kubeconfig\": \"...\"}, the dedicated-cluster service) are\n" +
+			"checked and written as they are.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out, err := kubeconfigFromCredentials(cmd.InOrStdin())
@@ -50,6 +56,12 @@ func kubeconfigFromCredentials(in io.Reader) ([]byte, error) {
 	c := body.namespaceCredentials
 	if body.Credentials != nil {
 		c = *body.Credentials
+	}
+	if c.Kubeconfig != "" {
+		if _, err := clientcmd.Load([]byte(c.Kubeconfig)); err != nil {
+			return nil, fmt.Errorf("read credentials: kubeconfig: %w", err)
+		}
+		return []byte(c.Kubeconfig), nil
 	}
 	if c.APIServer == "" || c.Token == "" {
 		return nil, errors.New("read credentials: want apiServer and token (a kubernetes-namespace bind response)")

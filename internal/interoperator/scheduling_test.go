@@ -181,6 +181,31 @@ func TestMultiClusterScheduling(t *testing.T) {
 		}
 	})
 
+	t.Run("DefaultClusterOutsideSelector", func(t *testing.T) {
+		t.Parallel()
+		// The default scheduler with a default cluster, as on the
+		// landscape: a plan whose clusterSelector leaves the default
+		// out goes to the only cluster it selects; one that selects
+		// the default goes there; one that selects several others
+		// waits, as without a default.
+		e := setup(t, func(s *interoperatorv1alpha1.ProviderConfigSpec) { s.DefaultCluster = "w1" }, func(c *resourcev1alpha1.SFCluster) {
+			c.Labels = map[string]string{"tier": map[string]string{"w1": "gold", "w2": "silver", "w3": "bronze"}[c.Name]}
+		}, func(p *osbv1alpha1.SFPlan) {
+			p.Spec.Templates = append(p.Spec.Templates, gotemplate(osbv1alpha1.ActionClusterSelector, "tier in ({{ .instance.spec.parameters.tier }})"))
+		})
+		if got := place(t, e, "silver", map[string]any{"tier": "silver"}); got != "w2" {
+			t.Errorf("tier=silver went to %s, want w2 (the only cluster the selector leaves)", got)
+		}
+		if got := place(t, e, "gold", map[string]any{"tier": "gold, silver"}); got != "w1" {
+			t.Errorf("tier in (gold, silver) went to %s, want the default w1", got)
+		}
+		e.createInstance(t, "either", "svc", "plan", map[string]any{"tier": "silver, bronze"})
+		waitFor(t, "the instance whose selector leaves out the default and matches two clusters to wait", func() bool {
+			r := readyCondition(e.instance(t, "either").Status.Conditions)
+			return r != nil && r.Reason == "NoClusterAvailable" && strings.Contains(r.Message, "w2, w3")
+		})
+	})
+
 	t.Run("InteroperatorConfigMap", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t, nil, nil)

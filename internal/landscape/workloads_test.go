@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -137,7 +138,92 @@ func TestSimulatedWorkloads(t *testing.T) {
 				key, sfc.Status.TotalCapacity, sfc.Status.CurrentCapacity, waitTimeout, want, controlplane.SimulatedNodes, perNode)
 		}
 	})
+
+	t.Run("a Sample whose provider runs a server Deployment becomes Ready once its pods run", func(t *testing.T) {
+		checkSampleServer(t, l)
+	})
 }
+
+// checkSampleServer creates a ManagedControlPlane and its Sample on the
+// landscape. The landscape's sample ProviderConfig sets spec.workload, so
+// the provider runs the Sample's server as a Deployment on the workload
+// cluster (Velero-like) and reports the Sample Ready only once the
+// Deployment is Available: its pods scheduled onto the simulated nodes and
+// made ready by kwok.
+func checkSampleServer(t *testing.T, l *landscape.Landscape) {
+	ctx := t.Context()
+	const tenant, name = "tenant-server", "server"
+	must(t, l.Onboarding.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}))
+	mcp := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "core.openmcp.cloud/v2alpha1", "kind": "ManagedControlPlane",
+		"metadata": map[string]any{"name": name, "namespace": tenant},
+		"spec":     map[string]any{"iam": map[string]any{}},
+	}}
+	must(t, l.Onboarding.Client.Create(ctx, mcp))
+	sample := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "sample.services.openmcp.cloud/v1alpha1", "kind": "Sample",
+		"metadata": map[string]any{"name": name, "namespace": tenant},
+		"spec":     map[string]any{},
+	}}
+	created := time.Now()
+	must(t, l.Onboarding.Client.Create(ctx, sample))
+
+	var ready string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*waitTimeout, true, func(ctx context.Context) (bool, error) {
+		if err := l.Onboarding.Client.Get(ctx, client.ObjectKeyFromObject(sample), sample); err != nil {
+			return false, nil
+		}
+		conds, _, _ := unstructured.NestedSlice(sample.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+				ready = fmt.Sprintf("%v %v: %v", m["status"], m["reason"], m["message"])
+				return m["status"] == "True", nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		// Twice waitTimeout: the MCP's cluster (a new API server) comes
+		// first, then the server's pods.
+		t.Fatalf("the Sample did not become Ready within %s; Ready is %q", 2*waitTimeout, ready)
+	}
+	t.Logf("Sample with a server Deployment: created to Ready in %s (its ManagedControlPlane's cluster included)", time.Since(created).Round(10*time.Millisecond))
+
+	// Its server: the Deployment of the Sample in the provider's server
+	// namespace, Available, its pods Running on simulated nodes.
+	list := &appsv1.DeploymentList{}
+	must(t, l.Workload.Client.List(ctx, list, client.InNamespace(sampleServerNamespace)))
+	var deploy *appsv1.Deployment
+	for i := range list.Items {
+		if list.Items[i].Annotations[sampleOwnerAnnotation] == tenant+"/"+name {
+			deploy = &list.Items[i]
+		}
+	}
+	if deploy == nil {
+		t.Fatalf("the Sample is Ready but the workload cluster has no Deployment of it in %s (%d Deployments there)", sampleServerNamespace, len(list.Items))
+	}
+	if !conditionTrueApps(deploy.Status.Conditions, appsv1.DeploymentAvailable) || deploy.Status.AvailableReplicas < 1 {
+		t.Errorf("the Sample is Ready but its Deployment %s is not Available: %+v", deploy.Name, deploy.Status)
+	}
+	pods := &corev1.PodList{}
+	must(t, l.Workload.Client.List(ctx, pods, client.InNamespace(sampleServerNamespace), client.MatchingLabels(deploy.Spec.Selector.MatchLabels)))
+	if len(pods.Items) == 0 {
+		t.Errorf("the Deployment %s has no pods", deploy.Name)
+	}
+	for _, p := range pods.Items {
+		if !strings.HasPrefix(p.Spec.NodeName, "kwok-node-") || p.Status.Phase != corev1.PodRunning {
+			t.Errorf("pod %s: node %q, phase %s; want Running on a simulated node", p.Name, p.Spec.NodeName, p.Status.Phase)
+		}
+	}
+}
+
+// The sample provider's server Deployments (providers/sample
+// internal/controller ServerNamespace and OwnerAnnotation; that package is
+// internal to the provider).
+const (
+	sampleServerNamespace = "sample-servers"
+	sampleOwnerAnnotation = "sample.services.openmcp.cloud/owner"
+)
 
 func conditionTrue(conds []corev1.NodeCondition, typ corev1.NodeConditionType) bool {
 	for _, c := range conds {

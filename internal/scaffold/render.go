@@ -116,6 +116,8 @@ var sortedBlocks = map[string]func(values) string{
 	"providerconfig":     func(values) string { return "ProviderConfig" },
 	"providerconfiglist": func(values) string { return "ProviderConfigList" },
 	"providerconfigspec": func(values) string { return "ProviderConfigSpec" },
+	// Only with a workload cluster (the block is empty otherwise).
+	"workload": func(values) string { return "Workload" },
 }
 
 // execute renders t, or for a template that defines "header", the header

@@ -175,12 +175,17 @@ func (a *Applier) EnsureNamespace(ctx context.Context, name string) error {
 
 // DeleteCreatedNamespace deletes the namespace name if EnsureNamespace
 // created it (it carries LabelCreatedNamespace); a namespace that existed
-// before, or is gone, is left alone.
+// before, or is gone, is left alone. So is one the cluster's identity may
+// not read: EnsureNamespace reads a namespace before it creates one, so an
+// identity without that right never created it (an SFCluster confined to
+// some namespaces, such as the landscape's dedicated-clusters, whose
+// instances render only into namespaces they name). Failing instead would
+// keep every such instance from being deprovisioned.
 func (a *Applier) DeleteCreatedNamespace(ctx context.Context, name string) error {
 	a.namespaces.Delete(name)
 	ns := &corev1.Namespace{}
 	if err := a.client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
-		if apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 			return nil
 		}
 		return fmt.Errorf("get namespace %s: %w", name, err)

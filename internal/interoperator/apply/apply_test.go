@@ -1,15 +1,20 @@
 package apply
 
 import (
+	"context"
 	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 )
@@ -136,6 +141,53 @@ func TestIsPermanent(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := IsPermanent(tc.err); got != tc.want {
 				t.Errorf("%s\nIsPermanent(%v) = %v, want %v", tc.reason, tc.err, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDeleteCreatedNamespace(t *testing.T) {
+	created := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Labels: map[string]string{LabelCreatedNamespace: "true"}}}
+	existing := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}}
+	refuse := func(err error) interceptor.Funcs {
+		return interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*corev1.Namespace); ok {
+				return err
+			}
+			return c.Get(ctx, key, obj, opts...)
+		}}
+	}
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "namespaces"}, "tenant", errors.New("confined identity"))
+	tests := map[string]struct {
+		reason      string
+		existing    *corev1.Namespace
+		funcs       interceptor.Funcs
+		wantErr     bool
+		wantDeleted bool
+	}{
+		"Created":   {reason: "A namespace the provisioner created is deleted.", existing: created, wantDeleted: true},
+		"Existing":  {reason: "A namespace that existed before is left alone.", existing: existing},
+		"Gone":      {reason: "A namespace that is gone is nothing to do."},
+		"Forbidden": {reason: "An identity that may not read namespaces never created one: nothing to do, no error that would block deprovision.", existing: created, funcs: refuse(forbidden)},
+		"Transient": {reason: "Other errors are returned, to be retried.", existing: created, funcs: refuse(apierrors.NewServiceUnavailable("down")), wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			b := fake.NewClientBuilder().WithInterceptorFuncs(tc.funcs)
+			if tc.existing != nil {
+				b = b.WithObjects(tc.existing.DeepCopy())
+			}
+			c := b.Build()
+			err := New(c).DeleteCreatedNamespace(context.Background(), "tenant")
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("%s\nDeleteCreatedNamespace() = %v; want error %t", tc.reason, err, tc.wantErr)
+			}
+			if tc.existing == nil {
+				return
+			}
+			getErr := c.Get(context.Background(), client.ObjectKey{Name: "tenant"}, &corev1.Namespace{})
+			if deleted := apierrors.IsNotFound(getErr); deleted != tc.wantDeleted {
+				t.Errorf("%s\nnamespace deleted = %t (get: %v); want %t", tc.reason, deleted, getErr, tc.wantDeleted)
 			}
 		})
 	}

@@ -9,7 +9,8 @@
 // context.requests) and hands the rest to the configured Scheduler:
 //
 //   - default: the ProviderConfig's defaultCluster (or Service Fabrik's
-//     primaryClusterId), otherwise the only cluster;
+//     primaryClusterId), otherwise the only cluster; a default cluster
+//     that the plan's clusterSelector leaves out counts as none;
 //   - round-robin: the next cluster by name after the one chosen last,
 //     which is recorded on the SFClusters so that it survives restarts and
 //     leader changes;

@@ -190,6 +190,15 @@ func (pl *Placer) Place(ctx context.Context, p Placement) (Decision, error) {
 		return Decision{}, &NoClusterError{Message: fmt.Sprintf("no SFCluster can take the instance: %s", strings.Join(excluded, "; "))}
 	}
 
+	if def != "" && p.Selector != nil && excludes(list.Items, def, p.Selector) {
+		// The default cluster is the default of plans that do not
+		// choose: a plan whose clusterSelector leaves it out (the
+		// landscape's dedicated-cluster plan, which must run on the
+		// SFCluster of the platform's request namespace) is placed among
+		// the clusters it selects, by the same rules as without a
+		// default: the only one, else it waits.
+		def = ""
+	}
 	req := Request{Requests: p.Requests, Default: def}
 	if typ == TypeRoundRobin {
 		req.Last = pl.roundRobinLast(p.Namespace, list.Items).cluster
@@ -209,6 +218,18 @@ func (pl *Placer) Place(ctx context.Context, p Placement) (Decision, error) {
 	}
 	pl.reserved[p.Instance.UID] = reservation{cluster: name, requests: p.Requests, at: pl.now()}
 	return Decision{Cluster: name, Type: typ, Why: why}, nil
+}
+
+// excludes reports whether the SFCluster name is among items and selector
+// does not match it. A default cluster that does not exist is not
+// excluded: the instance waits for it, as without a selector.
+func excludes(items []resourcev1alpha1.SFCluster, name string, selector labels.Selector) bool {
+	for i := range items {
+		if items[i].Name == name {
+			return !selector.Matches(labels.Set(items[i].Labels))
+		}
+	}
+	return false
 }
 
 // Forget stops counting the decision for an instance, for example when it

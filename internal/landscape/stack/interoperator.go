@@ -19,7 +19,6 @@ import (
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	catalogfiles "github.com/marketplane/marketplane/examples/catalog"
-	"github.com/marketplane/marketplane/internal/interoperator"
 	"github.com/marketplane/marketplane/internal/interoperator/catalog"
 	"github.com/marketplane/marketplane/internal/landscape"
 	"github.com/marketplane/marketplane/pkg/testenv"
@@ -42,13 +41,14 @@ func interoperatorProvider(cfg *unstructured.Unstructured) provider {
 		binary:    "marketplane-interoperator",
 		config:    cfg,
 		configCRD: "providerconfigs.interoperator.services.openmcp.cloud",
-		policy:    interoperator.AccessPolicy(),
+		policy:    interoperatorPolicy(),
 	}
 }
 
 // startInteroperator grants the inter-operator read access to its catalog
 // namespace, starts it as a ServiceProvider, registers the workload cluster
-// as its SFCluster and loads the sample catalog.
+// and the dedicated-clusters namespace of the platform cluster as its
+// SFClusters and loads the sample catalog.
 func startInteroperator(ctx context.Context, l *landscape.Landscape, timeout time.Duration) error {
 	c := l.Platform.Client
 	objs, err := catalogObjects()
@@ -84,6 +84,11 @@ func startInteroperator(ctx context.Context, l *landscape.Landscape, timeout tim
 	// The inter-operator's init installs the SF CRDs; the catalog follows.
 	if err := interoperatorProvider(providerConfig).start(ctx, l, timeout); err != nil {
 		return err
+	}
+	// Before the catalog: the SFCluster of the dedicated-cluster plan
+	// names the kubeconfig Secret this writes.
+	if err := ensureDedicatedClusters(ctx, l, timeout); err != nil {
+		return fmt.Errorf("dedicated clusters: %w", err)
 	}
 	for _, o := range rest {
 		o := o.DeepCopy()

@@ -11,6 +11,11 @@ import (
 	"github.com/marketplane/marketplane/internal/landscape"
 )
 
+// SampleServerImage is the image of the sample provider's server
+// Deployments (ProviderConfig spec.workload) on the landscape. kwok runs no
+// containers, so it is never pulled.
+const SampleServerImage = "registry.invalid/marketplane/sample-server:v1"
+
 // DefaultTimeout bounds each step: a provider's init and run, the catalog,
 // the broker.
 const DefaultTimeout = 3 * time.Minute
@@ -43,13 +48,21 @@ func Configure(l *landscape.Landscape) error {
 	return nil
 }
 
-// sampleProvider is providers/sample, with a ProviderConfig of defaults.
+// sampleProvider is providers/sample, with a ProviderConfig of defaults
+// plus spec.workload: the provider runs each Sample's server as a
+// Deployment on the workload cluster, whose pods kwok simulates (the image
+// is never pulled), and a Sample is Ready once that Deployment is
+// Available, as with a real service such as Velero.
 func sampleProvider() provider {
 	cfg := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "sample.services.openmcp.cloud/v1alpha1",
 		"kind":       "ProviderConfig",
 		"metadata":   map[string]any{"name": "sample"},
-		"spec":       map[string]any{"pollInterval": "1m", "versions": []any{"v1"}},
+		"spec": map[string]any{
+			"pollInterval": "1m",
+			"versions":     []any{"v1"},
+			"workload":     map[string]any{"image": SampleServerImage},
+		},
 	}}
 	return provider{
 		name:      "sample",

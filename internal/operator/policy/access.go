@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -143,24 +144,35 @@ func WatchedNamespaces(ctx context.Context, c client.Reader, kind string, obj cl
 	return namespaces
 }
 
-// NamespacesOf returns the provider namespaces of the provider kind/name
-// (one, unless a namespace of an earlier provider of the name is still
-// being deleted).
+// NamespacesOf returns the provider namespaces of the provider kind/name:
+// the one the operator created (more than one while a namespace of an
+// earlier provider of the name is still being deleted) first, then any a
+// platform operator registered for it with the same labels and an owner
+// reference that is not a controller reference.
 func NamespacesOf(ctx context.Context, c client.Reader, kind, name string) ([]string, error) {
 	list := &corev1.NamespaceList{}
 	if err := c.List(ctx, list, client.MatchingLabels{providerKindLabel: kind, providerv1alpha1.ManagedByLabel: managedByOperator}); err != nil {
 		return nil, fmt.Errorf("list namespaces of %s %s: %w", kind, name, err)
 	}
-	var out []string
+	var own, more []string
 	for _, ns := range list.Items {
 		for _, ref := range ns.OwnerReferences {
 			if ref.Kind == kind && ref.Name == name {
-				out = append(out, ns.Name)
+				if ptr.Deref(ref.Controller, false) {
+					own = append(own, ns.Name)
+				} else {
+					more = append(more, ns.Name)
+				}
 				break
 			}
 		}
 	}
-	return out, nil
+	// The namespace the operator created (it controls it) first: callers
+	// that need one namespace of the provider take the first. Namespaces
+	// a platform operator registered for the provider follow, sorted.
+	slices.Sort(own)
+	slices.Sort(more)
+	return append(own, more...), nil
 }
 
 // held is 1 for a request that was granted a cluster, else 0.

@@ -20,6 +20,27 @@ type ProviderConfigSpec struct {
 	// +kubebuilder:validation:MinItems=1
 	// +listType=set
 	Versions []string `json:"versions"`
+	// Workload, when set, makes the provider run the domain service's
+	// server as a Deployment in the shared workload cluster, one per
+	// Sample, and report the Sample Ready only once that Deployment is
+	// Available. Unset means no Deployment: the Sample is Ready once its
+	// DomainServiceAPI is served.
+	// +optional
+	Workload *Workload `json:"workload,omitempty"`
+}
+
+// Workload is the domain service's server that runs in the shared workload
+// cluster for each Sample, as a Deployment.
+type Workload struct {
+	// Image is the container image of the server, e.g.
+	// "registry.example.com/sample-server:v1.2.3".
+	// +kubebuilder:validation:MinLength=1
+	Image string `json:"image"`
+	// Replicas is how many pods of the server run for each Sample.
+	// Unset means one.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
 }
 
 // ProviderConfig configures the sample provider. There is one per

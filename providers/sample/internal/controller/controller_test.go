@@ -7,14 +7,19 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/api/crds"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/pkg/clusteraccess"
@@ -393,4 +398,147 @@ func TestInit(t *testing.T) {
 	if !slices.Contains(sp.Status.Resources, want) {
 		t.Errorf("ServiceProvider status.resources = %v, want it to contain %v", sp.Status.Resources, want)
 	}
+}
+
+// TestWorkload: with the ProviderConfig's spec.workload the provider runs
+// the Sample's server as a Deployment in the workload cluster, and the
+// Sample stays Ready=False (WorkloadNotReady, saying how many replicas are
+// available) until the Deployment is Available. The test cluster runs no
+// deployment controller, so the test writes the status that controller
+// would. A deleted Deployment is created again, deleting the Sample
+// removes it, and the provider's rights on the workload cluster cover its
+// own Deployments and no others.
+func TestWorkload(t *testing.T) {
+	t.Parallel()
+	p := startProvider(t)
+	p.createConfig(t, time.Second, "v1")
+	const image = "registry.example.com/sample-server:v1"
+	p.updateConfig(t, func(cfg *apiv1alpha1.ProviderConfig) {
+		cfg.Spec.Workload = &apiv1alpha1.Workload{Image: image, Replicas: ptr.To[int32](2)}
+	})
+	p.createMCP(t)
+	p.create(t, "")
+
+	obj := p.waitObj(t, "waits for its server", func(obj *apiv1alpha1.Sample) bool {
+		return hasCondition(obj, spruntime.ConditionReady, metav1.ConditionFalse, controller.ReasonWorkloadNotReady)
+	})
+	if c := apimeta.FindStatusCondition(obj.Status.Conditions, spruntime.ConditionReady); !strings.Contains(c.Message, "0 of 2 replicas available") {
+		t.Errorf("Ready message %q does not say how many replicas are available", c.Message)
+	}
+	ctx := context.Background()
+	wl := landscape.Workload.Client
+	key := client.ObjectKey{Namespace: controller.ServerNamespace, Name: controller.ServerName(obj)}
+	deploy := &appsv1.Deployment{}
+	if err := wl.Get(ctx, key, deploy); err != nil {
+		t.Fatalf("the server Deployment %s: %v", key, err)
+	}
+	if c := deploy.Spec.Template.Spec.Containers; len(c) != 1 || c[0].Image != image || *deploy.Spec.Replicas != 2 {
+		t.Errorf("Deployment %s: containers %+v, replicas %d; want one with image %s, 2 replicas", key, c, *deploy.Spec.Replicas, image)
+	}
+	// Nothing makes it Available but its status: the Sample waits.
+	deadline := time.Now().Add(quietPeriod)
+	for time.Now().Before(deadline) {
+		if obj := p.get(t); hasCondition(obj, spruntime.ConditionReady, metav1.ConditionTrue, spruntime.ReasonReconcileSuccess) {
+			t.Fatalf("the Sample is Ready while its server is not Available: %s", describe(obj))
+		}
+		time.Sleep(pollEvery)
+	}
+
+	setAvailable(t, key)
+	p.waitReady(t)
+
+	// The provider's own workload credentials reach its Deployments and no
+	// others.
+	pc := p.workloadClientOfProvider(t)
+	if err := pc.Get(ctx, key, &appsv1.Deployment{}); err != nil {
+		t.Errorf("the provider cannot read its own server Deployment: %v", err)
+	}
+	if err := pc.Get(ctx, client.ObjectKey{Namespace: "default", Name: key.Name}, &appsv1.Deployment{}); !apierrors.IsForbidden(err) {
+		t.Errorf("reading a Deployment in namespace default: want Forbidden, got %v", err)
+	}
+	if err := pc.List(ctx, &appsv1.DeploymentList{}); !apierrors.IsForbidden(err) {
+		t.Errorf("listing Deployments cluster-wide: want Forbidden, got %v", err)
+	}
+
+	// Drift: the Deployment is deleted; the next poll creates it again.
+	before := deploy.UID
+	if err := wl.Delete(ctx, deploy); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, pollEvery, pollTimeout, true, func(ctx context.Context) (bool, error) {
+		err := wl.Get(ctx, key, deploy)
+		return err == nil && deploy.UID != before, client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		t.Fatalf("the deleted server Deployment %s was not created again: %v", key, err)
+	}
+	p.waitEvent(t, "Warning", spruntime.ReasonDriftDetected)
+	p.waitObj(t, "waits for its new server", func(obj *apiv1alpha1.Sample) bool {
+		return hasCondition(obj, spruntime.ConditionReady, metav1.ConditionFalse, controller.ReasonWorkloadNotReady)
+	})
+	setAvailable(t, key)
+	p.waitReady(t)
+
+	p.delete(t)
+	p.waitGone(t)
+	if err := wl.Get(ctx, key, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the server Deployment %s after the Sample was deleted: want NotFound, got %v", key, err)
+	}
+}
+
+// setAvailable writes the status the deployment controller would write once
+// every replica of the Deployment key is available.
+func setAvailable(t *testing.T, key client.ObjectKey) {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	err := wait.PollUntilContextTimeout(context.Background(), pollEvery, pollTimeout, true, func(ctx context.Context) (bool, error) {
+		if err := landscape.Workload.Client.Get(ctx, key, d); err != nil {
+			return false, err
+		}
+		n := *d.Spec.Replicas
+		d.Status = appsv1.DeploymentStatus{
+			ObservedGeneration: d.Generation,
+			Replicas:           n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
+			Conditions: []appsv1.DeploymentCondition{{
+				Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable",
+				LastUpdateTime: metav1.Now(), LastTransitionTime: metav1.Now(),
+			}},
+		}
+		err := landscape.Workload.Client.Status().Update(ctx, d)
+		if apierrors.IsConflict(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatalf("write the status of Deployment %s: %v", key, err)
+	}
+}
+
+// workloadClientOfProvider returns a client with the provider's own
+// credentials for the workload cluster: the kubeconfig of its workload
+// AccessRequest.
+func (p *provider) workloadClientOfProvider(t *testing.T) client.Client {
+	t.Helper()
+	ctx := context.Background()
+	ar := &clustersv1alpha1.AccessRequest{}
+	if err := platformC.Get(ctx, client.ObjectKey{Namespace: p.namespace, Name: clusteraccess.WorkloadRequestName(p.name)}, ar); err != nil {
+		t.Fatalf("the provider's workload AccessRequest: %v", err)
+	}
+	if ar.Status.SecretRef == nil {
+		t.Fatalf("the provider's workload AccessRequest %s is not granted", ar.Name)
+	}
+	secret := &corev1.Secret{}
+	if err := platformC.Get(ctx, client.ObjectKey{Namespace: p.namespace, Name: ar.Status.SecretRef.Name}, secret); err != nil {
+		t.Fatalf("kubeconfig Secret of AccessRequest %s: %v", ar.Name, err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[clustersv1alpha1.SecretKeyKubeconfig])
+	if err != nil {
+		t.Fatalf("kubeconfig of AccessRequest %s cannot be read", ar.Name)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	return c
 }

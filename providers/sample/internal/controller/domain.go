@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +44,26 @@ const (
 	// OwnerAnnotation records the Sample ("namespace/name") a workload
 	// namespace belongs to.
 	OwnerAnnotation = "sample.services.openmcp.cloud/owner"
+	// NameLabel and InstanceLabel select the pods of a Sample's server:
+	// the server's name and the Sample it serves (its ServerName).
+	NameLabel     = "app.kubernetes.io/name"
+	InstanceLabel = "app.kubernetes.io/instance"
+)
+
+// The domain service's server, which runs in the shared workload cluster
+// when the ProviderConfig sets spec.workload.
+const (
+	// ServerNamespace is the namespace in the workload cluster that holds
+	// the server Deployments of every Sample. One namespace, not the
+	// Sample's own, because the provider's rights in the workload cluster
+	// are fixed when it starts: a Role in this namespace lets it manage
+	// Deployments here and nowhere else, which the default access policy
+	// allows (a ClusterRole on Deployments it does not).
+	ServerNamespace = "sample-servers"
+	// ServerContainer is the name of the server's container.
+	ServerContainer = "server"
+	// ServerAppName is the server's NameLabel.
+	ServerAppName = "sample-server"
 )
 
 // DomainGroupVersion is the group and version of the DomainServiceAPI.
@@ -57,6 +79,10 @@ const (
 	// ReasonUnsupportedVersion: spec.version is not one the
 	// ProviderConfig offers (invalid user input).
 	ReasonUnsupportedVersion = "UnsupportedVersion"
+	// ReasonWorkloadNotReady: the server Deployment (ProviderConfig
+	// spec.workload) is not Available yet; the message says how many of
+	// its replicas are.
+	ReasonWorkloadNotReady = "WorkloadNotReady"
 )
 
 // version returns the version obj gets: its spec.version, or the
@@ -179,4 +205,119 @@ func WorkloadNamespace(obj *apiv1alpha1.Sample) string {
 		prefix = prefix[:40]
 	}
 	return prefix + "-" + hex.EncodeToString(sum[:])[:16]
+}
+
+// ServerName is the name of obj's server Deployment in ServerNamespace:
+// unique per Sample like its WorkloadNamespace, whose name it shares.
+func ServerName(obj *apiv1alpha1.Sample) string { return WorkloadNamespace(obj) }
+
+// serverReplicas is how many replicas w asks for: one when unset.
+func serverReplicas(w *apiv1alpha1.Workload) int32 {
+	if w.Replicas == nil {
+		return 1
+	}
+	return *w.Replicas
+}
+
+// desiredServer returns obj's server Deployment as the provider
+// providerName runs it for w.
+func desiredServer(providerName string, obj *apiv1alpha1.Sample, w *apiv1alpha1.Workload) *appsv1.Deployment {
+	selector := map[string]string{NameLabel: ServerAppName, InstanceLabel: ServerName(obj)}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        ServerName(obj),
+			Namespace:   ServerNamespace,
+			Labels:      merge(map[string]string{ManagedByLabel: providerName}, selector),
+			Annotations: map[string]string{OwnerAnnotation: obj.Namespace + "/" + obj.Name},
+		},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(serverReplicas(w)),
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: merge(nil, selector)},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name:  ServerContainer,
+					Image: w.Image,
+				}}},
+			},
+		},
+	}
+}
+
+// applyServer makes d (as read from the cluster, or new) what want says,
+// leaving alone what the API server defaults or others set.
+func applyServer(d, want *appsv1.Deployment) {
+	d.Labels = merge(d.Labels, want.Labels)
+	d.Annotations = merge(d.Annotations, want.Annotations)
+	d.Spec.Replicas = ptr.To(*want.Spec.Replicas)
+	if d.Spec.Selector == nil {
+		// Immutable once created.
+		d.Spec.Selector = want.Spec.Selector.DeepCopy()
+	}
+	d.Spec.Template.Labels = merge(d.Spec.Template.Labels, want.Spec.Template.Labels)
+	containers := d.Spec.Template.Spec.Containers
+	if len(containers) == 1 && containers[0].Name == ServerContainer {
+		containers[0].Image = want.Spec.Template.Spec.Containers[0].Image
+		return
+	}
+	d.Spec.Template.Spec.Containers = want.Spec.Template.Spec.DeepCopy().Containers
+}
+
+// serverDiff says how got differs from want in what applyServer sets, or
+// "" when it does not.
+func serverDiff(want, got *appsv1.Deployment) string {
+	var diffs []string
+	for k, v := range want.Labels {
+		if got.Labels[k] != v {
+			diffs = append(diffs, fmt.Sprintf("label %s is %q, want %q", k, got.Labels[k], v))
+		}
+	}
+	for k, v := range want.Annotations {
+		if got.Annotations[k] != v {
+			diffs = append(diffs, fmt.Sprintf("annotation %s is %q, want %q", k, got.Annotations[k], v))
+		}
+	}
+	if got.Spec.Replicas == nil || *got.Spec.Replicas != *want.Spec.Replicas {
+		diffs = append(diffs, fmt.Sprintf("replicas are %s, want %d", replicasText(got.Spec.Replicas), *want.Spec.Replicas))
+	}
+	for k, v := range want.Spec.Template.Labels {
+		if got.Spec.Template.Labels[k] != v {
+			diffs = append(diffs, fmt.Sprintf("pod label %s is %q, want %q", k, got.Spec.Template.Labels[k], v))
+		}
+	}
+	image := want.Spec.Template.Spec.Containers[0].Image
+	if c := got.Spec.Template.Spec.Containers; len(c) != 1 || c[0].Name != ServerContainer || c[0].Image != image {
+		diffs = append(diffs, fmt.Sprintf("want one container %s with image %s", ServerContainer, image))
+	}
+	return strings.Join(diffs, "; ")
+}
+
+// replicasText renders a Deployment's spec.replicas for a message.
+func replicasText(r *int32) string {
+	if r == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*r)
+}
+
+// serverAvailable reports whether the Deployment d serves with all of its
+// replicas: the deployment controller has seen its current spec, reports
+// it Available, and as many updated and available replicas as it wants.
+// Otherwise the message says how far it is, for the Ready condition.
+func serverAvailable(d *appsv1.Deployment) (bool, string) {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	st := d.Status
+	available := false
+	for _, c := range st.Conditions {
+		if c.Type == appsv1.DeploymentAvailable {
+			available = c.Status == corev1.ConditionTrue
+		}
+	}
+	if st.ObservedGeneration >= d.Generation && available && st.UpdatedReplicas >= want && st.AvailableReplicas >= want {
+		return true, ""
+	}
+	return false, fmt.Sprintf("Deployment %s/%s in the workload cluster has %d of %d replicas available", d.Namespace, d.Name, st.AvailableReplicas, want)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,7 +24,7 @@ import (
 
 // waitInterval is how soon the reconciler looks again while it waits for
 // something in a cluster it does not watch: the CRD to be served or to be
-// gone.
+// gone, the server Deployment to be Available.
 const waitInterval = time.Second
 
 // Reconciler is the domain logic of the sample provider, driven by the
@@ -87,6 +88,9 @@ func (r *Reconciler) Observe(ctx context.Context, obj *apiv1alpha1.Sample, cfg *
 	if !ns.DeletionTimestamp.IsZero() {
 		return spruntime.Observation{Exists: true, Drift: fmt.Sprintf("namespace %s in the workload cluster is being deleted", ns.Name)}, nil
 	}
+	if drift, err := r.observeServer(ctx, obj, cfg, clusters.WorkloadCluster.Client()); err != nil || drift != "" {
+		return spruntime.Observation{Exists: true, Drift: drift}, err
+	}
 	// Up to date: the runtime skips CreateOrUpdate and keeps Ready as it
 	// was last set, which may be CreateOrUpdate's "waiting for the CRD".
 	// What Observe found is the truth now, so it says so.
@@ -95,7 +99,10 @@ func (r *Reconciler) Observe(ctx context.Context, obj *apiv1alpha1.Sample, cfg *
 }
 
 // CreateOrUpdate implements spruntime.Reconciler: it installs (or repairs)
-// the DomainServiceAPI in the tenant's MCP cluster and the object's namespace in the workload cluster. obj is Ready once the CRD is served.
+// the DomainServiceAPI in the tenant's MCP cluster, the object's namespace in
+// the workload cluster and, when cfg sets spec.workload, the object's
+// server Deployment there. obj is Ready once the CRD is served and the
+// server, if any, is Available.
 func (r *Reconciler) CreateOrUpdate(ctx context.Context, obj *apiv1alpha1.Sample, cfg *apiv1alpha1.ProviderConfig, clusters spruntime.ClusterContext) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
 	v, err := version(obj, cfg)
@@ -133,9 +140,20 @@ func (r *Reconciler) CreateOrUpdate(ctx context.Context, obj *apiv1alpha1.Sample
 	}
 	log.V(1).Info("Applied the workload namespace", "namespace", ns.Name, "operation", op)
 
+	server, err := r.applyServer(ctx, obj, cfg, clusters.WorkloadCluster.Client())
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
 	if !established(crd) {
 		spruntime.StatusProgressing(obj, ReasonWaitingForCRD, "Waiting for the MCP cluster to serve the CRD "+want.Name)
 		return ctrl.Result{RequeueAfter: waitInterval}, nil
+	}
+	if server != nil {
+		if ok, msg := serverAvailable(server); !ok {
+			spruntime.StatusProgressing(obj, ReasonWorkloadNotReady, msg)
+			return ctrl.Result{RequeueAfter: waitInterval}, nil
+		}
 	}
 	spruntime.StatusReady(obj)
 	return ctrl.Result{}, nil
@@ -177,14 +195,21 @@ func (r *Reconciler) UserResources(ctx context.Context, _ *apiv1alpha1.Sample, _
 }
 
 // Delete implements spruntime.Reconciler: it removes the DomainServiceAPI
-// from the MCP cluster and the object's namespace from the workload cluster, and reports
-// done (a zero Result) once the CRD is gone.
+// from the MCP cluster, and the object's server Deployment and namespace from the
+// workload cluster, and reports done (a zero Result) once the CRD is gone.
 func (r *Reconciler) Delete(ctx context.Context, obj *apiv1alpha1.Sample, _ *apiv1alpha1.ProviderConfig, clusters spruntime.ClusterContext) (ctrl.Result, error) {
 	spruntime.StatusTerminating(obj)
 	c := clusters.MCPCluster.Client()
 	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: DomainCRDName}}
 	if err := c.Delete(ctx, crd); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, fmt.Errorf("delete CRD %s in the MCP cluster: %w", DomainCRDName, err)
+	}
+	// Whether or not the ProviderConfig still sets spec.workload: a server
+	// started before it was unset goes too. Its pods go with it (the
+	// cluster's garbage collector), so that is not waited for.
+	server := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ServerNamespace, Name: ServerName(obj)}}
+	if err := clusters.WorkloadCluster.Client().Delete(ctx, server); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("delete Deployment %s/%s in the workload cluster: %w", server.Namespace, server.Name, err)
 	}
 	// The namespace's contents go with it; the cluster finishes that
 	// without the provider, so its deletion is not waited for.
@@ -200,4 +225,61 @@ func (r *Reconciler) Delete(ctx context.Context, obj *apiv1alpha1.Sample, _ *api
 		return ctrl.Result{RequeueAfter: waitInterval}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// observeServer says how obj's server Deployment in the workload cluster c
+// differs from what cfg asks for: missing, changed, not (or no longer)
+// Available, or there although cfg.Spec.Workload is unset. "" means it is as
+// wanted.
+func (r *Reconciler) observeServer(ctx context.Context, obj *apiv1alpha1.Sample, cfg *apiv1alpha1.ProviderConfig, c client.Client) (string, error) {
+	got := &appsv1.Deployment{}
+	key := client.ObjectKey{Namespace: ServerNamespace, Name: ServerName(obj)}
+	if err := c.Get(ctx, key, got); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("get Deployment %s in the workload cluster: %w", key, err)
+		}
+		if cfg.Spec.Workload == nil {
+			return "", nil
+		}
+		return fmt.Sprintf("Deployment %s is missing in the workload cluster", key), nil
+	}
+	switch {
+	case cfg.Spec.Workload == nil:
+		return fmt.Sprintf("Deployment %s in the workload cluster is there, but the ProviderConfig sets no spec.workload", key), nil
+	case !got.DeletionTimestamp.IsZero():
+		return fmt.Sprintf("Deployment %s in the workload cluster is being deleted", key), nil
+	}
+	if diff := serverDiff(desiredServer(r.providerName, obj, cfg.Spec.Workload), got); diff != "" {
+		return fmt.Sprintf("Deployment %s in the workload cluster: %s", key, diff), nil
+	}
+	if ok, msg := serverAvailable(got); !ok {
+		return msg, nil
+	}
+	return "", nil
+}
+
+// applyServer creates or updates obj's server Deployment in the workload
+// cluster c as cfg.Spec.Workload asks, and returns it; without
+// spec.workload it deletes one left from before and returns nil.
+func (r *Reconciler) applyServer(ctx context.Context, obj *apiv1alpha1.Sample, cfg *apiv1alpha1.ProviderConfig, c client.Client) (*appsv1.Deployment, error) {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ServerNamespace, Name: ServerName(obj)}}
+	if cfg.Spec.Workload == nil {
+		if err := c.Delete(ctx, d); client.IgnoreNotFound(err) != nil {
+			return nil, fmt.Errorf("delete Deployment %s/%s in the workload cluster: %w", d.Namespace, d.Name, err)
+		}
+		return nil, nil
+	}
+	want := desiredServer(r.providerName, obj, cfg.Spec.Workload)
+	op, err := controllerutil.CreateOrUpdate(ctx, c, d, func() error {
+		if !d.DeletionTimestamp.IsZero() {
+			return fmt.Errorf("the Deployment %s/%s is being deleted; waiting until it is gone", d.Namespace, d.Name)
+		}
+		applyServer(d, want)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("apply Deployment %s/%s in the workload cluster: %w", d.Namespace, d.Name, err)
+	}
+	logf.FromContext(ctx).V(1).Info("Applied the server", "deployment", d.Namespace+"/"+d.Name, "image", cfg.Spec.Workload.Image, "operation", op)
+	return d, nil
 }

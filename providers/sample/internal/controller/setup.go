@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/api/install"
 	"github.com/marketplane/marketplane/pkg/clusteraccess"
 	"github.com/marketplane/marketplane/pkg/providerapp"
@@ -42,14 +43,29 @@ func MCPPermissions() clusteraccess.Permissions {
 }
 
 // WorkloadPermissions is what the provider may do in the shared workload
-// cluster: manage namespaces, one per Sample.
+// cluster: manage namespaces, one per Sample, and the servers'
+// Deployments in ServerNamespace only (ProviderConfig spec.workload). They
+// are requested whether or not spec.workload is set, since the
+// ProviderConfig can change while the provider runs.
 func WorkloadPermissions() clusteraccess.Permissions {
-	return clusteraccess.Permissions{Rules: []rbacv1.PolicyRule{
-		// No update or patch: the namespace is created with its labels,
-		// and relabelling namespaces on a shared cluster is outside the
-		// default access policy (docs/security.md).
-		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create", "delete"}},
-	}}
+	return clusteraccess.Permissions{
+		Rules: []rbacv1.PolicyRule{
+			// No update or patch: the namespace is created with its labels,
+			// and relabelling namespaces on a shared cluster is outside the
+			// default access policy (docs/security.md).
+			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create", "delete"}},
+		},
+		// A Role, not a ClusterRole: Deployments of others on the shared
+		// cluster are not the provider's business. The operator creates
+		// the namespace with the Role. No list or watch: the provider
+		// reads its Deployments by name.
+		Roles: []clustersv1alpha1.PermissionsRequest{{
+			Namespace: ServerNamespace,
+			Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "create", "update", "delete"}},
+			},
+		}},
+	}
 }
 
 // AccessOptions configure the provider's cluster access: its permissions in

@@ -6,9 +6,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 
 	"github.com/marketplane/marketplane/pkg/spruntime"
 
@@ -132,6 +135,100 @@ func TestWorkloadNamespace(t *testing.T) {
 	}
 	if msgs := validation.IsDNS1123Label(WorkloadNamespace(a)); len(msgs) > 0 {
 		t.Errorf("WorkloadNamespace %q is not a valid namespace name: %v", WorkloadNamespace(a), msgs)
+	}
+}
+
+// TestApplyServer: what applyServer makes of a new Deployment, and of one
+// the API server defaulted and others annotated, is what serverDiff
+// wants; a changed image or replica count is a difference, and applying
+// repairs it without dropping the defaults.
+func TestApplyServer(t *testing.T) {
+	obj := &apiv1alpha1.Sample{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "cp"}}
+	want := desiredServer("p", obj, &apiv1alpha1.Workload{Image: "example.org/server:v1"})
+	if got := *want.Spec.Replicas; got != 1 {
+		t.Errorf("replicas of an unset spec.workload.replicas = %d, want 1", got)
+	}
+	fresh := &appsv1.Deployment{}
+	applyServer(fresh, want)
+	if diff := serverDiff(want, fresh); diff != "" {
+		t.Errorf("a new Deployment after applyServer differs: %s", diff)
+	}
+
+	defaulted := want.DeepCopy()
+	defaulted.Annotations["deployment.kubernetes.io/revision"] = "3"
+	defaulted.Spec.Template.Spec.Containers[0].ImagePullPolicy = corev1.PullIfNotPresent
+	defaulted.Spec.Template.Spec.Containers[0].Image = "example.org/server:v0"
+	defaulted.Spec.Replicas = ptr.To[int32](5)
+	diff := serverDiff(want, defaulted)
+	for _, part := range []string{"replicas are 5, want 1", "image example.org/server:v1"} {
+		if !strings.Contains(diff, part) {
+			t.Errorf("serverDiff = %q, want it to mention %q", diff, part)
+		}
+	}
+	applyServer(defaulted, want)
+	if diff := serverDiff(want, defaulted); diff != "" {
+		t.Errorf("after applyServer it still differs: %s", diff)
+	}
+	if c := defaulted.Spec.Template.Spec.Containers[0]; c.ImagePullPolicy != corev1.PullIfNotPresent || defaulted.Annotations["deployment.kubernetes.io/revision"] != "3" {
+		t.Errorf("applyServer dropped what others set: container %+v, annotations %v", c, defaulted.Annotations)
+	}
+}
+
+func TestServerAvailable(t *testing.T) {
+	available := func(mutate func(*appsv1.Deployment)) *appsv1.Deployment {
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ServerNamespace, Name: "s", Generation: 2},
+			Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](2)},
+			Status: appsv1.DeploymentStatus{
+				ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2,
+				Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue}},
+			},
+		}
+		mutate(d)
+		return d
+	}
+	cases := map[string]struct {
+		reason  string
+		d       *appsv1.Deployment
+		want    bool
+		wantMsg string
+	}{
+		"Available": {
+			reason: "every replica is available and the controller saw the current spec",
+			d:      available(func(*appsv1.Deployment) {}),
+			want:   true,
+		},
+		"NoStatus": {
+			reason:  "a new Deployment has no status yet",
+			d:       available(func(d *appsv1.Deployment) { d.Status = appsv1.DeploymentStatus{} }),
+			wantMsg: "has 0 of 2 replicas available",
+		},
+		"OneMissing": {
+			reason:  "one replica is not available yet",
+			d:       available(func(d *appsv1.Deployment) { d.Status.AvailableReplicas = 1 }),
+			wantMsg: "has 1 of 2 replicas available",
+		},
+		"OldGeneration": {
+			reason: "the status is of an older spec",
+			d:      available(func(d *appsv1.Deployment) { d.Generation = 3 }),
+		},
+		"NotAvailableCondition": {
+			reason: "the controller says it is not Available",
+			d: available(func(d *appsv1.Deployment) {
+				d.Status.Conditions[0].Status = corev1.ConditionFalse
+			}),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, msg := serverAvailable(tc.d)
+			if got != tc.want {
+				t.Errorf("%s: serverAvailable = %v (%q), want %v", tc.reason, got, msg, tc.want)
+			}
+			if !strings.Contains(msg, tc.wantMsg) {
+				t.Errorf("%s: message %q, want it to contain %q", tc.reason, msg, tc.wantMsg)
+			}
+		})
 	}
 }
 
