@@ -156,6 +156,10 @@ failover: tools build ## Two inter-operator replicas, then two operator replicas
 chaos: tools build ## On a landscape of its own, kills each of etcd, the kube-apiservers, the broker, the operator's leader, the inter-operator and the sample provider with SIGKILL during a run of 100 instances: prints per victim succeeded / 100, duplicates, missing objects and recovery times.
 	$(GO) run ./bench/chaos -bin $(BIN) -n 100
 
+.PHONY: bench-mcp
+bench-mcp: tools build ## On a landscape of its own, creates 20 ManagedControlPlanes at once: prints the time until all are Ready (target ≤ 60 s), the landscape's memory before and after and per MCP (target ≤ 150 MiB), the process count; then deletes them and checks their processes are gone.
+	$(GO) run ./bench/mcps -bin $(BIN) -n 20
+
 .PHONY: bench-multicluster
 bench-multicluster: tools ## The provisioning benchmark over 3 workload API servers and 20 SFClusters (least-filled), with the single-cluster load phase first for the ratio.
 	KUBEBUILDER_ASSETS=$(BIN) $(GO) run ./bench/provisioning -clusters 3 -registered 20 -n 1000 -scheduler least-filled -compare-single

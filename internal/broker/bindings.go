@@ -136,8 +136,14 @@ func (s *Server) bindOutcome(c *osbCall, in *bindInput, op Operation, doneStatus
 }
 
 // bindableInstance reads the instance of a bind request and checks that
-// it can be bound now.
+// it can be bound now. It reads the cache first (never older than this
+// broker's own writes of the instance): the platform binds an instance it
+// has seen provisioned, through this cache. Only a refusal is confirmed on
+// a fresh read, since the cache may lag behind the provisioner.
 func (s *Server) bindableInstance(c *osbCall, in *bindInput) error {
+	if inst, err := s.getInstance(c.ctx, c.instanceID, Cached); err == nil && bindable(inst, in) == nil {
+		return nil
+	}
 	inst, err := s.getInstance(c.ctx, c.instanceID, Fresh)
 	if apierrors.IsNotFound(err) {
 		return notFound("The service instance does not exist.")
@@ -145,6 +151,11 @@ func (s *Server) bindableInstance(c *osbCall, in *bindInput) error {
 	if err != nil {
 		return err
 	}
+	return bindable(inst, in)
+}
+
+// bindable checks that inst can be bound by the request in now.
+func bindable(inst *osbv1alpha1.SFServiceInstance, in *bindInput) error {
 	if inst.Spec.ServiceID != in.req.ServiceID || inst.Spec.PlanID != in.req.PlanID {
 		return badRequest("service_id and plan_id must be those of the instance (plan %q).", inst.Spec.PlanID)
 	}
@@ -177,7 +188,9 @@ func (s *Server) bind(x *exchange, r *http.Request) (int, any, error) {
 	}
 	t := s.bindingTarget(c.instanceID, c.bindingID)
 	return retryConflicts(func(attempt int) (int, any, error) {
-		b, err := s.getBinding(c.ctx, c.instanceID, c.bindingID, Fresh)
+		b, err := readForCreate(attempt, func(read Read) (*osbv1alpha1.SFServiceBinding, error) {
+			return s.getBinding(c.ctx, c.instanceID, c.bindingID, read)
+		})
 		switch {
 		case apierrors.IsNotFound(err):
 			return s.bindNew(c, t, in, nil, attempt)
@@ -209,7 +222,7 @@ func (s *Server) bindNew(c *osbCall, t target, in *bindInput, tombstone *osbv1al
 		return 0, nil, err
 	}
 	s.logDecision(c, t, "Bind accepted", "operation", op.String(), "reusedID", tombstone != nil)
-	return s.finish(c.ctx, op, s.bindOutcome(c, in, op, http.StatusCreated), t.look)
+	return s.finish(c.ctx, op, s.bindOutcome(c, in, op, http.StatusCreated), t)
 }
 
 // bindExisting answers a bind request for a binding that exists: a
@@ -230,7 +243,7 @@ func (s *Server) bindExisting(c *osbCall, t target, in *bindInput, b *osbv1alpha
 		if in.plan.AsyncBinding && !c.async {
 			return 0, nil, asyncRequired("service binding")
 		}
-		return s.finish(c.ctx, op, s.bindOutcome(c, in, op, http.StatusOK), t.look)
+		return s.finish(c.ctx, op, s.bindOutcome(c, in, op, http.StatusOK), t)
 	case p.state == stateFailed:
 		if err := in.checkNew(c.async); err != nil {
 			return 0, nil, err
@@ -240,7 +253,7 @@ func (s *Server) bindExisting(c *osbCall, t target, in *bindInput, b *osbv1alpha
 			return 0, nil, err
 		}
 		s.logDecision(c, t, "Bind restarted after a failure", "operation", next.String())
-		return s.finish(c.ctx, next, s.bindOutcome(c, in, next, http.StatusCreated), t.look)
+		return s.finish(c.ctx, next, s.bindOutcome(c, in, next, http.StatusCreated), t)
 	}
 	body, err := s.bindingBody(c.ctx, b, nil)
 	if err != nil {

@@ -66,7 +66,7 @@ func (f *fakeStore) Get(_ context.Context, key client.ObjectKey, obj client.Obje
 	if !ok {
 		return apierrors.NewNotFound(resourceOf(obj), key.Name)
 	}
-	if p, ok := f.prev[storeKey(obj, key)]; ok && f.lag && read == Cached {
+	if p, ok := f.prev[storeKey(obj, key)]; ok && f.lag && read != Fresh {
 		stored = p
 	}
 	copyInto(obj, stored)

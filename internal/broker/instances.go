@@ -157,7 +157,9 @@ func (s *Server) provision(x *exchange, r *http.Request) (int, any, error) {
 	}
 	t := s.instanceTarget(c.instanceID)
 	return retryConflicts(func(attempt int) (int, any, error) {
-		inst, err := s.getInstance(c.ctx, c.instanceID, Fresh)
+		inst, err := readForCreate(attempt, func(read Read) (*osbv1alpha1.SFServiceInstance, error) {
+			return s.getInstance(c.ctx, c.instanceID, read)
+		})
 		switch {
 		case apierrors.IsNotFound(err):
 			return s.provisionNew(c, t, in, nil, attempt)
@@ -190,7 +192,7 @@ func (s *Server) provisionNew(c *osbCall, t target, in *provisionInput, tombston
 		return 0, nil, err
 	}
 	s.logDecision(c, t, "Provision accepted", "operation", op.String(), "planID", in.plan.ID, "reusedID", tombstone != nil)
-	return s.finish(c.ctx, op, in.outcome(c, op, inst, http.StatusCreated), t.look)
+	return s.finish(c.ctx, op, in.outcome(c, op, inst, http.StatusCreated), t)
 }
 
 // provisionExisting answers a provision request for an instance that
@@ -211,7 +213,7 @@ func (s *Server) provisionExisting(c *osbCall, t target, in *provisionInput, ins
 		if in.plan.Async && !c.async {
 			return 0, nil, asyncRequired("service plan")
 		}
-		return s.finish(c.ctx, op, in.outcome(c, op, inst, http.StatusOK), t.look)
+		return s.finish(c.ctx, op, in.outcome(c, op, inst, http.StatusOK), t)
 	case op.Type == OpCreate && p.state == stateFailed:
 		// Provisioning failed: the identical request provisions again.
 		if err := in.checkNew(c.async); err != nil {
@@ -223,34 +225,12 @@ func (s *Server) provisionExisting(c *osbCall, t target, in *provisionInput, ins
 			return 0, nil, err
 		}
 		s.logDecision(c, t, "Provision restarted after a failure", "operation", next.String())
-		return s.finish(c.ctx, next, in.outcome(c, next, obj.(*osbv1alpha1.SFServiceInstance), http.StatusCreated), t.look)
+		return s.finish(c.ctx, next, in.outcome(c, next, obj.(*osbv1alpha1.SFServiceInstance), http.StatusCreated), t)
 	case op.Type == OpUpdate && p.running():
 		return 0, nil, concurrencyError("An update of the instance is in progress.")
 	}
 	// Provisioned (and perhaps updated since): nothing to do.
 	return http.StatusOK, provisionResponse{DashboardURL: dashboardURL(in.plan, inst)}, nil
-}
-
-// setInitialState writes the state of a just-created object unless the
-// provisioner already wrote one. A failure is only logged: an empty state
-// means the same as in_queue to the broker and the provisioner.
-func (s *Server) setInitialState(ctx context.Context, obj client.Object, set func(client.Object) bool, refresh func() (client.Object, error)) {
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		if !set(obj) {
-			return
-		}
-		err := s.store.UpdateStatus(ctx, obj)
-		if err == nil {
-			return
-		}
-		if !apierrors.IsConflict(err) {
-			s.log.Error(err, "Cannot record the initial state; the provisioner treats an empty state the same", "object", client.ObjectKeyFromObject(obj))
-			return
-		}
-		if obj, err = refresh(); err != nil {
-			return
-		}
-	}
 }
 
 func maintenanceConflict(plan *catalog.Plan) *Error {
@@ -520,7 +500,7 @@ func (s *Server) joinUpdate(c *osbCall, t target, in *updateInput, ch *updateCha
 	if ch.target.Async && !c.async {
 		return 0, nil, asyncRequired("service plan")
 	}
-	return s.finish(c.ctx, op, updateOutcome(c, op, ch.target, inst), t.look)
+	return s.finish(c.ctx, op, updateOutcome(c, op, ch.target, inst), t)
 }
 
 // startUpdate starts the update as the operation after op, unless it
@@ -541,7 +521,7 @@ func (s *Server) startUpdate(c *osbCall, t target, in *updateInput, ch *updateCh
 		return 0, nil, err
 	}
 	s.logDecision(c, t, "Update accepted", "operation", next.String(), "planID", ch.targetID)
-	return s.finish(c.ctx, next, updateOutcome(c, next, ch.target, obj.(*osbv1alpha1.SFServiceInstance)), t.look)
+	return s.finish(c.ctx, next, updateOutcome(c, next, ch.target, obj.(*osbv1alpha1.SFServiceInstance)), t)
 }
 
 // sameUpdate reports whether want (the running update with a re-sent
@@ -638,7 +618,11 @@ func (s *Server) deprovision(x *exchange, r *http.Request) (int, any, error) {
 		if asyncOnly && !c.async {
 			return 0, nil, asyncRequired("service plan")
 		}
-		o := deleteOutcome(c.async, asyncOnly, func(p progress) *Error {
+		// A platform that accepts an asynchronous answer gets 202 at
+		// once, whatever the plan: a deletion ends with the provisioner's
+		// clean-up (namespaces finalizing, say), which takes seconds, and
+		// last_operation reports its progress.
+		o := deleteOutcome(c.async, asyncOnly || c.async, func(p progress) *Error {
 			e := newError(http.StatusInternalServerError, "", "Deprovisioning failed: %s", p.description)
 			e.InstanceUsable = p.instanceUsable
 			return e

@@ -165,16 +165,16 @@ type outcome struct {
 	failed func(progress) *Error
 }
 
-// finish answers a request that started or joined the operation op. For
-// an asynchronous plan that is 202 at once; otherwise the request waits
-// until the operation ends (look reads and evaluates the object) and
-// answers its outcome, or, after the sync timeout, 202 when the platform
-// accepts it and 504 when not.
-func (s *Server) finish(ctx context.Context, op Operation, o outcome, look func(context.Context, Read) (client.Object, Operation, progress, error)) (int, any, error) {
+// finish answers a request that started or joined the operation op on
+// t's object. For an asynchronous plan that is 202 at once; otherwise the
+// request waits until the operation ends (t.look reads and evaluates the
+// object) and answers its outcome, or, after the sync timeout, 202 when the
+// platform accepts it and 504 when not.
+func (s *Server) finish(ctx context.Context, op Operation, o outcome, t target) (int, any, error) {
 	if o.asyncOnly {
 		return http.StatusAccepted, o.accepted, nil
 	}
-	obj, p, done, err := s.await(ctx, op, look)
+	obj, p, done, err := s.await(ctx, op, t)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -195,36 +195,76 @@ func (s *Server) finish(ctx context.Context, op Operation, o outcome, look func(
 	return o.doneStatus, body, nil
 }
 
-// await polls the object until op ends, the sync timeout passes (done is
-// false) or ctx ends. A vanished object ends a delete successfully and any
-// other operation as failed.
-func (s *Server) await(ctx context.Context, op Operation, look func(context.Context, Read) (client.Object, Operation, progress, error)) (client.Object, progress, bool, error) {
+// await waits until op ends on t's object, the sync timeout passes (done
+// is false) or ctx ends. A vanished object ends a delete successfully and
+// any other operation as failed.
+//
+// With a Store that notifies of changes (Notifier), the request reads the
+// object from the cache each time the cache sees it change, and otherwise
+// only every recheck interval, a safety net that also reads through to the
+// API server; no request polls. Without one it polls every poll interval.
+// A create or update reads the cache alone between rechecks: an object
+// the cache has not seen yet is then not taken for deleted, and costs no
+// API request, since the notification follows when the cache sees it.
+// A delete reads with the fallback, since the object's absence is its
+// success.
+func (s *Server) await(ctx context.Context, op Operation, t target) (client.Object, progress, bool, error) {
 	deadline := time.NewTimer(s.syncTimeout)
 	defer deadline.Stop()
-	tick := time.NewTicker(s.pollInterval)
+	notifier, notifies := s.store.(Notifier)
+	interval := s.pollInterval
+	if notifies {
+		interval = s.recheckInterval
+	}
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	between := Cached
+	if notifies && op.Type != OpDelete {
+		between = CacheOnly
+	}
+	read := between
 	for {
-		obj, cur, p, err := look(ctx, Cached)
+		var changed <-chan struct{}
+		stop := func() {}
+		if notifies {
+			// Subscribe before reading, so that no change between the
+			// read and the wait goes unnoticed.
+			changed, stop = notifier.Notify(t.key, t.kind)
+		}
+		obj, cur, p, err := t.look(ctx, read)
 		switch {
+		case apierrors.IsNotFound(err) && read == CacheOnly:
+			// Not in the cache yet (or deleted: the recheck reads
+			// through).
 		case apierrors.IsNotFound(err):
+			stop()
 			if op.Type == OpDelete {
 				return nil, progress{state: stateSucceeded, gone: true}, true, nil
 			}
 			return nil, progress{state: stateFailed, description: "The resource was deleted while the operation ran."}, true, nil
 		case err != nil:
+			stop()
 			return nil, progress{}, false, err
 		case cur.Seq > op.Seq:
+			stop()
 			return nil, progress{state: stateFailed, description: "The operation was superseded by " + cur.String() + "."}, true, nil
 		case cur.Seq == op.Seq && !p.running():
+			stop()
 			return obj, p, true, nil
 		}
+		read = between
 		select {
 		case <-ctx.Done():
+			stop()
 			return nil, progress{}, false, ctx.Err()
 		case <-deadline.C:
+			stop()
 			return nil, progress{}, false, nil
+		case <-changed:
 		case <-tick.C:
+			read = Cached
 		}
+		stop()
 	}
 }
 

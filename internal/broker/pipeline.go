@@ -99,6 +99,10 @@ type lookFunc func(context.Context, Read) (client.Object, Operation, progress, e
 type target struct {
 	// keys name the object in log lines (key/value pairs).
 	keys []any
+	// key is where the object is stored; kind is an empty object of its
+	// type, for change notifications.
+	key  client.ObjectKey
+	kind client.Object
 	// collision is the 409 description when another id's object holds
 	// the name.
 	collision string
@@ -117,6 +121,8 @@ type target struct {
 func (s *Server) instanceTarget(id string) target {
 	return target{
 		keys:      []any{"instanceID", id},
+		key:       InstanceKey(id),
+		kind:      &osbv1alpha1.SFServiceInstance{},
 		collision: "An instance with this id already exists under another id's name.",
 		look:      s.lookInstance(id),
 		refresh:   s.refreshInstance(id),
@@ -131,6 +137,8 @@ func (s *Server) instanceTarget(id string) target {
 func (s *Server) bindingTarget(instanceID, bindingID string) target {
 	return target{
 		keys:      []any{"instanceID", instanceID, "bindingID", bindingID},
+		key:       BindingKey(instanceID, bindingID),
+		kind:      &osbv1alpha1.SFServiceBinding{},
 		collision: "A binding with this id already exists under another id's name.",
 		look:      s.lookBinding(instanceID, bindingID),
 		refresh:   s.refreshBinding(instanceID, bindingID),
@@ -186,8 +194,7 @@ func (s *Server) releaseTombstone(ctx context.Context, tombstone client.Object) 
 	return nil
 }
 
-// createNew stores obj, a new object, and records its initial state. A
-// tombstone of the same id, when given, is released first. An object that
+// createNew stores obj, a new object. A tombstone of the same id, when given, is released first. An object that
 // appeared meanwhile makes the first attempt decide again; on a later one
 // it is another id's object under the same name (409).
 func (s *Server) createNew(c *osbCall, t target, obj, tombstone client.Object, attempt int) error {
@@ -205,14 +212,11 @@ func (s *Server) createNew(c *osbCall, t target, obj, tombstone client.Object, a
 		}
 		return errAgain
 	}
-	s.setInitialState(c.ctx, obj, func(o client.Object) bool {
-		st := t.state(o)
-		if *st != "" {
-			return false
-		}
-		*st = osbv1alpha1.StateInQueue
-		return true
-	}, t.refresh)
+	// No status write follows: the status subresource cannot be set at
+	// create, and an empty state means in_queue to the broker and the
+	// provisioner alike, while the label lastoperation (in_queue) records
+	// the request on the object already. Writing in_queue as well would
+	// cost a write per instance and per binding that carries nothing.
 	return nil
 }
 
@@ -248,7 +252,7 @@ func (s *Server) rejoinDeletion(c *osbCall, t target, obj client.Object, op Oper
 		op = next
 	}
 	o.accepted = operationResponse{Operation: op.String()}
-	return s.finish(c.ctx, op, o, t.look)
+	return s.finish(c.ctx, op, o, t)
 }
 
 // startDeletion deletes obj as the operation after op (or as op, when a
@@ -264,5 +268,20 @@ func (s *Server) startDeletion(c *osbCall, t target, obj client.Object, op Opera
 	}
 	s.logDecision(c, t, msg, "operation", next.String())
 	o.accepted = operationResponse{Operation: next.String()}
-	return s.finish(c.ctx, next, o, t.look)
+	return s.finish(c.ctx, next, o, t)
+}
+
+// readForCreate reads the object of a request that creates it when it is
+// missing (provision, bind). The first attempt reads the cache alone: a
+// new id, the common case, then costs no API request, and an object the
+// cache has not seen yet makes the create fail with AlreadyExists, which
+// decides again on a fresh read. An object the cache holds is read fresh,
+// since the answer is decided on it; so is every later attempt.
+func readForCreate[T client.Object](attempt int, read func(Read) (T, error)) (T, error) {
+	if attempt == 0 {
+		if obj, err := read(CacheOnly); err != nil {
+			return obj, err
+		}
+	}
+	return read(Fresh)
 }

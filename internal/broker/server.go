@@ -38,6 +38,10 @@ const (
 	DefaultMaxBodyBytes = 1 << 20
 	DefaultSyncTimeout  = 50 * time.Second
 	DefaultPollInterval = 50 * time.Millisecond
+	// DefaultRecheckInterval is how often a request waiting for the
+	// provisioner re-reads the object when the Store notifies it of
+	// changes: only a safety net for a lost notification.
+	DefaultRecheckInterval = 2 * time.Second
 )
 
 // maxIDLength bounds instance and binding ids.
@@ -59,6 +63,9 @@ type Server struct {
 	maxBodyBytes int64
 	syncTimeout  time.Duration
 	pollInterval time.Duration
+	// recheckInterval replaces pollInterval with a Store that notifies
+	// of changes.
+	recheckInterval time.Duration
 }
 
 var _ http.Handler = &Server{}
@@ -85,8 +92,14 @@ func WithMaxBodyBytes(n int64) Option { return func(s *Server) { s.maxBodyBytes 
 // asynchronous operations) or 504.
 func WithSyncTimeout(d time.Duration) Option { return func(s *Server) { s.syncTimeout = d } }
 
-// WithPollInterval sets how often a waiting request looks at the store.
+// WithPollInterval sets how often a waiting request looks at a store that
+// does not notify of changes (see Notifier).
 func WithPollInterval(d time.Duration) Option { return func(s *Server) { s.pollInterval = d } }
+
+// WithRecheckInterval sets how often a waiting request re-reads the object
+// although its store (a Notifier) reported no change: the safety net for a
+// lost notification.
+func WithRecheckInterval(d time.Duration) Option { return func(s *Server) { s.recheckInterval = d } }
 
 // New returns the broker handler. auth must not be nil: OSB requires
 // platforms to authenticate.
@@ -103,6 +116,8 @@ func New(cat Catalog, store Store, auth *BasicAuth, opts ...Option) (*Server, er
 		maxBodyBytes: DefaultMaxBodyBytes,
 		syncTimeout:  DefaultSyncTimeout,
 		pollInterval: DefaultPollInterval,
+
+		recheckInterval: DefaultRecheckInterval,
 	}
 	for _, o := range opts {
 		o(s)

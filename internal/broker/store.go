@@ -16,6 +16,12 @@ const (
 	Cached Read = iota
 	// Fresh reads the latest stored version into a private copy.
 	Fresh
+	// CacheOnly reads the cache alone, as Cached but without a fallback:
+	// NotFound may mean that the cache has not seen the object yet. It is
+	// for reads that a later write or read checks anyway (a create that
+	// fails with AlreadyExists is decided again on a fresh read) and for
+	// waits that a change notification ends.
+	CacheOnly
 )
 
 // Store keeps the SFServiceInstances and SFServiceBindings the broker
@@ -24,7 +30,9 @@ const (
 // mean there.
 type Store interface {
 	// Get reads the object stored at key into obj (an *SFServiceInstance
-	// or *SFServiceBinding).
+	// or *SFServiceBinding). A Cached read is never older than what this
+	// Store last wrote or read fresh of the object (read-your-writes);
+	// a CacheOnly read may be.
 	Get(ctx context.Context, key client.ObjectKey, obj client.Object, read Read) error
 	// Create stores a new object, creating its namespace first when it
 	// does not exist. obj is updated with the stored version.
@@ -44,4 +52,16 @@ type Store interface {
 	// that holds a binding's OSB bind response. The value holds
 	// credentials: it must never be logged.
 	BindResponse(ctx context.Context, namespace, secretName string) ([]byte, error)
+}
+
+// Notifier is implemented by a Store whose reads come from a cache that is
+// kept current by a watch: it tells a waiting request when the object it
+// waits for changed, so that the request reads it again at once rather
+// than polling.
+type Notifier interface {
+	// Notify returns a channel that is closed at the next change the cache
+	// sees of the object at key (of obj's kind; obj is not read), and a
+	// function that stops the notification (it must be called). A change
+	// that happened before Notify is not reported: read after Notify.
+	Notify(key client.ObjectKey, obj client.Object) (<-chan struct{}, func())
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -505,8 +506,10 @@ func TestCatalogValidation(t *testing.T) {
 }
 
 // TestWritesPerInstance counts the API writes of one instance of a
-// one-object plan: finalizer, clusterId, status on the onboarding cluster
-// and one apply on the target cluster, nothing more (events aside).
+// one-object plan, events included: one patch with the finalizer and
+// clusterId and one status write on the onboarding cluster, one apply on
+// the target cluster, and no event (issue #15: at most 3 writes per
+// instance, events included; a success is in the conditions).
 func TestWritesPerInstance(t *testing.T) {
 	needsClusters(t)
 	// Not parallel: the API servers' request counters are shared.
@@ -532,12 +535,38 @@ func TestWritesPerInstance(t *testing.T) {
 	got := map[string]float64{
 		"sfserviceinstances": writes(t, onboarding, "sfserviceinstances") - onboardingBefore,
 		"podtemplates":       writes(t, target, "podtemplates") - targetBefore,
+		"events":             eventWrites(t, e, "inst"),
 	}
-	// create (the test), finalizer, clusterId, status; one apply.
-	want := map[string]float64{"sfserviceinstances": 4, "podtemplates": 1}
+	// create (the test); finalizer and clusterId in one patch; status;
+	// one apply; no event.
+	want := map[string]float64{"sfserviceinstances": 3, "podtemplates": 1, "events": 0}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("API writes, -want +got:\n%s\ntarget's counters:\n%s", diff, metricLines(t, target, "podtemplates"))
+		t.Errorf("API writes, -want +got:\n%s\ntarget's counters:\n%s\nevents: %q", diff, metricLines(t, target, "podtemplates"), e.events(t, "inst"))
 	}
+	if total := got["sfserviceinstances"] - 1 + got["podtemplates"] + got["events"]; total > 3 {
+		t.Errorf("the provisioner wrote %.0f times for one instance, events included; want at most 3", total)
+	}
+}
+
+// eventWrites returns how many writes the events regarding the named object
+// in e's namespace took: one per event, and one more per repetition of an
+// event series. The API servers' counters are not used: they do not tell
+// namespaces apart, and other tests' controllers may record events.
+func eventWrites(t *testing.T, e *env, name string) float64 {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	must(t, e.onboarding().Client.List(context.Background(), list, client.InNamespace(e.ns)))
+	var n float64
+	for _, ev := range list.Items {
+		if ev.Regarding.Name != name {
+			continue
+		}
+		n++
+		if ev.Series != nil && ev.Series.Count > 1 {
+			n += float64(ev.Series.Count - 1)
+		}
+	}
+	return n
 }
 
 // metricLines returns the request counters of c's API server for resource.

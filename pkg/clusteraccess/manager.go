@@ -30,10 +30,13 @@ const (
 )
 
 // Client-side rate limits of the clients a Manager builds: providers create
-// objects in bursts (CRDs, RBAC, deployments); client-go's default of 5 QPS
-// would throttle them.
+// objects in bursts (CRDs, RBAC, deployments), which client-go's default of
+// 5 QPS, or any fixed limit per client, would throttle on a healthy API
+// server. A negative QPS turns client-go's limiter off; the API server's
+// priority and fairness protects it. WithRESTConfig sets lower limits
+// (providerapp's --kube-api-qps does).
 const (
-	defaultQPS   = 50
+	defaultQPS   = -1
 	defaultBurst = 100
 )
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -104,6 +105,19 @@ type flags struct {
 	burst                int
 }
 
+// Client-side rate limits of the provider's clients, the defaults of the
+// flags --kube-api-qps and --kube-api-burst. A negative QPS turns client-go's
+// client-side limiter off: the API servers protect themselves with API
+// Priority and Fairness, which queues and rejects by priority level across
+// all clients, while a fixed limit per client only slows a provider down on
+// a healthy server (the inter-operator made two writes per instance, so 50
+// QPS held it at about 25 instances/s). Operators lower the limits with the
+// flags; the burst applies only then.
+const (
+	DefaultQPS   = -1
+	DefaultBurst = 100
+)
+
 // Command returns the provider's root command with init and run. access
 // configures the clusteraccess.Manager run hands to Setup.
 func (p Provider) Command(access ...clusteraccess.Option) *cobra.Command {
@@ -113,8 +127,7 @@ func (p Provider) Command(access ...clusteraccess.Option) *cobra.Command {
 	root.PersistentFlags().StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the platform cluster (default: in-cluster or $KUBECONFIG)")
 	root.PersistentFlags().StringVar(&f.onboardingKubeconfig, "onboarding-kubeconfig", "", "kubeconfig of the onboarding cluster, for development (default: request access through the platform)")
 	root.PersistentFlags().DurationVar(&f.timeout, "access-timeout", 5*time.Minute, "how long to wait for onboarding access")
-	root.PersistentFlags().Float32Var(&f.qps, "kube-api-qps", 50, "client-side limit of requests per second to each API server")
-	root.PersistentFlags().IntVar(&f.burst, "kube-api-burst", 100, "client-side burst of requests to each API server")
+	f.addRateLimitFlags(root.PersistentFlags())
 	initCmd := &cobra.Command{
 		Use:   "init",
 		Short: "Install the provider's CRDs and register its service kinds",
@@ -377,6 +390,12 @@ func RegisterServiceKinds(ctx context.Context, platform client.Client, provider 
 		return fmt.Errorf("register service kinds in ServiceProvider %s: %w", provider, err)
 	}
 	return nil
+}
+
+// addRateLimitFlags defines --kube-api-qps and --kube-api-burst.
+func (f *flags) addRateLimitFlags(fs *pflag.FlagSet) {
+	fs.Float32Var(&f.qps, "kube-api-qps", DefaultQPS, "client-side limit of requests per second to each API server; negative: no client-side limit (the API server's priority and fairness protects it)")
+	fs.IntVar(&f.burst, "kube-api-burst", DefaultBurst, "client-side burst of requests to each API server, when --kube-api-qps is positive")
 }
 
 // rateLimits applies the flags' client-side rate limits to the clusters

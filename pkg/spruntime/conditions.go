@@ -87,6 +87,7 @@ func readyOwnedByRuntime(obj API) bool {
 // statusSnapshot is the status of an object before a reconcile changed it.
 type statusSnapshot struct {
 	status     any
+	phase      Phase
 	conditions []metav1.Condition
 }
 
@@ -96,13 +97,14 @@ func (r *APIReconciler[T, C]) snapshot(obj T) (statusSnapshot, error) {
 	if err != nil {
 		return statusSnapshot{}, err
 	}
-	return statusSnapshot{status: st, conditions: slices.Clone(*obj.GetConditions())}, nil
+	return statusSnapshot{status: st, phase: obj.GetPhase(), conditions: slices.Clone(*obj.GetConditions())}, nil
 }
 
 // writeStatus sets observedGeneration and, when the status differs from the
 // snapshot, patches the status subresource with only the status difference
-// and records an event for every condition transition. A NotFound (the
-// object went away after its finalizer was removed) is not an error.
+// and records an event for every condition transition a user looks for
+// (recordTransitions). A NotFound (the object went away after its
+// finalizer was removed) is not an error.
 func (r *APIReconciler[T, C]) writeStatus(ctx context.Context, obj T, before statusSnapshot) error {
 	obj.SetObservedGeneration(obj.GetGeneration())
 	after, err := statusOf(obj)
@@ -124,7 +126,7 @@ func (r *APIReconciler[T, C]) writeStatus(ctx context.Context, obj T, before sta
 		}
 		return fmt.Errorf("patch status of %s %s/%s: %w", r.kind, obj.GetNamespace(), obj.GetName(), err)
 	}
-	recordTransitions(r.recorder, obj, phase, before.conditions, conditions)
+	recordTransitions(r.recorder, obj, transition{phase: before.phase, conditions: before.conditions}, transition{phase: phase, conditions: conditions})
 	return nil
 }
 
@@ -159,22 +161,39 @@ func statusOf(obj runtime.Object) (any, error) {
 // transitionTypes are the conditions whose transitions are events.
 var transitionTypes = []string{ConditionReady, ConditionSynced, ConditionDeletionBlocked}
 
+// transition is one side of a status write: the phase and conditions.
+type transition struct {
+	phase      Phase
+	conditions []metav1.Condition
+}
+
 // recordTransitions records an event for every condition of transitionTypes
-// whose status or reason differs between before and now. Messages come from
-// the conditions, which never hold secrets.
-func recordTransitions(rec events.EventRecorder, obj runtime.Object, phase Phase, before, now []metav1.Condition) {
+// whose status or reason differs between before and now, when that is a
+// transition a user looks for: into a warning (something broke, or the
+// user has to act), or out of one (it recovered). A transition between
+// normal states, such as a first success (Ready and Synced turning True)
+// or progress, is no event: the conditions already record it, and every
+// event is one more write to the API server per object (two per
+// successful provisioning before). Messages come from the conditions,
+// which never hold secrets.
+func recordTransitions(rec events.EventRecorder, obj runtime.Object, before, now transition) {
 	if rec == nil {
 		return
 	}
 	for _, t := range transitionTypes {
-		c := apimeta.FindStatusCondition(now, t)
+		c := apimeta.FindStatusCondition(now.conditions, t)
 		if c == nil {
 			continue
 		}
-		if old := apimeta.FindStatusCondition(before, t); old != nil && old.Status == c.Status && old.Reason == c.Reason {
+		old := apimeta.FindStatusCondition(before.conditions, t)
+		if old != nil && old.Status == c.Status && old.Reason == c.Reason {
 			continue
 		}
-		rec.Eventf(obj, nil, eventType(*c, phase, now), c.Reason, c.Type, "%s=%s: %s", c.Type, c.Status, c.Message)
+		typ := eventType(*c, now.phase, now.conditions)
+		if typ == corev1.EventTypeNormal && (old == nil || eventType(*old, before.phase, before.conditions) != corev1.EventTypeWarning) {
+			continue
+		}
+		rec.Eventf(obj, nil, typ, c.Reason, c.Type, "%s=%s: %s", c.Type, c.Status, c.Message)
 	}
 }
 

@@ -45,7 +45,21 @@ type options struct {
 	secretWatch       *referenceWatch[*corev1.Secret]
 	configMapWatch    *referenceWatch[*corev1.ConfigMap]
 	mcpWatch          bool
+	// finalizerByAuthor: see WithFinalizerByReconciler.
+	finalizerByAuthor bool
 }
+
+// WithFinalizerByReconciler leaves adding the runtime's finalizer
+// (FinalizerName) to the Reconciler, so that it rides on the Reconciler's
+// first write of the object (the inter-operator adds it in the patch that
+// records the cluster an instance is scheduled on) instead of costing a
+// write of its own. The Reconciler must add it in CreateOrUpdate before it
+// creates anything outside the object, and the ClusterAccess must create
+// nothing that needs releasing: the object may be deleted before the
+// finalizer is there, and then no Delete is called. When CreateOrUpdate
+// returns without error and the object still lacks the finalizer, the
+// runtime adds it.
+func WithFinalizerByReconciler() Option { return func(o *options) { o.finalizerByAuthor = true } }
 
 // WithManagedControlPlaneWatch makes the reconciler watch
 // ManagedControlPlanes on the onboarding cluster and reconcile the service

@@ -209,13 +209,9 @@ func (r *APIReconciler[T, C]) reconcileCreateOrUpdate(ctx context.Context, obj T
 		return waitOrFail(err)
 	}
 
-	if !controllerutil.ContainsFinalizer(obj, r.finalizer) {
-		if err := r.addFinalizer(ctx, obj); err != nil {
-			if apierrors.IsConflict(err) {
-				return r.retryConflict(ctx, "add finalizer")
-			}
-			setSynced(obj, metav1.ConditionFalse, ReasonReconcileError, fmt.Sprintf("Cannot add the finalizer: %v", err))
-			return ctrl.Result{}, ResultError, fmt.Errorf("add finalizer %s: %w", r.finalizer, err)
+	if !r.opts.finalizerByAuthor {
+		if res, result, err := r.ensureFinalizer(ctx, obj); result != "" {
+			return res, result, err
 		}
 	}
 
@@ -276,6 +272,13 @@ func (r *APIReconciler[T, C]) reconcileCreateOrUpdate(ctx context.Context, obj T
 	if err != nil {
 		return r.authorFailed(ctx, obj, "create or update", err)
 	}
+	if r.opts.finalizerByAuthor {
+		// The Reconciler had to add it with its first write; should it
+		// not have written the object, the finalizer is added now.
+		if res, result, err := r.ensureFinalizer(ctx, obj); result != "" {
+			return res, result, err
+		}
+	}
 	msg := "The last reconcile succeeded"
 	if drift != "" {
 		msg = "Repaired drift: " + drift
@@ -284,6 +287,27 @@ func (r *APIReconciler[T, C]) reconcileCreateOrUpdate(ctx context.Context, obj T
 	r.syncedConfig.Store(client.ObjectKeyFromObject(obj), epoch)
 	return r.pollResult(ctx, obj, cfg, res), ResultSuccess, nil
 }
+
+// ensureFinalizer adds the runtime's finalizer to obj when it lacks it.
+// When that fails it returns the reconcile's outcome (a result other than
+// ""), which the caller returns.
+func (r *APIReconciler[T, C]) ensureFinalizer(ctx context.Context, obj T) (ctrl.Result, string, error) {
+	if controllerutil.ContainsFinalizer(obj, r.finalizer) {
+		return ctrl.Result{}, "", nil
+	}
+	if err := r.addFinalizer(ctx, obj); err != nil {
+		if apierrors.IsConflict(err) {
+			return r.retryConflict(ctx, "add finalizer")
+		}
+		setSynced(obj, metav1.ConditionFalse, ReasonReconcileError, fmt.Sprintf("Cannot add the finalizer: %v", err))
+		return ctrl.Result{}, ResultError, fmt.Errorf("add finalizer %s: %w", r.finalizer, err)
+	}
+	return ctrl.Result{}, "", nil
+}
+
+// FinalizerName is the finalizer the runtime puts on the objects of the API
+// group group, and removes once their service is deleted.
+func FinalizerName(group string) string { return group + "/finalizer" }
 
 // sameConfig reports whether the configuration is still the one obj was
 // last in sync with (epoch is the configEpoch read before the ProviderConfig

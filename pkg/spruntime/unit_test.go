@@ -12,6 +12,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
@@ -345,3 +346,75 @@ func TestInvalidUserInput(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestRecordTransitions(t *testing.T) {
+	cond := func(typ string, s metav1.ConditionStatus, reason string) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: s, Reason: reason, Message: "m"}
+	}
+	ready := cond(ConditionReady, metav1.ConditionTrue, ReasonReconcileSuccess)
+	synced := cond(ConditionSynced, metav1.ConditionTrue, ReasonReconcileSuccess)
+	syncedErr := cond(ConditionSynced, metav1.ConditionFalse, ReasonReconcileError)
+	failed := cond(ConditionReady, metav1.ConditionFalse, "BadInput")
+	syncedBad := cond(ConditionSynced, metav1.ConditionFalse, "BadInput")
+	progressing := cond(ConditionReady, metav1.ConditionFalse, ReasonReconciling)
+	blocked := cond(ConditionDeletionBlocked, metav1.ConditionTrue, ReasonUserResourcesPresent)
+	unblocked := cond(ConditionDeletionBlocked, metav1.ConditionFalse, ReasonDeletionUnblocked)
+	cases := map[string]struct {
+		reason      string
+		before, now transition
+		want        []string
+	}{
+		"FirstSuccess": {
+			reason: "A first success (Ready and Synced turning True) is in the conditions; no event.",
+			now:    transition{phase: PhaseReady, conditions: []metav1.Condition{ready, synced}},
+		},
+		"Progress": {
+			reason: "Progress between normal states is no event.",
+			before: transition{phase: PhaseProgressing, conditions: []metav1.Condition{progressing, synced}},
+			now:    transition{phase: PhaseReady, conditions: []metav1.Condition{ready, synced}},
+		},
+		"Error": {
+			reason: "A failed reconcile is a warning.",
+			before: transition{phase: PhaseReady, conditions: []metav1.Condition{ready, synced}},
+			now:    transition{phase: PhaseReady, conditions: []metav1.Condition{ready, syncedErr}},
+			want:   []string{"Warning ReconcileError Synced=False: m"},
+		},
+		"Recovered": {
+			reason: "The end of a warning is an event: the user who saw it looks for it.",
+			before: transition{phase: PhaseReady, conditions: []metav1.Condition{ready, syncedErr}},
+			now:    transition{phase: PhaseReady, conditions: []metav1.Condition{ready, synced}},
+			want:   []string{"Normal ReconcileSuccess Synced=True: m"},
+		},
+		"InvalidInput": {
+			reason: "Invalid input fails Ready and Synced: two warnings.",
+			now:    transition{phase: PhaseFailed, conditions: []metav1.Condition{failed, syncedBad}},
+			want:   []string{"Warning BadInput Ready=False: m", "Warning BadInput Synced=False: m"},
+		},
+		"FixedInput": {
+			reason: "Fixed input ends both warnings; success later is no event of its own.",
+			before: transition{phase: PhaseFailed, conditions: []metav1.Condition{failed, syncedBad}},
+			now:    transition{phase: PhaseProgressing, conditions: []metav1.Condition{progressing, synced}},
+			want:   []string{"Normal Reconciling Ready=False: m", "Normal ReconcileSuccess Synced=True: m"},
+		},
+		"Blocked": {
+			reason: "Blocked deletion is a warning, its end an event.",
+			before: transition{phase: PhaseTerminating, conditions: []metav1.Condition{blocked}},
+			now:    transition{phase: PhaseTerminating, conditions: []metav1.Condition{unblocked}},
+			want:   []string{"Normal NoUserResources DeletionBlocked=False: m"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			rec := events.NewFakeRecorder(10)
+			recordTransitions(rec, &fakeAPI{}, tc.before, tc.now)
+			close(rec.Events)
+			var got []string
+			for e := range rec.Events {
+				got = append(got, e)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nevents, -want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}

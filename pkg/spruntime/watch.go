@@ -55,7 +55,7 @@ func (r *APIReconciler[T, C]) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("setup reconciler: ProviderConfig type %T is not in the platform cluster's scheme: %w", r.newConfig(), err)
 	}
 	r.client, r.scheme, r.kind, r.listGVK = mgr.GetClient(), scheme, gvk.Kind, listGVK
-	r.finalizer = gvk.Group + "/finalizer"
+	r.finalizer = FinalizerName(gvk.Group)
 	name := r.opts.controllerName
 	if name == "" {
 		name = strings.ToLower(gvk.Kind)

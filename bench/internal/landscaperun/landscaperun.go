@@ -138,8 +138,8 @@ func (l *Landscape) CreateAll(ctx context.Context, ns string, names []string, wo
 }
 
 // provision records a provision request as the broker does: the instance
-// with the broker's finalizer and last-operation label, then its status
-// in_queue unless the provisioner already wrote one. Requests are retried
+// with the broker's finalizer and last-operation label, created once (an
+// empty state means in_queue). Requests are retried
 // while the onboarding API server does not answer (a benchmark may have
 // killed it): an instance that exists already is not created again.
 func (l *Landscape) provision(ctx context.Context, ns, name string) error {
@@ -156,30 +156,8 @@ func (l *Landscape) provision(ctx context.Context, ns, name string) error {
 		},
 	}
 	return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		if inst.ResourceVersion == "" {
-			err := l.Onboarding.Create(ctx, inst)
-			switch {
-			case apierrors.IsAlreadyExists(err):
-				if err := l.Onboarding.Get(ctx, client.ObjectKeyFromObject(inst), inst); err != nil {
-					return false, nil
-				}
-			case err != nil:
-				return false, nil
-			}
-		}
-		if inst.Status.State != "" {
-			return true, nil
-		}
-		inst.Status.State = osbv1alpha1.StateInQueue
-		err := l.Onboarding.Status().Update(ctx, inst)
-		if err == nil {
-			return true, nil
-		}
-		inst.Status.State = ""
-		if apierrors.IsConflict(err) {
-			_ = l.Onboarding.Get(ctx, client.ObjectKeyFromObject(inst), inst)
-		}
-		return false, nil
+		err := l.Onboarding.Create(ctx, inst.DeepCopy())
+		return err == nil || apierrors.IsAlreadyExists(err), nil
 	})
 }
 

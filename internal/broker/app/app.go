@@ -107,6 +107,13 @@ type Options struct {
 	Logger *logr.Logger
 	// Ready, when set, is called once the broker serves.
 	Ready func()
+	// RecheckInterval, when set, replaces broker.DefaultRecheckInterval:
+	// how often a request waiting for the provisioner re-reads the object
+	// without a change notification.
+	RecheckInterval time.Duration
+	// WrapOnboardingTransport, when set, wraps the transport of every
+	// request to the onboarding cluster (to count them, say).
+	WrapOnboardingTransport func(http.RoundTripper) http.RoundTripper
 }
 
 // DefaultBindAddress is where the OSB API listens by default: loopback.
@@ -238,15 +245,24 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	platformCfg, err := restConfig(o.Kubeconfig, 20, 40)
+	// No client-side limits (a negative QPS turns client-go's limiter off):
+	// the API servers' priority and fairness protects them, and a fixed
+	// limit per client would cap the broker's request rate on a healthy
+	// server (docs/architecture.md, "Client limits").
+	platformCfg, err := restConfig(o.Kubeconfig, -1, 40)
 	if err != nil {
 		return fmt.Errorf("platform cluster: %w", err)
 	}
 	onboardingCfg := platformCfg
 	if o.OnboardingKubeconfig != "" {
-		if onboardingCfg, err = restConfig(o.OnboardingKubeconfig, 100, 200); err != nil {
+		if onboardingCfg, err = restConfig(o.OnboardingKubeconfig, -1, 200); err != nil {
 			return fmt.Errorf("onboarding cluster: %w", err)
 		}
+	}
+	if o.WrapOnboardingTransport != nil {
+		// A copy: without an onboarding kubeconfig the two are one.
+		onboardingCfg = rest.CopyConfig(onboardingCfg)
+		onboardingCfg.Wrap(o.WrapOnboardingTransport)
 	}
 	platformClient, err := client.New(platformCfg, client.Options{Scheme: scheme})
 	if err != nil {
@@ -282,12 +298,17 @@ func Run(ctx context.Context, o Options) error {
 	watcher := catalog.NewWatcher(catalogCache, o.CatalogNamespace, catalog.WithLogger(log.WithName("catalog")))
 	store := kubestore.New(storeCache, onboardingClient)
 	reaper := kubestore.NewReaper(storeCache, onboardingClient, o.TombstoneTTL, kubestore.WithReaperLogger(log.WithName("reaper")))
-	handler, err := broker.New(watcher, store, auth,
+	serverOpts := []broker.Option{
 		broker.WithLogger(log),
 		broker.WithMetrics(metrics),
 		broker.WithMinAPIVersion(minVersion),
 		broker.WithMaxBodyBytes(o.MaxBodyBytes),
-		broker.WithSyncTimeout(o.SyncTimeout))
+		broker.WithSyncTimeout(o.SyncTimeout),
+	}
+	if o.RecheckInterval > 0 {
+		serverOpts = append(serverOpts, broker.WithRecheckInterval(o.RecheckInterval))
+	}
+	handler, err := broker.New(watcher, store, auth, serverOpts...)
 	if err != nil {
 		return err
 	}

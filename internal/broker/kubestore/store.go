@@ -3,10 +3,13 @@ package kubestore
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -17,14 +20,40 @@ import (
 // Store keeps instances and bindings as SFServiceInstances and
 // SFServiceBindings on the onboarding cluster. Cached reads come from an
 // informer cache of both kinds (managed fields stripped), falling back to
-// the API server for objects the cache does not hold yet; fresh reads,
-// writes and Secret reads go to the API server.
+// the API server for objects the cache does not hold yet and for objects
+// the cache holds in a version older than the Store last wrote or read
+// fresh (read-your-writes); fresh reads, writes and Secret reads go to the
+// API server. The informers' events wake the requests waiting for an
+// object (broker.Notifier).
 type Store struct {
 	cache  cache.Cache
 	client client.Client
+
+	mu sync.Mutex
+	// waiters are the channels Notify handed out, by object; an event of
+	// the object closes and removes them.
+	waiters map[objectRef]map[chan struct{}]struct{}
+	// known is the resourceVersion of the latest version of an object this
+	// Store wrote or read fresh, for the objects the cache has not caught
+	// up with yet; an event that brings the cache there removes it.
+	known map[objectRef]string
 }
 
-var _ broker.Store = &Store{}
+// objectRef names an instance or a binding: the kinds may share a key.
+type objectRef struct {
+	binding bool
+	key     client.ObjectKey
+}
+
+func refOf(key client.ObjectKey, obj client.Object) objectRef {
+	_, binding := obj.(*osbv1alpha1.SFServiceBinding)
+	return objectRef{binding: binding, key: key}
+}
+
+var (
+	_ broker.Store    = &Store{}
+	_ broker.Notifier = &Store{}
+)
 
 // CacheOptions returns the options of the cache a Store reads from: every
 // namespace, SFServiceInstances and SFServiceBindings without managed
@@ -37,30 +66,153 @@ func CacheOptions(opts cache.Options) cache.Options {
 // New returns a Store reading through c (an informer cache the caller
 // starts) and writing through cl (a client without cache).
 func New(c cache.Cache, cl client.Client) *Store {
-	return &Store{cache: c, client: cl}
+	return &Store{cache: c, client: cl, waiters: map[objectRef]map[chan struct{}]struct{}{}, known: map[objectRef]string{}}
 }
 
 // Informers registers the informers the Store reads from, so that they sync
-// before the broker serves. Call it before starting the cache's sync wait.
+// before the broker serves, and the event handlers that wake waiting
+// requests. Call it before starting the cache's sync wait.
 func (s *Store) Informers(ctx context.Context) error {
 	for _, obj := range []client.Object{&osbv1alpha1.SFServiceInstance{}, &osbv1alpha1.SFServiceBinding{}} {
-		if _, err := s.cache.GetInformer(ctx, obj); err != nil {
+		inf, err := s.cache.GetInformer(ctx, obj)
+		if err != nil {
 			return fmt.Errorf("informer for %T: %w", obj, err)
+		}
+		_, binding := obj.(*osbv1alpha1.SFServiceBinding)
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { s.changed(binding, o, false) },
+			UpdateFunc: func(_, o any) { s.changed(binding, o, false) },
+			DeleteFunc: func(o any) { s.changed(binding, o, true) },
+		}); err != nil {
+			return fmt.Errorf("event handler for %T: %w", obj, err)
 		}
 	}
 	return nil
 }
 
+// changed handles an informer event: the cache now holds o (or no longer
+// holds it, when deleted). It wakes the object's waiters and forgets a
+// known version the cache has reached. The informer calls it after it has
+// updated the cache, so that a woken request reads the new version.
+func (s *Store) changed(binding bool, o any, deleted bool) {
+	if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	obj, ok := o.(client.Object)
+	if !ok {
+		return
+	}
+	ref := objectRef{binding: binding, key: client.ObjectKeyFromObject(obj)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rv, ok := s.known[ref]; ok && (deleted || atLeast(obj.GetResourceVersion(), rv)) {
+		delete(s.known, ref)
+	}
+	for ch := range s.waiters[ref] {
+		close(ch)
+	}
+	delete(s.waiters, ref)
+}
+
+// atLeast reports whether resourceVersion a is b or later. Versions that
+// cannot be compared count as older, so that a read goes to the API server.
+func atLeast(a, b string) bool {
+	c, err := resourceversion.CompareResourceVersion(a, b)
+	return err == nil && c >= 0
+}
+
+// Notify implements broker.Notifier.
+func (s *Store) Notify(key client.ObjectKey, obj client.Object) (<-chan struct{}, func()) {
+	ref := refOf(key, obj)
+	ch := make(chan struct{})
+	s.mu.Lock()
+	if s.waiters[ref] == nil {
+		s.waiters[ref] = map[chan struct{}]struct{}{}
+	}
+	s.waiters[ref][ch] = struct{}{}
+	s.mu.Unlock()
+	return ch, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if w := s.waiters[ref]; w != nil {
+			delete(w, ch)
+			if len(w) == 0 {
+				delete(s.waiters, ref)
+			}
+		}
+	}
+}
+
+// note records rv as the latest version of the object this Store knows,
+// unless the cache already holds it or a later one: then no event would
+// come to forget it again. The cache is read under the lock that the event
+// handler takes after the cache changed, so that no event slips between
+// the check and the record.
+func (s *Store) note(ctx context.Context, ref objectRef, rv string) {
+	if rv == "" {
+		return
+	}
+	var cached client.Object = &osbv1alpha1.SFServiceInstance{}
+	if ref.binding {
+		cached = &osbv1alpha1.SFServiceBinding{}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.cache.Get(ctx, ref.key, cached, client.UnsafeDisableDeepCopy); err == nil && atLeast(cached.GetResourceVersion(), rv) {
+		return
+	}
+	if old, ok := s.known[ref]; ok && atLeast(old, rv) {
+		return
+	}
+	s.known[ref] = rv
+}
+
+// current reports whether a cached version rv of the object is at least
+// the latest this Store knows of.
+func (s *Store) current(ref objectRef, rv string) bool {
+	s.mu.Lock()
+	known, ok := s.known[ref]
+	s.mu.Unlock()
+	return !ok || atLeast(rv, known)
+}
+
 // Get implements broker.Store.
 func (s *Store) Get(ctx context.Context, key client.ObjectKey, obj client.Object, read broker.Read) error {
-	if read == broker.Cached {
+	ref := refOf(key, obj)
+	switch read {
+	case broker.CacheOnly:
+		return s.cache.Get(ctx, key, obj, client.UnsafeDisableDeepCopy)
+	case broker.Cached:
 		err := s.cache.Get(ctx, key, obj, client.UnsafeDisableDeepCopy)
-		if !apierrors.IsNotFound(err) {
+		switch {
+		case err == nil && s.current(ref, obj.GetResourceVersion()):
+			return nil
+		case err == nil:
+			// The cache lags behind this Store's own write: read the
+			// stored version, into a copy of obj's own, since obj now
+			// shares maps and slices with the cache.
+			resetObject(obj)
+		case !apierrors.IsNotFound(err):
 			return err
 		}
 		// Not in the cache: perhaps just created. Ask the API server.
 	}
-	return s.client.Get(ctx, key, obj)
+	if err := s.client.Get(ctx, key, obj); err != nil {
+		return err
+	}
+	s.note(ctx, ref, obj.GetResourceVersion())
+	return nil
+}
+
+// resetObject clears obj, an SFServiceInstance or SFServiceBinding that a
+// cache read filled with references into the cache.
+func resetObject(obj client.Object) {
+	switch o := obj.(type) {
+	case *osbv1alpha1.SFServiceInstance:
+		*o = osbv1alpha1.SFServiceInstance{}
+	case *osbv1alpha1.SFServiceBinding:
+		*o = osbv1alpha1.SFServiceBinding{}
+	}
 }
 
 // Create implements broker.Store: it creates the object's namespace when
@@ -70,21 +222,23 @@ func (s *Store) Create(ctx context.Context, obj client.Object) error {
 	if err := s.ensureNamespace(ctx, obj); err != nil {
 		return err
 	}
-	return s.client.Create(ctx, obj)
-}
-
-func (s *Store) ensureNamespace(ctx context.Context, obj client.Object) error {
-	ns := &corev1.Namespace{}
-	err := s.client.Get(ctx, client.ObjectKey{Name: obj.GetNamespace()}, ns)
-	if err == nil || !apierrors.IsNotFound(err) {
+	if err := s.client.Create(ctx, obj); err != nil {
 		return err
 	}
+	s.note(ctx, refOf(client.ObjectKeyFromObject(obj), obj), obj.GetResourceVersion())
+	return nil
+}
+
+// ensureNamespace creates an instance's namespace unless it exists. It
+// creates without reading first: one round trip either way, and the
+// namespace of a new instance never exists. A binding's namespace is its
+// instance's, which exists.
+func (s *Store) ensureNamespace(ctx context.Context, obj client.Object) error {
 	inst, ok := obj.(*osbv1alpha1.SFServiceInstance)
 	if !ok {
-		// A binding's namespace is its instance's; it exists.
 		return nil
 	}
-	ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name:        obj.GetNamespace(),
 		Labels:      map[string]string{broker.LabelManagedBy: broker.ManagedByBroker},
 		Annotations: map[string]string{broker.AnnotationInstanceID: inst.Spec.InstanceID},
@@ -97,12 +251,20 @@ func (s *Store) ensureNamespace(ctx context.Context, obj client.Object) error {
 
 // Update implements broker.Store.
 func (s *Store) Update(ctx context.Context, obj client.Object) error {
-	return s.client.Update(ctx, obj)
+	if err := s.client.Update(ctx, obj); err != nil {
+		return err
+	}
+	s.note(ctx, refOf(client.ObjectKeyFromObject(obj), obj), obj.GetResourceVersion())
+	return nil
 }
 
 // UpdateStatus implements broker.Store.
 func (s *Store) UpdateStatus(ctx context.Context, obj client.Object) error {
-	return s.client.Status().Update(ctx, obj)
+	if err := s.client.Status().Update(ctx, obj); err != nil {
+		return err
+	}
+	s.note(ctx, refOf(client.ObjectKeyFromObject(obj), obj), obj.GetResourceVersion())
+	return nil
 }
 
 // Delete implements broker.Store. The UID precondition makes sure a

@@ -217,8 +217,14 @@ func (a *Applier) Get(ctx context.Context, ref osbv1alpha1.Source) (*unstructure
 
 // Delete deletes the objects refs name and returns those that still exist
 // (being deleted, or whose deletion failed), so that the caller can wait.
-// Objects already being deleted are not deleted again; objects of a kind
+// Objects already being deleted are not deleted again (a namespace being
+// finalized refuses a second DELETE with a conflict); objects of a kind
 // the cluster no longer serves count as gone.
+//
+// An object it deletes is read once more: most (a ConfigMap, a Secret)
+// have no finalizers and are gone once their DELETE is answered, so that
+// the caller finishes in this pass instead of polling for the deletion
+// (one read instead of a wait, a status write and a second pass).
 func (a *Applier) Delete(ctx context.Context, refs []osbv1alpha1.Source) ([]osbv1alpha1.Source, error) {
 	var remaining []osbv1alpha1.Source
 	var errs []error
@@ -232,15 +238,23 @@ func (a *Applier) Delete(ctx context.Context, refs []osbv1alpha1.Source) ([]osbv
 		if obj == nil {
 			continue
 		}
-		remaining = append(remaining, r)
 		if obj.GetDeletionTimestamp() != nil {
+			remaining = append(remaining, r)
 			continue
-		}
-		if err := a.client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, wrap(r, "delete", err))
 		}
 		if r.Kind == "Namespace" && r.APIVersion == "v1" {
 			a.namespaces.Delete(r.Name)
+		}
+		if err := a.client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+			remaining = append(remaining, r)
+			errs = append(errs, wrap(r, "delete", err))
+			continue
+		}
+		if obj, err = a.Get(ctx, r); err != nil || obj != nil {
+			remaining = append(remaining, r)
+			if err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return remaining, errors.Join(errs...)

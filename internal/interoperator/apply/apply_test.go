@@ -192,3 +192,61 @@ func TestDeleteCreatedNamespace(t *testing.T) {
 		})
 	}
 }
+
+func TestDeleteReportsWhatRemains(t *testing.T) {
+	plain := func() client.Object {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "cm"}}
+	}
+	held := func() client.Object {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "cm", Finalizers: []string{"example.com/hold"}}}
+	}
+	ref := osbv1alpha1.Source{APIVersion: "v1", Kind: "ConfigMap", Namespace: "tenant", Name: "cm"}
+	tests := map[string]struct {
+		reason        string
+		existing      client.Object
+		calls         int
+		wantRemaining int
+		wantDeletes   int
+	}{
+		"GoneAtOnce": {
+			reason:   "An object without finalizers is gone once its DELETE is answered: nothing remains after the first call, so the caller does not wait for a second pass.",
+			existing: plain(), calls: 1, wantRemaining: 0, wantDeletes: 1,
+		},
+		"Finalizing": {
+			reason:   "An object held by a finalizer remains, and a later call does not delete it again (a namespace being finalized refuses that).",
+			existing: held(), calls: 2, wantRemaining: 1, wantDeletes: 1,
+		},
+		"Missing": {
+			reason: "An object that does not exist is gone, without a DELETE.",
+			calls:  1, wantRemaining: 0, wantDeletes: 0,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			deletes := 0
+			b := fake.NewClientBuilder().WithRESTMapper(testApplier().mapper).WithInterceptorFuncs(interceptor.Funcs{
+				Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+					deletes++
+					return c.Delete(ctx, obj, opts...)
+				},
+			})
+			if tc.existing != nil {
+				b = b.WithObjects(tc.existing)
+			}
+			a := New(b.Build())
+			var remaining []osbv1alpha1.Source
+			for range tc.calls {
+				var err error
+				if remaining, err = a.Delete(context.Background(), []osbv1alpha1.Source{ref}); err != nil {
+					t.Fatalf("%s\nDelete() error: %v", tc.reason, err)
+				}
+			}
+			if len(remaining) != tc.wantRemaining {
+				t.Errorf("%s\nDelete() remaining = %v; want %d", tc.reason, remaining, tc.wantRemaining)
+			}
+			if deletes != tc.wantDeletes {
+				t.Errorf("%s\nDELETE requests = %d; want %d", tc.reason, deletes, tc.wantDeletes)
+			}
+		})
+	}
+}

@@ -33,9 +33,11 @@ const (
 	// report it (ClusterUnreachable) instead of waiting on a hung request.
 	DefaultRequestTimeout = 30 * time.Second
 	// DefaultQPS and DefaultBurst are the client-side rate limits of the
-	// clients of target clusters: set deliberately, since the library
-	// defaults (5 and 10) would throttle provisioning.
-	DefaultQPS   = 200
+	// clients of target clusters. The negative QPS turns client-go's
+	// limiter off (its defaults, 5 and 10, or any fixed limit per client
+	// would throttle provisioning on a healthy server): the target's API
+	// Priority and Fairness protects it. WithRateLimits sets lower limits.
+	DefaultQPS   = -1
 	DefaultBurst = 400
 )
 
@@ -113,7 +115,8 @@ func WithRequestTimeout(d time.Duration) Option {
 }
 
 // WithRateLimits sets the client-side rate limits of target clients
-// (DefaultQPS, DefaultBurst).
+// (DefaultQPS, DefaultBurst); a QPS or burst that is not positive leaves
+// the defaults.
 func WithRateLimits(qps float32, burst int) Option {
 	return func(r *Registry) {
 		if qps > 0 && burst > 0 {

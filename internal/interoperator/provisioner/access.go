@@ -8,12 +8,10 @@ import (
 	"fmt"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -36,16 +34,16 @@ type InstanceAccess struct {
 	platform     cluster.Cluster
 	engine       *Engine
 	placer       *scheduling.Placer
-	recorder     events.EventRecorder
 }
 
 var _ spruntime.ClusterAccess[*osbv1alpha1.SFServiceInstance] = &InstanceAccess{}
 
 // NewInstanceAccess returns the ClusterAccess of instances of the
-// inter-operator named providerName. recorder, when not nil, receives an
-// event for every scheduling decision.
-func NewInstanceAccess(providerName string, platform cluster.Cluster, engine *Engine, placer *scheduling.Placer, recorder events.EventRecorder) *InstanceAccess {
-	return &InstanceAccess{providerName: providerName, platform: platform, engine: engine, placer: placer, recorder: recorder}
+// inter-operator named providerName. It creates nothing that needs
+// releasing (a decision is persisted by the instance reconciler, with the
+// runtime's finalizer: spruntime.WithFinalizerByReconciler).
+func NewInstanceAccess(providerName string, platform cluster.Cluster, engine *Engine, placer *scheduling.Placer) *InstanceAccess {
+	return &InstanceAccess{providerName: providerName, platform: platform, engine: engine, placer: placer}
 }
 
 // Clusters implements spruntime.ClusterAccess. Configuration problems (no
@@ -73,7 +71,9 @@ func (a *InstanceAccess) Clusters(ctx context.Context, inst *osbv1alpha1.SFServi
 }
 
 // schedule places an instance that names no cluster, and records the
-// decision and its reason in the Scheduled condition and an event. An
+// decision and its reason in the Scheduled condition. It records no event:
+// the condition says it without a write of its own (an event is one), and
+// a decision that cannot be made shows as a warning of the runtime. An
 // instance whose plan's clusterSelector matches no SFCluster, or whose
 // plan cannot be scheduled, fails; one that no cluster can take now waits
 // for the SFClusters to change.
@@ -143,9 +143,6 @@ func (a *InstanceAccess) schedule(ctx context.Context, inst *osbv1alpha1.SFServi
 		Type: ConditionScheduled, Status: metav1.ConditionTrue, Reason: ReasonScheduled,
 		Message: msg, ObservedGeneration: inst.Generation,
 	})
-	if a.recorder != nil {
-		a.recorder.Eventf(inst, nil, corev1.EventTypeNormal, ReasonScheduled, "Schedule", "%s", msg)
-	}
 	logf.FromContext(ctx).V(1).Info("Scheduled instance", "cluster", d.Cluster, "scheduler", d.Type, "why", d.Why)
 	return d.Cluster, nil
 }

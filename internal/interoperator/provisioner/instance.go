@@ -3,14 +3,18 @@ package provisioner
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	interoperatorv1alpha1 "github.com/marketplane/marketplane/api/interoperator/v1alpha1"
@@ -28,6 +32,9 @@ import (
 type InstanceReconciler struct {
 	engine *Engine
 	client client.Client
+	// finalizer is the runtime's finalizer, which persist adds with the
+	// instance's first write (spruntime.WithFinalizerByReconciler).
+	finalizer string
 }
 
 var _ spruntime.Reconciler[*osbv1alpha1.SFServiceInstance, *interoperatorv1alpha1.ProviderConfig] = &InstanceReconciler{}
@@ -36,7 +43,7 @@ var _ spruntime.Reconciler[*osbv1alpha1.SFServiceInstance, *interoperatorv1alpha
 // client of the onboarding cluster, where it persists scheduling decisions
 // (spec.clusterId) and plan hashes.
 func NewInstanceReconciler(engine *Engine, onboarding client.Client) *InstanceReconciler {
-	return &InstanceReconciler{engine: engine, client: onboarding}
+	return &InstanceReconciler{engine: engine, client: onboarding, finalizer: spruntime.FinalizerName(osbv1alpha1.GroupVersion.Group)}
 }
 
 // CreateOrUpdate implements spruntime.Reconciler: it starts an operation
@@ -156,39 +163,95 @@ func (r *InstanceReconciler) provision(ctx context.Context, inst *osbv1alpha1.SF
 // conflictRetry is how soon a reconcile whose patch conflicted is retried.
 const conflictRetry = 100 * time.Millisecond
 
-// persist records on the instance, in one patch, the cluster it is
-// scheduled on (when spec.clusterId is empty) and the hash of its plan
-// (for plans with autoUpdateInstances). The patch leaves inst's status in
-// memory as it is.
+// persist records on the instance, in one patch, the runtime's finalizer
+// (when it is missing: the runtime leaves it to this first write, see
+// spruntime.WithFinalizerByReconciler), the cluster it is scheduled on
+// (when spec.clusterId is empty) and the hash of its plan (for plans with
+// autoUpdateInstances). It runs before anything is created for the
+// instance, so that the finalizer guards all of it. The patch leaves
+// inst's status in memory as it is.
+//
+// The patch is a JSON patch that tests the finalizers it extends, like the
+// runtime's own finalizer patch: a write since inst was read that left the
+// finalizers alone (the broker's status in_queue right after the create)
+// does not make it conflict, a change of the finalizers does. An instance
+// without finalizers gets a merge patch locked by resourceVersion instead
+// (a JSON patch cannot test that a list is absent).
 func (r *InstanceReconciler) persist(ctx context.Context, inst *osbv1alpha1.SFServiceInstance, cluster string, plan *osbv1alpha1.SFPlan) error {
 	hash := ""
 	if plan.Spec.AutoUpdateInstances {
 		hash = catalog.SpecHash(plan)
 	}
+	needFinalizer := !controllerutil.ContainsFinalizer(inst, r.finalizer)
 	needCluster := inst.Spec.ClusterID == ""
 	needHash := hash != "" && inst.Annotations[osbv1alpha1.AnnotationPlanHash] != hash
-	if !needCluster && !needHash {
+	if !needFinalizer && !needCluster && !needHash {
 		return nil
 	}
-	base := inst.DeepCopy()
 	patched := inst.DeepCopy()
-	if needCluster {
-		patched.Spec.ClusterID = cluster
-	}
-	if needHash {
-		if patched.Annotations == nil {
-			patched.Annotations = map[string]string{}
+	var patch client.Patch
+	if needFinalizer && len(inst.Finalizers) == 0 {
+		base := inst.DeepCopy()
+		controllerutil.AddFinalizer(patched, r.finalizer)
+		if needCluster {
+			patched.Spec.ClusterID = cluster
 		}
-		patched.Annotations[osbv1alpha1.AnnotationPlanHash] = hash
+		if needHash {
+			if patched.Annotations == nil {
+				patched.Annotations = map[string]string{}
+			}
+			patched.Annotations[osbv1alpha1.AnnotationPlanHash] = hash
+		}
+		patch = client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
+	} else {
+		var ops []jsonPatchOp
+		if needFinalizer {
+			ops = append(ops,
+				jsonPatchOp{Op: "test", Path: "/metadata/finalizers", Value: inst.Finalizers},
+				jsonPatchOp{Op: "add", Path: "/metadata/finalizers/-", Value: r.finalizer})
+		}
+		if needCluster {
+			ops = append(ops, jsonPatchOp{Op: "add", Path: "/spec/clusterId", Value: cluster})
+		}
+		if needHash {
+			if inst.Annotations == nil {
+				ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/annotations", Value: map[string]string{osbv1alpha1.AnnotationPlanHash: hash}})
+			} else {
+				ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/annotations/" + escapeJSONPointer(osbv1alpha1.AnnotationPlanHash), Value: hash})
+			}
+		}
+		raw, err := json.Marshal(ops)
+		if err != nil {
+			return fmt.Errorf("encode the patch of instance %s: %w", inst.Name, err)
+		}
+		patch = client.RawPatch(types.JSONPatchType, raw)
 	}
-	if err := r.client.Patch(ctx, patched, client.MergeFrom(base)); err != nil {
-		return fmt.Errorf("record cluster %s and plan hash: %w", cluster, err)
+	if err := r.client.Patch(ctx, patched, patch); err != nil {
+		if needFinalizer && apierrors.IsInvalid(err) {
+			// The finalizers changed since inst was read (the test
+			// failed): retry with a fresh object, as after a conflict.
+			return apierrors.NewConflict(osbv1alpha1.GroupVersion.WithResource("sfserviceinstances").GroupResource(), inst.Name, err)
+		}
+		return fmt.Errorf("record finalizer, cluster %s and plan hash: %w", cluster, err)
 	}
+	inst.Finalizers = patched.Finalizers
 	inst.Spec.ClusterID = patched.Spec.ClusterID
 	inst.Annotations = patched.Annotations
 	inst.Generation = patched.Generation
 	inst.ResourceVersion = patched.ResourceVersion
 	return nil
+}
+
+// jsonPatchOp is one operation of a JSON patch (RFC 6902).
+type jsonPatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value"`
+}
+
+// escapeJSONPointer escapes s as one token of a JSON pointer (RFC 6901).
+func escapeJSONPointer(s string) string {
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
 }
 
 // report evaluates the sources and status templates and sets the state.

@@ -80,15 +80,14 @@ func (e *Engine) replicated(ctx context.Context, cfg *interoperatorv1alpha1.Prov
 func (r *InstanceReconciler) replicate(ctx context.Context, inst *osbv1alpha1.SFServiceInstance, cfg *interoperatorv1alpha1.ProviderConfig, cc spruntime.ClusterContext) (ctrl.Result, error) {
 	state := inst.Status.State
 	starting := opStarting(state) || inst.Status.ObservedGeneration != inst.Generation
-	if inst.Spec.ClusterID == "" {
-		// The plan hash is not recorded: the replica's inter-operator
-		// updates it when its copy of the plan changes.
-		if err := r.persist(ctx, inst, cc.WorkloadCluster.Name(), &osbv1alpha1.SFPlan{}); err != nil {
-			if apierrors.IsConflict(err) {
-				return ctrl.Result{RequeueAfter: conflictRetry}, nil
-			}
-			return ctrl.Result{}, err
+	// The finalizer and the cluster, before the replica exists. The plan
+	// hash is not recorded: the replica's inter-operator updates it when
+	// its copy of the plan changes.
+	if err := r.persist(ctx, inst, cc.WorkloadCluster.Name(), &osbv1alpha1.SFPlan{}); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
+		return ctrl.Result{}, err
 	}
 	finished := !starting && state.IsTerminal()
 	svc, plan, err := r.engine.catalogEntries(ctx, cfg, inst.Spec.ServiceID, inst.Spec.PlanID)

@@ -84,10 +84,12 @@ func SetupWithManager(mgr ctrl.Manager, providerName string, platform cluster.Cl
 	newConfig := func() *interoperatorv1alpha1.ProviderConfig { return &interoperatorv1alpha1.ProviderConfig{} }
 	placer := scheduling.NewPlacer(platform.GetClient(), platform.GetAPIReader(), mgr.GetCache(), IndexClusterID)
 
+	// The instance reconciler adds the runtime's finalizer in the patch
+	// that records the instance's cluster: one write for both.
 	instances, err := spruntime.NewAPIReconciler(providerName,
 		func() *osbv1alpha1.SFServiceInstance { return &osbv1alpha1.SFServiceInstance{} }, newConfig,
-		NewInstanceReconciler(engine, fresh), NewInstanceAccess(providerName, platform, engine, placer, mgr.GetEventRecorder(providerName)), platform,
-		instanceOpts...)
+		NewInstanceReconciler(engine, fresh), NewInstanceAccess(providerName, platform, engine, placer), platform,
+		append([]spruntime.Option{spruntime.WithFinalizerByReconciler()}, instanceOpts...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -354,7 +354,11 @@ func (c *ControlPlane) StartCluster(ctx context.Context, name string) (_ *Runnin
 	}
 	rc.Config.QPS, rc.Config.Burst = clientQPS, clientBurst
 
-	if rc.apiServer, err = c.runner.Start("kube-apiserver-"+name, c.Binaries.APIServer, c.apiServerArgs(rec, id, state.Etcd.ClientPort), c.Layout.Log("kube-apiserver-"+name)); err != nil {
+	apiServerArgs, apiServerEnv := c.apiServerArgs(rec, id, state.Etcd.ClientPort), []string(nil)
+	if rec.Small() {
+		apiServerArgs, apiServerEnv = append(apiServerArgs, smallAPIServerArgs()...), SmallAPIServerEnv
+	}
+	if rc.apiServer, err = c.runner.StartWithEnv("kube-apiserver-"+name, c.Binaries.APIServer, apiServerArgs, apiServerEnv, c.Layout.Log("kube-apiserver-"+name)); err != nil {
 		return nil, err
 	}
 	apiServerRec := rc.apiServer.Record // a copy, see StartEtcd

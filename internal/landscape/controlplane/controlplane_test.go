@@ -76,6 +76,11 @@ func TestControlPlane(t *testing.T) {
 		rss += n
 	}
 	t.Logf("resident memory: %d MiB", rss>>20)
+	// Clusters not provisioned for a request keep the API server's
+	// defaults; TestSmallProfile covers the others.
+	if args := cmdline(t, a.apiServer.PID()); slices.ContainsFunc(args, func(s string) bool { return strings.HasPrefix(s, "--runtime-config") }) {
+		t.Errorf("cluster a, not provisioned for a request, runs the small profile: %v", args)
+	}
 
 	// Each kubeconfig file works for its own cluster.
 	for _, rc := range []*RunningCluster{a, b} {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"time"
 
@@ -88,13 +89,23 @@ type Proc struct {
 // Start starts binary with args, its output appended to logPath, and
 // returns it with its record named name.
 func (r *Runner) Start(name, binary string, args []string, logPath string) (*Proc, error) {
+	return r.StartWithEnv(name, binary, args, nil, logPath)
+}
+
+// StartWithEnv is Start with extra variables (KEY=value) added to the
+// Runner's environment, e.g. Go runtime settings for one process.
+func (r *Runner) StartWithEnv(name, binary string, args, extraEnv []string, logPath string) (*Proc, error) {
+	env := r.env // as it is: nil (inherit) and empty differ
+	if len(extraEnv) > 0 {
+		env = slices.Concat(r.env, extraEnv)
+	}
 	p := &Proc{}
 	cmd := supervisor.SupervisedCommand{
 		Name:    name,
 		LogPath: logPath,
 		NewCmd: func() *exec.Cmd {
 			cmd := exec.Command(binary, args...)
-			cmd.Env = r.env
+			cmd.Env = env
 			return cmd
 		},
 		Backoff: supervisor.NoRestart,

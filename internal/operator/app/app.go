@@ -140,9 +140,11 @@ func restConfig(path string) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
-	// Deliberate client-side limits: the operator writes in bursts when many
-	// providers or requests change at once.
-	cfg.QPS, cfg.Burst = 50, 100
+	// No client-side limit (a negative QPS turns client-go's limiter off):
+	// the operator writes in bursts when many providers or requests change
+	// at once, and the API server's priority and fairness, not a fixed
+	// limit per client, protects the server (docs/architecture.md).
+	cfg.QPS, cfg.Burst = -1, 100
 	return cfg, nil
 }
 

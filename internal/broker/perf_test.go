@@ -1,0 +1,191 @@
+package broker_test
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/marketplane/marketplane/internal/broker"
+	"github.com/marketplane/marketplane/internal/broker/app"
+)
+
+// apiCounter counts the requests a broker sends to the onboarding API
+// server, by method and path; watches and lists (the informers') aside.
+type apiCounter struct {
+	mu       sync.Mutex
+	requests []string
+}
+
+type countingTransport struct {
+	next http.RoundTripper
+	c    *apiCounter
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	q := r.URL.Query()
+	if q.Get("watch") != "true" {
+		t.c.mu.Lock()
+		t.c.requests = append(t.c.requests, r.Method+" "+r.URL.Path)
+		t.c.mu.Unlock()
+	}
+	return t.next.RoundTrip(r)
+}
+
+// mark returns the number of requests counted so far.
+func (c *apiCounter) mark() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.requests)
+}
+
+// since returns the requests counted after mark that concern the namespace
+// ns (its own path, or a namespace create: the broker's reaper, working
+// for other tests' tombstones meanwhile, never creates one).
+func (c *apiCounter) since(mark int, ns string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, r := range c.requests[mark:] {
+		if strings.Contains(r, "/namespaces/"+ns+"/") || strings.HasSuffix(r, "/namespaces/"+ns) || r == "POST /api/v1/namespaces" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// count counts the requests that are pattern, or start with it when it
+// ends with a slash.
+func count(requests []string, pattern string) int {
+	n := 0
+	for _, r := range requests {
+		if r == pattern || (strings.HasSuffix(pattern, "/") && strings.HasPrefix(r, pattern)) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestWatchDrivenBroker runs a broker whose safety re-check (a minute) and
+// sync timeout (30 s) are far longer than the test waits, with its
+// requests to the onboarding API server counted:
+//   - a synchronous provision, bind, unbind and deprovision each answer
+//     within seconds, so the wait for the provisioner ends on the
+//     informer's notification, not on a poll;
+//   - provision and bind read nothing from the API server but the bind
+//     response Secret: the cache answers, and a new id is created without
+//     a read (no GET of the instance, the binding or the namespace);
+//   - a deprovision with accepts_incomplete=true of a synchronous plan is
+//     202 at once while the provisioner still holds the deletion, and
+//     last_operation reports it in progress, then succeeded.
+func TestWatchDrivenBroker(t *testing.T) {
+	setup(t)
+	counter := &apiCounter{}
+	b, err := startBrokerProcess(env.kubeconfigs["onboarding"], func(o *app.Options) {
+		o.RecheckInterval = time.Minute
+		o.SyncTimeout = 30 * time.Second
+		o.WrapOnboardingTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{next: rt, c: counter} }
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.stop(); err != nil {
+			t.Errorf("stop the broker: %v", err)
+		}
+	})
+	hh := h{t: t, base: b.url}
+	// The bound is far below the re-check interval and the sync timeout,
+	// generous for a loaded machine.
+	const bound = 10 * time.Second
+	timed := func(what string, status int, req func() reply) (reply, time.Duration) {
+		t.Helper()
+		start := time.Now()
+		r := hh.expect(req(), status, what)
+		if d := time.Since(start); d > bound {
+			t.Fatalf("%s took %s: far beyond what it needs (the re-check is %s, the sync timeout 30s): a waiting request must wake on the cache's change notification and a deprovision that accepts an asynchronous answer must not wait", what, d, time.Minute)
+		}
+		return r, time.Since(start)
+	}
+
+	t.Run("sync requests wake on notifications and read only the Secret", func(t *testing.T) {
+		hh := h{t: t, base: b.url}
+		const id, bid = "watch-sync", "watch-sync-b"
+		ns := broker.InstanceKey(id).Namespace
+		instPath := "/apis/osb.servicefabrik.io/v1alpha1/namespaces/" + ns + "/sfserviceinstances/" + broker.InstanceKey(id).Name
+		bindPath := "/apis/osb.servicefabrik.io/v1alpha1/namespaces/" + ns + "/sfservicebindings/" + broker.BindingKey(id, bid).Name
+		m := counter.mark()
+		_, d := timed("sync provision", 201, func() reply { return hh.provision(id, planSmall, nil, false) })
+		reqs := counter.since(m, ns)
+		t.Logf("provision: %s, API requests %v", d, reqs)
+		checkReads(t, "provision", reqs, instPath, "GET /api/v1/namespaces/"+ns)
+
+		m = counter.mark()
+		_, d = timed("sync bind", 201, func() reply { return hh.bind(id, bid, planSmall, nil, false) })
+		reqs = counter.since(m, ns)
+		t.Logf("bind: %s, API requests %v", d, reqs)
+		checkReads(t, "bind", reqs, bindPath, "GET "+instPath, "GET /api/v1/namespaces/"+ns)
+		if n := count(reqs, "GET /api/v1/namespaces/"+ns+"/secrets/"); n != 1 {
+			t.Errorf("bind read the response Secret %d times (%v); want once", n, reqs)
+		}
+
+		timed("sync unbind", 200, func() reply {
+			return hh.do(call{method: "DELETE", path: bindingPath(id, bid), query: deleteQuery(planSmall, false)})
+		})
+		timed("sync deprovision", 200, func() reply {
+			return hh.do(call{method: "DELETE", path: instancePath(id), query: deleteQuery(planSmall, false)})
+		})
+	})
+
+	t.Run("deprovision with accepts_incomplete answers 202 at once", func(t *testing.T) {
+		hh := h{t: t, base: b.url}
+		const id = "watch-deprovision-held"
+		hh.ready(id, planSmall, obj{"holdDelete": true})
+		r, d := timed("deprovision of a held deletion", 202, func() reply {
+			return hh.do(call{method: "DELETE", path: instancePath(id), query: deleteQuery(planSmall, true)})
+		})
+		t.Logf("deprovision answered %s in %s", r, d)
+		op := r.str("operation")
+		if op != "delete-2" {
+			t.Fatalf("deprovision: operation %q, want delete-2", op)
+		}
+		lo := hh.expect(hh.do(call{method: "GET", path: instancePath(id) + "/last_operation", query: "operation=" + op}), 200, "last_operation")
+		if lo.str("state") != "in progress" {
+			t.Errorf("last_operation of the held deletion: %s, want in progress", lo)
+		}
+		releaseInstance(t, id)
+		hh.awaitInstance(id, op, "succeeded")
+	})
+}
+
+// checkReads fails the test when a provision or bind asked the API server
+// more than it must: never the forbidden requests (the instance, the
+// namespace), never the object before creating it, and after creating it
+// neither a status write (an empty state means in_queue, and the label
+// lastoperation records it) nor a read (the cache answers the wait).
+func checkReads(t *testing.T, what string, reqs []string, objPath string, forbidden ...string) {
+	t.Helper()
+	for _, f := range forbidden {
+		if n := count(reqs, f); n != 0 {
+			t.Errorf("%s sent %s %d times (%v); want none: the cache answers", what, f, n, reqs)
+		}
+	}
+	created := false
+	for _, r := range reqs {
+		switch {
+		case strings.HasPrefix(r, "POST ") && strings.HasPrefix(objPath, strings.TrimPrefix(r, "POST ")+"/"):
+			created = true
+		case r == "GET "+objPath && !created:
+			t.Errorf("%s read the object before creating it (%v); a new id is created without a read", what, reqs)
+		case r == "GET "+objPath:
+			t.Errorf("%s read the object after creating it (%v); the cache answers the wait", what, reqs)
+		case r == "PUT "+objPath+"/status":
+			t.Errorf("%s wrote the status of the object it created (%v); an empty state means in_queue, the write carries nothing", what, reqs)
+		}
+	}
+	if !created {
+		t.Errorf("%s did not create %s (%v)", what, objPath, reqs)
+	}
+}
