@@ -268,9 +268,14 @@ func newBinding(c *osbCall, in *bindInput, op Operation) *osbv1alpha1.SFServiceB
 	key := BindingKey(c.instanceID, c.bindingID)
 	b := &osbv1alpha1.SFServiceBinding{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:       key.Name,
-			Namespace:  key.Namespace,
-			Finalizers: []string{osbv1alpha1.FinalizerBroker},
+			Name:      key.Name,
+			Namespace: key.Namespace,
+			// The provisioner's finalizer too: it would add it with a
+			// write of its own before it renders the binding, one of
+			// the few writes a binding costs. A binding deleted before
+			// the provisioner saw it waits for the provisioner's
+			// (empty) deprovision, as every binding does.
+			Finalizers: []string{osbv1alpha1.FinalizerBroker, osbv1alpha1.FinalizerProvisioner},
 		},
 		Spec: osbv1alpha1.SFServiceBindingSpec{
 			ID:                c.bindingID,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -173,6 +174,12 @@ func (f *fakeStore) Delete(_ context.Context, obj client.Object) error {
 		if f.onDelete != nil {
 			f.onDelete(stored)
 			stored.SetResourceVersion(f.nextRV())
+		}
+		if f.instant {
+			// The instant provisioner finishes the deletion at once:
+			// it releases its finalizer, which the broker puts on
+			// bindings.
+			stored.SetFinalizers(slices.DeleteFunc(stored.GetFinalizers(), func(s string) bool { return s == osbv1alpha1.FinalizerProvisioner }))
 		}
 	}
 	f.provision(stored)

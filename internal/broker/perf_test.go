@@ -1,12 +1,15 @@
 package broker_test
 
 import (
+	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	"github.com/marketplane/marketplane/internal/broker"
 	"github.com/marketplane/marketplane/internal/broker/app"
 )
@@ -129,6 +132,15 @@ func TestWatchDrivenBroker(t *testing.T) {
 		checkReads(t, "bind", reqs, bindPath, "GET "+instPath, "GET /api/v1/namespaces/"+ns)
 		if n := count(reqs, "GET /api/v1/namespaces/"+ns+"/secrets/"); n != 1 {
 			t.Errorf("bind read the response Secret %d times (%v); want once", n, reqs)
+		}
+		// The binding carries the provisioner's finalizer from its
+		// create on, which spares the provisioner a write.
+		stored := &osbv1alpha1.SFServiceBinding{}
+		if err := env.onboarding.Client.Get(context.Background(), broker.BindingKey(id, bid), stored); err != nil {
+			t.Fatalf("get binding: %v", err)
+		}
+		if !slices.Contains(stored.Finalizers, osbv1alpha1.FinalizerProvisioner) || !slices.Contains(stored.Finalizers, osbv1alpha1.FinalizerBroker) {
+			t.Errorf("binding finalizers %v; want the broker's and the provisioner's", stored.Finalizers)
 		}
 
 		timed("sync unbind", 200, func() reply {

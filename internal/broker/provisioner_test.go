@@ -34,7 +34,7 @@ import (
 // annotations and on the start of deletion, never on status changes, so
 // the broker's write order is tested against the real trigger rules.
 const (
-	testFinalizer     = "interoperator.servicefabrik.io"
+	testFinalizer     = osbv1alpha1.FinalizerProvisioner
 	annotationRelease = "test.marketplane.io/release"
 )
 

@@ -546,6 +546,28 @@ func TestWritesPerInstance(t *testing.T) {
 	if total := got["sfserviceinstances"] - 1 + got["podtemplates"] + got["events"]; total > 3 {
 		t.Errorf("the provisioner wrote %.0f times for one instance, events included; want at most 3", total)
 	}
+
+	// A binding as the broker creates it, with the provisioner's
+	// finalizer already on it: the provisioner's only write is its
+	// status (the plan renders nothing for bindings).
+	bindingsBefore := writes(t, onboarding, "sfservicebindings")
+	inst := e.instance(t, "inst")
+	b := &osbv1alpha1.SFServiceBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "bind",
+			Finalizers: []string{osbv1alpha1.FinalizerBroker, osbv1alpha1.FinalizerProvisioner}},
+		Spec: osbv1alpha1.SFServiceBindingSpec{ID: "bind", InstanceID: inst.Spec.InstanceID, PlanID: inst.Spec.PlanID, ServiceID: inst.Spec.ServiceID},
+	}
+	must(t, onboarding.Client.Create(context.Background(), b))
+	e.waitBinding(t, "bind", osbv1alpha1.StateSucceeded)
+	time.Sleep(quietPeriod)
+	got = map[string]float64{
+		"sfservicebindings": writes(t, onboarding, "sfservicebindings") - bindingsBefore,
+		"events":            eventWrites(t, e, "bind"),
+	}
+	// create (the test, as the broker); status; no finalizer patch, no event.
+	if diff := cmp.Diff(map[string]float64{"sfservicebindings": 2, "events": 0}, got); diff != "" {
+		t.Errorf("API writes for a binding created with the provisioner's finalizer, -want +got:\n%s\nevents: %q", diff, e.events(t, "bind"))
+	}
 }
 
 // eventWrites returns how many writes the events regarding the named object

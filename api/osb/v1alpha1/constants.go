@@ -111,6 +111,13 @@ const (
 	// FinalizerInteroperator is held by the provisioner until every resource
 	// it created for the object is gone.
 	FinalizerInteroperator = "interoperator.servicefabrik.io"
+	// FinalizerProvisioner is held by Marketplane's provisioner (the
+	// inter-operator, built on the service provider runtime, whose
+	// finalizer for the group osb.servicefabrik.io this is) until every
+	// resource it created for the object is gone. The broker puts it on
+	// the SFServiceBindings it creates, so that the provisioner need not
+	// spend a write of its own adding it.
+	FinalizerProvisioner = "osb.servicefabrik.io/finalizer"
 	// FinalizerBroker is held by the broker until it has reported the outcome
 	// of a deprovision or unbind to the OSB client.
 	FinalizerBroker = "broker.servicefabrik.io"
