@@ -106,6 +106,11 @@ func (h *harness) brokerPhase(ctx context.Context, rep *report) error {
 
 	// 2. Provision and bind under load.
 	ids := names(brokerInstancePrefix, h.c.n)
+	countsBefore, err := scrapeAll(ctx, h.rs)
+	if err != nil {
+		return err
+	}
+	cpuBefore := cpuSeconds()
 	provLat := make([]time.Duration, len(ids))
 	bindLat := make([]time.Duration, len(ids))
 	elapsed, err := parallel(ctx, h.c.workers, len(ids), func(ctx context.Context, i int) error {
@@ -132,7 +137,16 @@ func (h *harness) brokerPhase(ctx context.Context, rep *report) error {
 	fmt.Fprintf(h.out, "  provision (PUT → succeeded): p50 %s  p99 %s;  bind (PUT → 201): p50 %s  p99 %s\n",
 		ms(br.provisionP50), ms(br.provisionP99), ms(br.bindP50), ms(br.bindP99))
 
+	countsAfter, err := scrapeAll(ctx, h.rs)
+	if err != nil {
+		return err
+	}
+	cpuAfter := cpuSeconds()
+	printCPU(h.out, "provision+bind", cpuBefore, cpuAfter, elapsed)
+	printPerInstance(h.out, countsAfter.minus(countsBefore), len(ids))
+
 	// 3. Deprovision everything.
+	countsBefore, cpuBefore = countsAfter, cpuAfter
 	unbindLat := make([]time.Duration, len(ids))
 	deleteLat := make([]time.Duration, len(ids))
 	elapsed, err = parallel(ctx, h.c.workers, len(ids), func(ctx context.Context, i int) error {
@@ -148,6 +162,11 @@ func (h *harness) brokerPhase(ctx context.Context, rep *report) error {
 		len(ids), h.c.workers, elapsed.Round(time.Millisecond), targetDeprovisionAll, verdict(br.deprovisionAll <= targetDeprovisionAll))
 	fmt.Fprintf(h.out, "  unbind (DELETE → 200): p50 %s  p99 %s;  deprovision (DELETE → last_operation succeeded or 410): p50 %s  p99 %s\n",
 		ms(percentile(unbindLat, 0.50)), ms(percentile(unbindLat, 0.99)), ms(percentile(deleteLat, 0.50)), ms(percentile(deleteLat, 0.99)))
+	if countsAfter, err = scrapeAll(ctx, h.rs); err != nil {
+		return err
+	}
+	printCPU(h.out, "deprovision", cpuBefore, cpuSeconds(), elapsed)
+	printPerInstance(h.out, countsAfter.minus(countsBefore), len(ids))
 	rep.broker = br
 	return nil
 }
@@ -400,4 +419,27 @@ func (bc *brokerClient) await(ctx context.Context, path string, accepted []byte,
 		case <-time.After(brokerPollInterval):
 		}
 	}
+}
+
+// printPerInstance prints the API requests of a broker phase per instance,
+// everyone's (broker, provisioner, the API server's own), writes by
+// resource and reads by verb and resource: where the phase's API-server
+// time goes.
+func printPerInstance(out io.Writer, d scrapes, n int) {
+	line := func(w writeCounts) string {
+		var parts []string
+		var sum float64
+		for _, k := range w.keys() {
+			if w[k] > 0 {
+				parts = append(parts, fmt.Sprintf("%s %.2f", k.resource, w[k]/float64(n)))
+				sum += w[k]
+			}
+		}
+		if len(parts) == 0 {
+			return "none"
+		}
+		return fmt.Sprintf("%.2f (%s)", sum/float64(n), strings.Join(parts, ", "))
+	}
+	fmt.Fprintf(out, "  API writes per instance (everyone's): %s\n", line(d.writes))
+	fmt.Fprintf(out, "  API reads per instance (everyone's): %s\n", line(d.reads))
 }

@@ -550,7 +550,7 @@ func (h *harness) load(ctx context.Context, rep *report, phase loadPhase) error 
 		ms(rep.loadP50), ms(rep.loadP99), createElapsed.Round(time.Millisecond))
 	fmt.Fprintf(h.out, "  instances/s ÷ raw creates/s: %6.3f   (%.1f / %.0f)\n", rep.loadPerSecond/rep.rawPerSecond, rep.loadPerSecond, rep.rawPerSecond)
 	fmt.Fprintf(h.out, "  instance reconciles per instance: %.2f\n", rep.reconcilesPerInstance)
-	printCPU(h.out, cpuBefore, cpuAfter, elapsed)
+	printCPU(h.out, "load phase", cpuBefore, cpuAfter, elapsed)
 
 	rep.writeTable(h.out, after.minus(before), ownAfter.minus(ownBefore), n)
 	for _, p := range []string{h.c.cpuprofile, h.c.apiserverProfile} {
@@ -1023,8 +1023,9 @@ func reconciles() float64 {
 	return total
 }
 
-// printCPU prints the CPU time each process used in the load phase.
-func printCPU(out io.Writer, before, after map[string]float64, wall time.Duration) {
+// printCPU prints the CPU time each process used in a phase (what) of wall
+// time.
+func printCPU(out io.Writer, what string, before, after map[string]float64, wall time.Duration) {
 	names := make([]string, 0, len(after))
 	for n := range after {
 		names = append(names, n)
@@ -1037,8 +1038,8 @@ func printCPU(out io.Writer, before, after map[string]float64, wall time.Duratio
 		sum += d
 		parts = append(parts, fmt.Sprintf("%s %.2fs", n, d))
 	}
-	fmt.Fprintf(out, "  CPU time in the load phase: %s; total %.2fs of %.2fs available (%d cores × %s; the machine is shared)\n",
-		strings.Join(parts, ", "), sum, wall.Seconds()*float64(goruntime.NumCPU()), goruntime.NumCPU(), wall.Round(time.Millisecond))
+	fmt.Fprintf(out, "  CPU time in the %s: %s; total %.2fs of %.2fs available (%d cores × %s; the machine is shared)\n",
+		what, strings.Join(parts, ", "), sum, wall.Seconds()*float64(goruntime.NumCPU()), goruntime.NumCPU(), wall.Round(time.Millisecond))
 }
 
 func names(prefix string, n int) []string {
