@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,27 +35,13 @@ func (l *Landscape) ProvisionViaBroker(ctx context.Context, ids []string, worker
 	if err := json.Unmarshal(raw, &info); err != nil {
 		return fmt.Errorf("the broker's credentials: %w", err)
 	}
-	queue := make(chan string)
-	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
-	for range workers {
-		wg.Go(func() {
-			for id := range queue {
-				if err := provisionOne(ctx, info, id); err != nil {
-					once.Do(func() { first = err })
-				} else if answered != nil {
-					answered.Add(1)
-				}
-			}
-		})
-	}
-	for _, id := range ids {
-		queue <- id
-	}
-	close(queue)
-	wg.Wait()
-	return first
+	return forEach(ids, workers, func(id string) error {
+		err := provisionOne(ctx, info, id)
+		if err == nil && answered != nil {
+			answered.Add(1)
+		}
+		return err
+	})
 }
 
 // brokerRetryFor bounds how long one PUT is repeated: longer than a killed

@@ -116,21 +116,27 @@ func (l *Landscape) CreateAll(ctx context.Context, ns string, names []string, wo
 	if err := l.Onboarding.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create namespace %s: %w", ns, err)
 	}
+	return forEach(names, workers, func(name string) error { return l.provision(ctx, ns, name) })
+}
+
+// forEach calls do for every item, workers at once, and returns the first
+// error; the other items are still done.
+func forEach(items []string, workers int, do func(string) error) error {
 	queue := make(chan string)
 	var wg sync.WaitGroup
 	var once sync.Once
 	var first error
 	for range workers {
 		wg.Go(func() {
-			for name := range queue {
-				if err := l.provision(ctx, ns, name); err != nil {
+			for item := range queue {
+				if err := do(item); err != nil {
 					once.Do(func() { first = err })
 				}
 			}
 		})
 	}
-	for _, n := range names {
-		queue <- n
+	for _, item := range items {
+		queue <- item
 	}
 	close(queue)
 	wg.Wait()

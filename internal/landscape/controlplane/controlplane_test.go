@@ -28,16 +28,7 @@ func TestControlPlane(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd and API servers; run without -short")
 	}
-	// Missing binaries fail the test rather than skip it: `make test`
-	// builds them, and a skipped test would pass CI untested.
-	dir, err := BinDir("")
-	if err != nil {
-		t.Fatalf("%v (run 'make tools')", err)
-	}
-	bins, err := FindBinaries(dir)
-	if err != nil {
-		t.Fatalf("%v (run 'make tools')", err)
-	}
+	bins := testBinaries(t)
 	layout := Layout{Dir: t.TempDir()}
 	ports, err := FreePorts(4)
 	if err != nil {
@@ -231,4 +222,20 @@ func TestMoveTakenPorts(t *testing.T) {
 	if s.Clusters["b"].ServiceAccountIssuer != "https://127.0.0.1:1" {
 		t.Errorf("cluster b's recorded issuer changed to %q", s.Clusters["b"].ServiceAccountIssuer)
 	}
+}
+
+// testBinaries returns the binaries in bin/ (or KUBEBUILDER_ASSETS).
+// Missing binaries fail the test rather than skip it: `make test` builds
+// them, and a skipped test would pass CI untested.
+func testBinaries(t *testing.T) Binaries {
+	t.Helper()
+	dir, err := BinDir("")
+	if err != nil {
+		t.Fatalf("%v (run 'make tools')", err)
+	}
+	bins, err := FindBinaries(dir)
+	if err != nil {
+		t.Fatalf("%v (run 'make tools')", err)
+	}
+	return bins
 }

@@ -38,14 +38,7 @@ func TestSmallProfile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd and an API server; run without -short")
 	}
-	dir, err := BinDir("")
-	if err != nil {
-		t.Fatalf("%v (run 'make tools')", err)
-	}
-	bins, err := FindBinaries(dir)
-	if err != nil {
-		t.Fatalf("%v (run 'make tools')", err)
-	}
+	bins := testBinaries(t)
 	layout := Layout{Dir: t.TempDir()}
 	ports, err := FreePorts(3)
 	must(t, err)

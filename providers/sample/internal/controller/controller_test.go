@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -246,16 +245,14 @@ func TestIgnoreAnnotation(t *testing.T) {
 		metav1.SetMetaDataAnnotation(&obj.ObjectMeta, spruntime.OperationAnnotation, spruntime.OperationIgnore)
 		obj.Spec.Version = "v2"
 	})
-	deadline := time.Now().Add(quietPeriod)
-	for time.Now().Before(deadline) {
+	throughoutQuietPeriod(func() {
 		if crd := domainCRD(t, mcp); crd == nil || crd.Annotations[controller.VersionAnnotation] != "v1" {
 			t.Fatal("an ignored Sample was reconciled: its CRD changed")
 		}
 		if obj := p.get(t); obj.Status.ObservedGeneration != ready.Generation {
 			t.Fatalf("an ignored Sample was reconciled: observedGeneration %d, was %d", obj.Status.ObservedGeneration, ready.Generation)
 		}
-		time.Sleep(pollEvery)
-	}
+	})
 
 	p.update(t, func(obj *apiv1alpha1.Sample) { delete(obj.Annotations, spruntime.OperationAnnotation) })
 	waitCRD(t, mcp, "has version v2", func(crd *apiextensionsv1.CustomResourceDefinition) bool {
@@ -436,13 +433,11 @@ func TestWorkload(t *testing.T) {
 		t.Errorf("Deployment %s: containers %+v, replicas %d; want one with image %s, 2 replicas", key, c, *deploy.Spec.Replicas, image)
 	}
 	// Nothing makes it Available but its status: the Sample waits.
-	deadline := time.Now().Add(quietPeriod)
-	for time.Now().Before(deadline) {
+	throughoutQuietPeriod(func() {
 		if obj := p.get(t); hasCondition(obj, spruntime.ConditionReady, metav1.ConditionTrue, spruntime.ReasonReconcileSuccess) {
 			t.Fatalf("the Sample is Ready while its server is not Available: %s", describe(obj))
 		}
-		time.Sleep(pollEvery)
-	}
+	})
 
 	setAvailable(t, key)
 	p.waitReady(t)
@@ -528,17 +523,5 @@ func (p *provider) workloadClientOfProvider(t *testing.T) client.Client {
 	if ar.Status.SecretRef == nil {
 		t.Fatalf("the provider's workload AccessRequest %s is not granted", ar.Name)
 	}
-	secret := &corev1.Secret{}
-	if err := platformC.Get(ctx, client.ObjectKey{Namespace: p.namespace, Name: ar.Status.SecretRef.Name}, secret); err != nil {
-		t.Fatalf("kubeconfig Secret of AccessRequest %s: %v", ar.Name, err)
-	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[clustersv1alpha1.SecretKeyKubeconfig])
-	if err != nil {
-		t.Fatalf("kubeconfig of AccessRequest %s cannot be read", ar.Name)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatalf("client: %v", err)
-	}
-	return c
+	return p.clientOfAccessRequest(t, ar)
 }

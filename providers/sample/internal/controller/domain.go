@@ -154,17 +154,7 @@ func applyCRD(crd, want *apiextensionsv1.CustomResourceDefinition) {
 // crdDiff says how got differs from want in what applyCRD sets, or "" when
 // it does not.
 func crdDiff(want, got *apiextensionsv1.CustomResourceDefinition) string {
-	var diffs []string
-	for k, v := range want.Labels {
-		if got.Labels[k] != v {
-			diffs = append(diffs, fmt.Sprintf("label %s is %q, want %q", k, got.Labels[k], v))
-		}
-	}
-	for k, v := range want.Annotations {
-		if got.Annotations[k] != v {
-			diffs = append(diffs, fmt.Sprintf("annotation %s is %q, want %q", k, got.Annotations[k], v))
-		}
-	}
+	diffs := metadataDiffs(want, got)
 	if got.Spec.Group != want.Spec.Group || got.Spec.Scope != want.Spec.Scope || !equality.Semantic.DeepEqual(got.Spec.Names, want.Spec.Names) {
 		diffs = append(diffs, "group, scope or names changed")
 	}
@@ -172,6 +162,23 @@ func crdDiff(want, got *apiextensionsv1.CustomResourceDefinition) string {
 		diffs = append(diffs, "versions or schema changed")
 	}
 	return strings.Join(diffs, "; ")
+}
+
+// metadataDiffs says which of want's labels and annotations got lacks or
+// has with another value.
+func metadataDiffs(want, got metav1.Object) []string {
+	var diffs []string
+	for k, v := range want.GetLabels() {
+		if got.GetLabels()[k] != v {
+			diffs = append(diffs, fmt.Sprintf("label %s is %q, want %q", k, got.GetLabels()[k], v))
+		}
+	}
+	for k, v := range want.GetAnnotations() {
+		if got.GetAnnotations()[k] != v {
+			diffs = append(diffs, fmt.Sprintf("annotation %s is %q, want %q", k, got.GetAnnotations()[k], v))
+		}
+	}
+	return diffs
 }
 
 // established reports whether the API server serves crd.
@@ -266,17 +273,7 @@ func applyServer(d, want *appsv1.Deployment) {
 // serverDiff says how got differs from want in what applyServer sets, or
 // "" when it does not.
 func serverDiff(want, got *appsv1.Deployment) string {
-	var diffs []string
-	for k, v := range want.Labels {
-		if got.Labels[k] != v {
-			diffs = append(diffs, fmt.Sprintf("label %s is %q, want %q", k, got.Labels[k], v))
-		}
-	}
-	for k, v := range want.Annotations {
-		if got.Annotations[k] != v {
-			diffs = append(diffs, fmt.Sprintf("annotation %s is %q, want %q", k, got.Annotations[k], v))
-		}
-	}
+	diffs := metadataDiffs(want, got)
 	if got.Spec.Replicas == nil || *got.Spec.Replicas != *want.Spec.Replicas {
 		diffs = append(diffs, fmt.Sprintf("replicas are %s, want %d", replicasText(got.Spec.Replicas), *want.Spec.Replicas))
 	}

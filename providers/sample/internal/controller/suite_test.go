@@ -394,11 +394,20 @@ func (p *provider) reconciles(t *testing.T) float64 {
 func (p *provider) noHotLoop(t *testing.T) {
 	t.Helper()
 	before := p.reconciles(t)
-	deadline := time.Now().Add(quietPeriod)
-	for time.Now().Before(deadline) {
+	throughoutQuietPeriod(func() {
 		if n := p.reconciles(t); n > before+2 {
 			t.Fatalf("%v reconciles within %s of waiting for a change: a hot loop", n-before, quietPeriod)
 		}
+	})
+}
+
+// throughoutQuietPeriod runs check every pollEvery for quietPeriod: for
+// what must not happen while nothing changes (check fails the test). It
+// waits for no event, so a loaded machine only makes it look less often.
+func throughoutQuietPeriod(check func()) {
+	deadline := time.Now().Add(quietPeriod)
+	for time.Now().Before(deadline) {
+		check()
 		time.Sleep(pollEvery)
 	}
 }
@@ -468,22 +477,29 @@ func (p *provider) mcpClientOfProvider(t *testing.T) client.Client {
 		if ar.Spec.RequestRef == nil || ar.Spec.RequestRef.Name != mcpName || ar.Status.SecretRef == nil {
 			continue
 		}
-		secret := &corev1.Secret{}
-		if err := platformC.Get(ctx, client.ObjectKey{Namespace: p.namespace, Name: ar.Status.SecretRef.Name}, secret); err != nil {
-			t.Fatalf("kubeconfig Secret of AccessRequest %s: %v", ar.Name, err)
-		}
-		cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[clustersv1alpha1.SecretKeyKubeconfig])
-		if err != nil {
-			t.Fatalf("kubeconfig of AccessRequest %s cannot be read", ar.Name)
-		}
-		c, err := client.New(cfg, client.Options{Scheme: scheme})
-		if err != nil {
-			t.Fatalf("client: %v", err)
-		}
-		return c
+		return p.clientOfAccessRequest(t, &ar)
 	}
 	t.Fatalf("the provider has no granted AccessRequest for the MCP %s", mcpName)
 	return nil
+}
+
+// clientOfAccessRequest returns a client with the kubeconfig the granted
+// AccessRequest ar yielded: the provider's own credentials.
+func (p *provider) clientOfAccessRequest(t *testing.T, ar *clustersv1alpha1.AccessRequest) client.Client {
+	t.Helper()
+	secret := &corev1.Secret{}
+	if err := platformC.Get(context.Background(), client.ObjectKey{Namespace: p.namespace, Name: ar.Status.SecretRef.Name}, secret); err != nil {
+		t.Fatalf("kubeconfig Secret of AccessRequest %s: %v", ar.Name, err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data[clustersv1alpha1.SecretKeyKubeconfig])
+	if err != nil {
+		t.Fatalf("kubeconfig of AccessRequest %s cannot be read", ar.Name)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	return c
 }
 
 // domainCRD returns the DomainServiceAPI's CRD in the MCP cluster, or nil.
