@@ -223,9 +223,12 @@ func (s *Server) await(ctx context.Context, op Operation, t target) (client.Obje
 		between = CacheOnly
 	}
 	read := between
+	// stop ends the latest subscription: at the next round and on return.
+	stop := func() {}
+	defer func() { stop() }()
 	for {
+		stop()
 		var changed <-chan struct{}
-		stop := func() {}
 		if notifies {
 			// Subscribe before reading, so that no change between the
 			// read and the wait goes unnoticed.
@@ -237,34 +240,27 @@ func (s *Server) await(ctx context.Context, op Operation, t target) (client.Obje
 			// Not in the cache yet (or deleted: the recheck reads
 			// through).
 		case apierrors.IsNotFound(err):
-			stop()
 			if op.Type == OpDelete {
 				return nil, progress{state: stateSucceeded, gone: true}, true, nil
 			}
 			return nil, progress{state: stateFailed, description: "The resource was deleted while the operation ran."}, true, nil
 		case err != nil:
-			stop()
 			return nil, progress{}, false, err
 		case cur.Seq > op.Seq:
-			stop()
 			return nil, progress{state: stateFailed, description: "The operation was superseded by " + cur.String() + "."}, true, nil
 		case cur.Seq == op.Seq && !p.running():
-			stop()
 			return obj, p, true, nil
 		}
 		read = between
 		select {
 		case <-ctx.Done():
-			stop()
 			return nil, progress{}, false, ctx.Err()
 		case <-deadline.C:
-			stop()
 			return nil, progress{}, false, nil
 		case <-changed:
 		case <-tick.C:
 			read = Cached
 		}
-		stop()
 	}
 }
 
