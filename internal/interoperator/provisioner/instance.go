@@ -3,15 +3,12 @@ package provisioner
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -168,15 +165,10 @@ const conflictRetry = 100 * time.Millisecond
 // spruntime.WithFinalizerByReconciler), the cluster it is scheduled on
 // (when spec.clusterId is empty) and the hash of its plan (for plans with
 // autoUpdateInstances). It runs before anything is created for the
-// instance, so that the finalizer guards all of it. The patch leaves
-// inst's status in memory as it is.
-//
-// The patch is a JSON patch that tests the finalizers it extends, like the
-// runtime's own finalizer patch: a write since inst was read that left the
-// finalizers alone (the broker's status in_queue right after the create)
-// does not make it conflict, a change of the finalizers does. An instance
-// without finalizers gets a merge patch locked by resourceVersion instead
-// (a JSON patch cannot test that a list is absent).
+// instance, so that the finalizer guards all of it. A patch that adds the
+// finalizer replaces the list, so it is locked by resourceVersion: a
+// concurrent write makes it conflict, and the reconcile is retried on a
+// fresh object. The patch leaves inst's status in memory as it is.
 func (r *InstanceReconciler) persist(ctx context.Context, inst *osbv1alpha1.SFServiceInstance, cluster string, plan *osbv1alpha1.SFPlan) error {
 	hash := ""
 	if plan.Spec.AutoUpdateInstances {
@@ -188,50 +180,23 @@ func (r *InstanceReconciler) persist(ctx context.Context, inst *osbv1alpha1.SFSe
 	if !needFinalizer && !needCluster && !needHash {
 		return nil
 	}
+	base := inst.DeepCopy()
 	patched := inst.DeepCopy()
-	var patch client.Patch
-	if needFinalizer && len(inst.Finalizers) == 0 {
-		base := inst.DeepCopy()
+	var opts []client.MergeFromOption
+	if needFinalizer {
 		controllerutil.AddFinalizer(patched, r.finalizer)
-		if needCluster {
-			patched.Spec.ClusterID = cluster
-		}
-		if needHash {
-			if patched.Annotations == nil {
-				patched.Annotations = map[string]string{}
-			}
-			patched.Annotations[osbv1alpha1.AnnotationPlanHash] = hash
-		}
-		patch = client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
-	} else {
-		var ops []jsonPatchOp
-		if needFinalizer {
-			ops = append(ops,
-				jsonPatchOp{Op: "test", Path: "/metadata/finalizers", Value: inst.Finalizers},
-				jsonPatchOp{Op: "add", Path: "/metadata/finalizers/-", Value: r.finalizer})
-		}
-		if needCluster {
-			ops = append(ops, jsonPatchOp{Op: "add", Path: "/spec/clusterId", Value: cluster})
-		}
-		if needHash {
-			if inst.Annotations == nil {
-				ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/annotations", Value: map[string]string{osbv1alpha1.AnnotationPlanHash: hash}})
-			} else {
-				ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/annotations/" + escapeJSONPointer(osbv1alpha1.AnnotationPlanHash), Value: hash})
-			}
-		}
-		raw, err := json.Marshal(ops)
-		if err != nil {
-			return fmt.Errorf("encode the patch of instance %s: %w", inst.Name, err)
-		}
-		patch = client.RawPatch(types.JSONPatchType, raw)
+		opts = append(opts, client.MergeFromWithOptimisticLock{})
 	}
-	if err := r.client.Patch(ctx, patched, patch); err != nil {
-		if needFinalizer && apierrors.IsInvalid(err) {
-			// The finalizers changed since inst was read (the test
-			// failed): retry with a fresh object, as after a conflict.
-			return apierrors.NewConflict(osbv1alpha1.GroupVersion.WithResource("sfserviceinstances").GroupResource(), inst.Name, err)
+	if needCluster {
+		patched.Spec.ClusterID = cluster
+	}
+	if needHash {
+		if patched.Annotations == nil {
+			patched.Annotations = map[string]string{}
 		}
+		patched.Annotations[osbv1alpha1.AnnotationPlanHash] = hash
+	}
+	if err := r.client.Patch(ctx, patched, client.MergeFromWithOptions(base, opts...)); err != nil {
 		return fmt.Errorf("record finalizer, cluster %s and plan hash: %w", cluster, err)
 	}
 	inst.Finalizers = patched.Finalizers
@@ -240,18 +205,6 @@ func (r *InstanceReconciler) persist(ctx context.Context, inst *osbv1alpha1.SFSe
 	inst.Generation = patched.Generation
 	inst.ResourceVersion = patched.ResourceVersion
 	return nil
-}
-
-// jsonPatchOp is one operation of a JSON patch (RFC 6902).
-type jsonPatchOp struct {
-	Op    string `json:"op"`
-	Path  string `json:"path"`
-	Value any    `json:"value"`
-}
-
-// escapeJSONPointer escapes s as one token of a JSON pointer (RFC 6901).
-func escapeJSONPointer(s string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
 }
 
 // report evaluates the sources and status templates and sets the state.
