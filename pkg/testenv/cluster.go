@@ -126,29 +126,9 @@ func New(opts ...Option) (*Cluster, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("create API server certificate directory: %w", err)
 	}
-	apiServer := &envtest.APIServer{CertDir: certDir}
-	// Without a grace period for watches, kube-apiserver's graceful
-	// shutdown waits for every open watch until its request timeout (a
-	// minute): one informer made StopAPIServer run into envtest's stop
-	// timeout, be killed, and stay "up". With it, the API server ends
-	// the watches and stops in about a second.
-	apiServer.Configure().Set("shutdown-watch-termination-grace-period", "2s")
-	c.env = &envtest.Environment{
-		// A CertDir of our own survives StopAPIServer, so that
-		// StartAPIServer serves the same certificates.
-		ControlPlane:             envtest.ControlPlane{APIServer: apiServer},
-		BinaryAssetsDirectory:    binDir,
-		Scheme:                   scheme,
-		CRDs:                     o.crds,
-		ErrorIfCRDPathMissing:    true,
-		ControlPlaneStartTimeout: time.Minute,
-		ControlPlaneStopTimeout:  30 * time.Second,
-	}
-	if _, err := c.env.Start(); err != nil {
-		// envtest may have started some processes before it failed.
-		_ = c.env.Stop()
+	if c.env, err = startEnvironment(o.name, certDir, binDir, scheme, o.crds); err != nil {
 		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("start API server %q: %w", o.name, err)
+		return nil, err
 	}
 	c.Config = rest.CopyConfig(c.env.Config)
 	c.Config.QPS, c.Config.Burst = clientQPS, clientBurst
@@ -164,6 +144,120 @@ func New(opts ...Option) (*Cluster, error) {
 		}
 	}
 	return c, nil
+}
+
+// startAttempts bounds how often New starts a fresh etcd and API server
+// when one fails to start.
+const startAttempts = 3
+
+// configureAttempt, when set (by tests of this package), adjusts the API
+// server of each start attempt before it starts.
+var configureAttempt func(attempt int, apiServer *envtest.APIServer)
+
+// startEnvironment starts etcd and an API server serving certDir's
+// certificates, with crds installed. envtest retries a failed start on the
+// ports it picked the first time, so a port another process took between
+// envtest's check and the API server's bind (the ephemeral range is shared
+// with every outbound connection of a loaded test run) fails all of its
+// retries; each attempt here starts with newly picked ports. A failure
+// carries the tail of the API server's output.
+func startEnvironment(name, certDir, binDir string, scheme *runtime.Scheme, crds []*apiextensionsv1.CustomResourceDefinition) (*envtest.Environment, error) {
+	var errs []error
+	for attempt := 1; attempt <= startAttempts; attempt++ {
+		apiServer := &envtest.APIServer{CertDir: certDir}
+		// Without a grace period for watches, kube-apiserver's graceful
+		// shutdown waits for every open watch until its request timeout (a
+		// minute): one informer made StopAPIServer run into envtest's stop
+		// timeout, be killed, and stay "up". With it, the API server ends
+		// the watches and stops in about a second.
+		apiServer.Configure().Set("shutdown-watch-termination-grace-period", "2s")
+		output := &tailWriter{max: 2048}
+		apiServer.Err = output
+		if configureAttempt != nil {
+			configureAttempt(attempt, apiServer)
+		}
+		env := &envtest.Environment{
+			// A CertDir of our own survives StopAPIServer, so that
+			// StartAPIServer serves the same certificates.
+			ControlPlane:             envtest.ControlPlane{APIServer: apiServer},
+			BinaryAssetsDirectory:    binDir,
+			Scheme:                   scheme,
+			CRDs:                     crds,
+			ErrorIfCRDPathMissing:    true,
+			ControlPlaneStartTimeout: time.Minute,
+			ControlPlaneStopTimeout:  30 * time.Second,
+		}
+		_, err := env.Start()
+		// Once started, the API server's output goes nowhere, as before.
+		output.stop()
+		if err == nil {
+			return env, nil
+		}
+		// envtest may have started some processes before it failed.
+		_ = env.Stop()
+		// envtest writes a CA and serving certificate into an empty
+		// CertDir only, and keeps the CA in the APIServer object of this
+		// attempt: the next one starts from an empty directory again.
+		if err := emptyDir(certDir); err != nil {
+			return nil, fmt.Errorf("start API server %q: %w", name, err)
+		}
+		errs = append(errs, fmt.Errorf("attempt %d: %w; API server output ends: %s", attempt, err, output.String()))
+	}
+	return nil, fmt.Errorf("start API server %q: %w", name, errors.Join(errs...))
+}
+
+// emptyDir removes everything in dir.
+func emptyDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("empty %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("empty %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// tailWriter keeps the last max bytes written to it until stop is called,
+// and drops everything after.
+type tailWriter struct {
+	mu      sync.Mutex
+	max     int
+	buf     []byte
+	stopped bool
+}
+
+// Write keeps the tail of p; it never fails, so that the writer never
+// blocks the process whose output it takes.
+func (w *tailWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return len(p), nil
+	}
+	w.buf = append(w.buf, p...)
+	if over := len(w.buf) - w.max; over > 0 {
+		w.buf = append(w.buf[:0], w.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (w *tailWriter) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped, w.buf = true, append([]byte(nil), w.buf...)
+}
+
+// String returns the kept tail, or "(nothing)".
+func (w *tailWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.buf) == 0 {
+		return "(nothing)"
+	}
+	return strings.TrimSpace(string(w.buf))
 }
 
 // Start starts a cluster for a test and stops it when the test ends. It fails
