@@ -111,6 +111,11 @@ func (h *harness) brokerPhase(ctx context.Context, rep *report) error {
 		return err
 	}
 	cpuBefore := cpuSeconds()
+	stopProfiles, err := h.startProfiles(ctx, h.c.profilePhase == "broker")
+	if err != nil {
+		return err
+	}
+	defer stopProfiles() //nolint:errcheck // stopped again below; a second stop does nothing
 	provLat := make([]time.Duration, len(ids))
 	bindLat := make([]time.Duration, len(ids))
 	elapsed, err := parallel(ctx, h.c.workers, len(ids), func(ctx context.Context, i int) error {
@@ -123,6 +128,9 @@ func (h *harness) brokerPhase(ctx context.Context, rep *report) error {
 	})
 	if err != nil {
 		return fmt.Errorf("broker provision+bind: %w", err)
+	}
+	if err := stopProfiles(); err != nil {
+		return err
 	}
 	br.perSecond = float64(len(ids)) / elapsed.Seconds()
 	if rep.loadPerSecond > 0 {
@@ -149,6 +157,11 @@ func (h *harness) brokerPhase(ctx context.Context, rep *report) error {
 	countsBefore, cpuBefore = countsAfter, cpuAfter
 	unbindLat := make([]time.Duration, len(ids))
 	deleteLat := make([]time.Duration, len(ids))
+	stopProfiles, err = h.startProfiles(ctx, h.c.profilePhase == "deprovision")
+	if err != nil {
+		return err
+	}
+	defer stopProfiles() //nolint:errcheck // stopped again below; a second stop does nothing
 	elapsed, err = parallel(ctx, h.c.workers, len(ids), func(ctx context.Context, i int) error {
 		var err error
 		unbindLat[i], deleteLat[i], err = bc.deprovision(ctx, ids[i], h.c.timeout)
@@ -156,6 +169,9 @@ func (h *harness) brokerPhase(ctx context.Context, rep *report) error {
 	})
 	if err != nil {
 		return fmt.Errorf("broker deprovision: %w", err)
+	}
+	if err := stopProfiles(); err != nil {
+		return err
 	}
 	br.deprovisionAll = elapsed
 	fmt.Fprintf(h.out, "  deprovision: %d × (unbind, DELETE accepts_incomplete → 202, last_operation until succeeded) by %d goroutines: %s  (target ≤ %s: %s)\n",
@@ -167,6 +183,9 @@ func (h *harness) brokerPhase(ctx context.Context, rep *report) error {
 	}
 	printCPU(h.out, "deprovision", cpuBefore, cpuSeconds(), elapsed)
 	printPerInstance(h.out, countsAfter.minus(countsBefore), len(ids))
+	if h.c.profilePhase != "load" {
+		h.printProfiles()
+	}
 	rep.broker = br
 	return nil
 }

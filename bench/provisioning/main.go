@@ -155,6 +155,7 @@ type config struct {
 	servers                         int
 	timeout, settle                 time.Duration
 	cpuprofile, apiserverProfile    string
+	profilePhase                    string
 	strict, verbose                 bool
 
 	// clusters is the number of workload API servers of the multi-cluster
@@ -182,8 +183,9 @@ func main() {
 	flag.IntVar(&c.servers, "servers", 1, "API servers: 1 (one plays platform, onboarding and target) or 3 (one per role)")
 	flag.DurationVar(&c.timeout, "timeout", 5*time.Minute, "how long the load phase may take")
 	flag.DurationVar(&c.settle, "settle", 3*time.Second, "quiet time before the write counts are read again, so that late writes (events) count")
-	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the load phase (this process: provisioner and clients) to this file")
-	flag.StringVar(&c.apiserverProfile, "apiserver-cpuprofile", "", "write a CPU profile of the onboarding kube-apiserver's first 5 s of the load phase to this file")
+	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the -profile-phase (this process: provisioner, broker and clients) to this file")
+	flag.StringVar(&c.apiserverProfile, "apiserver-cpuprofile", "", "write a CPU profile of the onboarding kube-apiserver's first 5 s of the -profile-phase to this file")
+	flag.StringVar(&c.profilePhase, "profile-phase", "load", "the phase -cpuprofile and -apiserver-cpuprofile profile: load, broker (provision+bind through the broker) or deprovision")
 	flag.BoolVar(&c.strict, "strict", false, "exit 1 when a target is missed")
 	flag.BoolVar(&c.verbose, "v", false, "log the inter-operator to stderr")
 	flag.IntVar(&c.clusters, "clusters", 1, "workload API servers: with more than 1, the load phase places the instances on SFClusters of that many servers with -scheduler")
@@ -278,6 +280,13 @@ func run(ctx context.Context, c config, out io.Writer) (report, error) {
 	var rep report
 	if c.n < 1 || c.single < 1 || c.workers < 1 || c.concurrency < 1 || c.qps == 0 || c.burst < 1 {
 		return rep, errors.New("-n, -single, -workers, -concurrency and -burst must be positive, -qps not 0 (negative: no client-side limit)")
+	}
+	switch c.profilePhase {
+	case "":
+		c.profilePhase = "load"
+	case "load", "broker", "deprovision":
+	default:
+		return rep, fmt.Errorf("-profile-phase %q: want load, broker or deprovision", c.profilePhase)
 	}
 	c, err := c.withMultiClusterDefaults()
 	if err != nil {
@@ -485,24 +494,11 @@ func (h *harness) load(ctx context.Context, rep *report, phase loadPhase) error 
 	ownBefore, _ := h.own.snapshot()
 	reconcilesBefore := reconciles()
 	cpuBefore := cpuSeconds()
-	if h.c.cpuprofile != "" && phase.profile {
-		f, err := os.Create(h.c.cpuprofile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfiles, err := h.startProfiles(ctx, phase.profile && h.c.profilePhase == "load")
+	if err != nil {
+		return err
 	}
-	apiserverProfiled := make(chan error, 1)
-	if h.c.apiserverProfile != "" && phase.profile {
-		go func() { apiserverProfiled <- profileAPIServer(ctx, h.rs.onboarding, h.c.apiserverProfile, 5) }()
-	} else {
-		apiserverProfiled <- nil
-	}
-
+	defer stopProfiles() //nolint:errcheck // stopped again below; a second stop does nothing
 	entries := make([]*entry, n)
 	for i, name := range names(phase.prefix, n) {
 		entries[i] = h.tracker.expect(name)
@@ -518,7 +514,7 @@ func (h *harness) load(ctx context.Context, rep *report, phase loadPhase) error 
 	if err != nil {
 		return err
 	}
-	pprof.StopCPUProfile()
+	profiled := stopProfiles()
 	cpuAfter := cpuSeconds()
 	elapsed := end.Sub(start)
 	rep.instancesSucceeded = len(entries)
@@ -528,8 +524,8 @@ func (h *harness) load(ctx context.Context, rep *report, phase loadPhase) error 
 		lat[i] = e.done.Sub(e.created)
 	}
 	rep.loadP50, rep.loadP99 = percentile(lat, 0.50), percentile(lat, 0.99)
-	if err := <-apiserverProfiled; err != nil {
-		return err
+	if profiled != nil {
+		return profiled
 	}
 	time.Sleep(h.c.settle)
 	after, err := scrapeAll(ctx, h.rs)
@@ -553,10 +549,8 @@ func (h *harness) load(ctx context.Context, rep *report, phase loadPhase) error 
 	printCPU(h.out, "load phase", cpuBefore, cpuAfter, elapsed)
 
 	rep.writeTable(h.out, after.minus(before), ownAfter.minus(ownBefore), n)
-	for _, p := range []string{h.c.cpuprofile, h.c.apiserverProfile} {
-		if p != "" && phase.profile {
-			fmt.Fprintf(h.out, "\nCPU profile: %s (go tool pprof -top %s)", p, p)
-		}
+	if phase.profile && h.c.profilePhase == "load" {
+		h.printProfiles()
 	}
 	return nil
 }
@@ -984,6 +978,52 @@ func scrapeAll(ctx context.Context, rs roles) (scrapes, error) {
 		}
 	}
 	return s, nil
+}
+
+// startProfiles starts the profiles asked for by -cpuprofile and
+// -apiserver-cpuprofile when on is true; stop ends them and returns the
+// API server profile's error. Calling stop again does nothing.
+func (h *harness) startProfiles(ctx context.Context, on bool) (stop func() error, err error) {
+	if !on || (h.c.cpuprofile == "" && h.c.apiserverProfile == "") {
+		return func() error { return nil }, nil
+	}
+	var f *os.File
+	if h.c.cpuprofile != "" {
+		if f, err = os.Create(h.c.cpuprofile); err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			_ = f.Close()
+			return nil, err
+		}
+	}
+	apiserverProfiled := make(chan error, 1)
+	if h.c.apiserverProfile != "" {
+		go func() { apiserverProfiled <- profileAPIServer(ctx, h.rs.onboarding, h.c.apiserverProfile, 5) }()
+	} else {
+		apiserverProfiled <- nil
+	}
+	var once sync.Once
+	var stopErr error
+	return func() error {
+		once.Do(func() {
+			if f != nil {
+				pprof.StopCPUProfile()
+				stopErr = f.Close()
+			}
+			stopErr = errors.Join(<-apiserverProfiled, stopErr)
+		})
+		return stopErr
+	}, nil
+}
+
+// printProfiles names the profile files written.
+func (h *harness) printProfiles() {
+	for _, p := range []string{h.c.cpuprofile, h.c.apiserverProfile} {
+		if p != "" {
+			fmt.Fprintf(h.out, "\nCPU profile (%s phase): %s (go tool pprof -top %s)", h.c.profilePhase, p, p)
+		}
+	}
 }
 
 // profileAPIServer writes a CPU profile of the API server of c over the

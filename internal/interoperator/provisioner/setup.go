@@ -82,7 +82,7 @@ func SetupWithManager(mgr ctrl.Manager, providerName string, platform cluster.Cl
 	}
 	fresh := newFreshClient(mgr.GetClient(), mgr.GetAPIReader(), &osbv1alpha1.SFServiceInstance{}, &osbv1alpha1.SFServiceBinding{})
 	newConfig := func() *interoperatorv1alpha1.ProviderConfig { return &interoperatorv1alpha1.ProviderConfig{} }
-	placer := scheduling.NewPlacer(platform.GetClient(), platform.GetAPIReader(), mgr.GetCache(), IndexClusterID)
+	placer := scheduling.NewPlacer(platform.GetClient(), platform.GetAPIReader(), mgr.GetCache())
 
 	// The instance reconciler adds the runtime's finalizer in the patch
 	// that records the instance's cluster: one write for both.

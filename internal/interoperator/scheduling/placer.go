@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -47,12 +48,13 @@ const (
 type Placer struct {
 	platform   client.Client
 	live       client.Reader
-	onboarding client.Reader
-	clusterIDs string
+	onboarding cache.Informers
 	now        func() time.Time
 
-	mu       sync.Mutex
-	reserved map[types.UID]reservation
+	mu           sync.Mutex
+	usage        usageIndex
+	usageStarted bool
+	reserved     map[types.UID]reservation
 	lastRR   map[string]roundRobinPosition
 	sfConfig map[string]cachedConfig
 }
@@ -76,15 +78,13 @@ type cachedConfig struct {
 // NewPlacer returns a Placer that reads SFClusters (and writes the
 // round-robin position on them) with platform, the platform cluster's
 // cached client, the interoperator-config ConfigMap with live (an API
-// reader: no cache of every ConfigMap), and SFServiceInstances with
-// onboarding, the onboarding cluster's cache, which must have a field
-// index on spec.clusterId named clusterIDIndex.
-func NewPlacer(platform client.Client, live, onboarding client.Reader, clusterIDIndex string) *Placer {
+// reader: no cache of every ConfigMap), and counts SFServiceInstances per
+// cluster from the events of onboarding, the onboarding cluster's cache.
+func NewPlacer(platform client.Client, live client.Reader, onboarding cache.Informers) *Placer {
 	return &Placer{
 		platform:   platform,
 		live:       live,
 		onboarding: onboarding,
-		clusterIDs: clusterIDIndex,
 		now:        time.Now,
 		reserved:   map[types.UID]reservation{},
 		lastRR:     map[string]roundRobinPosition{},
@@ -293,9 +293,8 @@ type usage struct {
 // and the decisions not yet in the cache, with their requests; p.Instance
 // itself is not counted. pl.mu must be held.
 func (pl *Placer) placed(ctx context.Context, p Placement) (map[string]*usage, error) {
-	list := &osbv1alpha1.SFServiceInstanceList{}
-	if err := pl.onboarding.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list SFServiceInstances: %w", err)
+	if err := pl.startUsage(ctx); err != nil {
+		return nil, err
 	}
 	out := map[string]*usage{}
 	at := func(cluster string) *usage {
@@ -306,19 +305,15 @@ func (pl *Placer) placed(ctx context.Context, p Placement) (map[string]*usage, e
 		}
 		return u
 	}
-	perPlan := map[string]map[string]int{} // cluster → plan id → instances
-	cached := make(map[types.UID]string, len(list.Items))
-	for i := range list.Items {
-		inst := &list.Items[i]
-		cached[inst.UID] = inst.Spec.ClusterID
-		if inst.Spec.ClusterID == "" || inst.UID == p.Instance.UID {
-			continue
+	reservedUIDs := make([]types.UID, 0, len(pl.reserved))
+	for uid := range pl.reserved {
+		reservedUIDs = append(reservedUIDs, uid)
+	}
+	perPlan, recorded := pl.usage.snapshot(p.Instance.UID, reservedUIDs)
+	for cluster, plans := range perPlan {
+		for _, n := range plans {
+			at(cluster).instances += n
 		}
-		at(inst.Spec.ClusterID).instances++
-		if perPlan[inst.Spec.ClusterID] == nil {
-			perPlan[inst.Spec.ClusterID] = map[string]int{}
-		}
-		perPlan[inst.Spec.ClusterID][inst.Spec.PlanID]++
 	}
 	requests := map[string]corev1.ResourceList{}
 	for cluster, plans := range perPlan {
@@ -331,13 +326,11 @@ func (pl *Placer) placed(ctx context.Context, p Placement) (map[string]*usage, e
 				}
 				requests[planID] = r
 			}
-			for range n {
-				at(cluster).requested = clusters.AddResources(at(cluster).requested, r)
-			}
+			at(cluster).requested = clusters.AddResources(at(cluster).requested, times(r, n))
 		}
 	}
 	for uid, r := range pl.reserved {
-		clusterID := cached[uid]
+		clusterID := recorded[uid]
 		switch {
 		case clusterID != "" || pl.now().Sub(r.at) > DefaultReservationTTL:
 			// The cache shows the decision, or the instance is gone or
@@ -349,6 +342,30 @@ func (pl *Placer) placed(ctx context.Context, p Placement) (map[string]*usage, e
 		}
 	}
 	return out, nil
+}
+
+// times returns r with every quantity multiplied by n.
+func times(r corev1.ResourceList, n int) corev1.ResourceList {
+	out := make(corev1.ResourceList, len(r))
+	for name, q := range r {
+		q = q.DeepCopy()
+		q.Mul(int64(n))
+		out[name] = q
+	}
+	return out
+}
+
+// startUsage starts counting instances per cluster on first use; pl.mu
+// must be held.
+func (pl *Placer) startUsage(ctx context.Context) error {
+	if pl.usageStarted {
+		return nil
+	}
+	if err := pl.usage.start(ctx, pl.onboarding); err != nil {
+		return err
+	}
+	pl.usageStarted = true
+	return nil
 }
 
 // planRequests returns the requests of the plan with id planID (the
