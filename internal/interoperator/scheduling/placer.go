@@ -55,8 +55,8 @@ type Placer struct {
 	usage        usageIndex
 	usageStarted bool
 	reserved     map[types.UID]reservation
-	lastRR   map[string]roundRobinPosition
-	sfConfig map[string]cachedConfig
+	lastRR       map[string]roundRobinPosition
+	sfConfig     map[string]cachedConfig
 }
 
 type reservation struct {
