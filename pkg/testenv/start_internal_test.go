@@ -21,6 +21,11 @@ func holdPort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// takePort makes s serve on the loopback port.
+func takePort(s *envtest.APIServer, port int) {
+	s.Address, s.Port = "127.0.0.1", strconv.Itoa(port)
+}
+
 // setConfigureAttempt sets the package's start hook for one test.
 func setConfigureAttempt(t *testing.T, f func(int, *envtest.APIServer)) {
 	t.Helper()
@@ -39,7 +44,7 @@ func TestStartRetriesOnFreshPorts(t *testing.T) {
 	setConfigureAttempt(t, func(attempt int, s *envtest.APIServer) {
 		attempts = append(attempts, attempt)
 		if attempt == 1 {
-			s.SecurePort = taken
+			takePort(s, taken)
 		}
 	})
 	c := Start(t, WithName("retry"))
@@ -63,7 +68,7 @@ func TestStartRetriesOnFreshPorts(t *testing.T) {
 func TestStartReportsAPIServerOutput(t *testing.T) {
 	SkipIfShort(t)
 	taken := holdPort(t)
-	setConfigureAttempt(t, func(_ int, s *envtest.APIServer) { s.SecurePort = taken })
+	setConfigureAttempt(t, func(_ int, s *envtest.APIServer) { takePort(s, taken) })
 	c, err := New(WithName("taken"))
 	if err == nil {
 		_ = c.Stop()

@@ -49,7 +49,20 @@ func (u *usageIndex) start(ctx context.Context, informers cache.Informers) error
 	return nil
 }
 
-func (u *usageIndex) set(obj any) {
+// set counts obj where it is placed now.
+func (u *usageIndex) set(obj any) { u.record(obj, false) }
+
+// remove stops counting obj, which may be a tombstone.
+func (u *usageIndex) remove(obj any) {
+	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	u.record(obj, true)
+}
+
+// record drops what was counted for the instance obj and, unless it is
+// deleted, counts it on the cluster it records.
+func (u *usageIndex) record(obj any, deleted bool) {
 	inst, ok := obj.(*osbv1alpha1.SFServiceInstance)
 	if !ok {
 		return
@@ -57,7 +70,7 @@ func (u *usageIndex) set(obj any) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.dropLocked(inst.UID)
-	if inst.Spec.ClusterID == "" {
+	if deleted || inst.Spec.ClusterID == "" {
 		return
 	}
 	at := placedOn{cluster: inst.Spec.ClusterID, plan: inst.Spec.PlanID}
@@ -66,19 +79,6 @@ func (u *usageIndex) set(obj any) {
 		u.counts[at.cluster] = map[string]int{}
 	}
 	u.counts[at.cluster][at.plan]++
-}
-
-func (u *usageIndex) remove(obj any) {
-	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	inst, ok := obj.(*osbv1alpha1.SFServiceInstance)
-	if !ok {
-		return
-	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.dropLocked(inst.UID)
 }
 
 // dropLocked stops counting the instance with uid; u.mu must be held.
