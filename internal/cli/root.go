@@ -24,6 +24,7 @@ func NewRootCommand(out io.Writer) *cobra.Command {
 	root.AddCommand(newLandscapeCommand())
 	root.AddCommand(newScaffoldCommand())
 	root.AddCommand(newKubeconfigFromCredentialsCommand())
+	root.AddCommand(newValidateCommand())
 	return root
 }
 

@@ -1,0 +1,258 @@
+package validation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/marketplane/marketplane/api/install"
+	"github.com/marketplane/marketplane/internal/landscape"
+	"github.com/marketplane/marketplane/internal/landscape/controlplane"
+	"github.com/marketplane/marketplane/internal/operator/deploy/process"
+	"github.com/marketplane/marketplane/pkg/providertest"
+	"github.com/marketplane/marketplane/pkg/testenv"
+)
+
+// Target is where a run takes place. The package's constructors make them:
+// InProcess, ExistingLandscape and Kubeconfigs.
+type Target interface {
+	// Name names the target in reports.
+	Name() string
+	// start starts or connects to the target's clusters, for spec.
+	start(ctx context.Context, spec Spec) (*clusters, error)
+	// stop stops what start started (nothing, for a connected target).
+	stop(ctx context.Context) error
+}
+
+// cluster is admin access to one cluster.
+type cluster struct {
+	// name is the cluster's role: "platform", "onboarding", "workload".
+	name   string
+	config *rest.Config
+	client client.Client
+	// kubeconfig is the path of an admin kubeconfig file.
+	kubeconfig string
+}
+
+// clusters is what a started target offers the flow.
+type clusters struct {
+	platform, onboarding *cluster
+	// workload is nil when the target has no workload cluster the flow
+	// knows of.
+	workload *cluster
+	// logDir is the process deployer's state directory (its providers'
+	// logs are in <logDir>/serviceprovider-<name>), "" when the providers
+	// do not run as local processes.
+	logDir string
+	// logHint says where the provider's logs are when logDir is "".
+	logHint string
+	// binaryOf maps an image to the local binary that runs for it; nil
+	// when providers do not run as local processes.
+	binaryOf func(image string) (string, error)
+	// imageHint says how to map an image that binaryOf does not know.
+	imageHint string
+}
+
+// newCluster builds admin access from a kubeconfig file.
+func newCluster(name, path string) (*cluster, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig of the %s cluster: %w", name, err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s of the %s cluster: %w", path, name, err)
+	}
+	c, err := newClient(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("client of the %s cluster: %w", name, err)
+	}
+	return &cluster{name: name, config: cfg, client: c, kubeconfig: path}, nil
+}
+
+// newClient returns an uncached client with the built-in, apiextensions
+// and Marketplane types; other kinds go through unstructured objects.
+func newClient(cfg *rest.Config) (client.Client, error) {
+	scheme, err := install.NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: scheme})
+}
+
+// imageMapOf builds an image map from a map of image to binary.
+func imageMapOf(images map[string]string, source string) process.ImageMap {
+	m := process.ImageMap{Source: source, Images: []process.ImageMapping{}}
+	for image, binary := range images {
+		m.Images = append(m.Images, process.ImageMapping{Image: image, Binary: binary})
+	}
+	return m
+}
+
+// InProcess is a target that starts API servers (platform, onboarding, an
+// MCP cluster and a workload cluster) and the operator's controllers with
+// the process deployer in this process (providertest): Spec.Images maps the
+// ServiceProvider's image to a local binary. opts come after the target's
+// own options (WithProviderImages, WithWorkloadCluster). The API servers
+// come from KUBEBUILDER_ASSETS or the nearest bin/ directory. Note that
+// providertest registers its Clusters in the namespace
+// providertest.ClustersNamespace.
+func InProcess(opts ...providertest.Option) Target { return &inProcess{opts: opts} }
+
+type inProcess struct {
+	opts []providertest.Option
+	l    *providertest.Landscape
+}
+
+func (t *inProcess) Name() string { return "in-process" }
+
+func (t *inProcess) start(_ context.Context, spec Spec) (*clusters, error) {
+	images := map[string]string{}
+	for image, binary := range spec.Images {
+		images[image] = binary
+	}
+	opts := append([]providertest.Option{providertest.WithProviderImages(images), providertest.WithWorkloadCluster()}, t.opts...)
+	l, err := providertest.New(opts...)
+	if err != nil {
+		return nil, err
+	}
+	t.l = l
+	cl := &clusters{
+		logDir:    l.ProviderLogDir(),
+		imageHint: "map it to a binary in Spec.Images (marketplane validate: --binary or --image-map IMAGE=BINARY)",
+	}
+	m := imageMapOf(images, "Spec.Images")
+	cl.binaryOf = m.Binary
+	for _, c := range []struct {
+		dst  **cluster
+		name string
+		tc   *testenv.Cluster
+	}{{&cl.platform, "platform", l.Platform}, {&cl.onboarding, "onboarding", l.Onboarding}, {&cl.workload, "workload", l.Workload}} {
+		if c.tc == nil {
+			continue
+		}
+		path, err := c.tc.KubeconfigPath()
+		if err != nil {
+			return cl, err
+		}
+		*c.dst = &cluster{name: c.name, config: c.tc.Config, client: c.tc.Client, kubeconfig: path}
+	}
+	return cl, nil
+}
+
+func (t *inProcess) stop(context.Context) error {
+	if t.l == nil {
+		return nil
+	}
+	return t.l.Stop()
+}
+
+// ExistingLandscape connects to the local landscape running from stateDir
+// (`marketplane landscape up`). Its operator loaded its image map
+// (<stateDir>/images.yaml) when it started, so the ServiceProvider's image
+// must be mapped there: Spec.Images is not used, and an unmapped image
+// fails the setup step with the command that maps it. The landscape is
+// left running.
+func ExistingLandscape(stateDir string) Target { return &existingLandscape{dir: stateDir} }
+
+type existingLandscape struct{ dir string }
+
+func (t *existingLandscape) Name() string { return "landscape " + t.dir }
+
+func (t *existingLandscape) start(_ context.Context, spec Spec) (*clusters, error) {
+	st, err := landscape.ReadStatus(t.dir)
+	if errors.Is(err, controlplane.ErrNoState) {
+		return nil, fmt.Errorf("no landscape in %s: start one with `marketplane landscape up --state-dir %s`: %w", t.dir, t.dir, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	layout := controlplane.Layout{Dir: st.Dir}
+	imagesFile := layout.Path("images.yaml")
+	m, err := process.LoadImageMap(imagesFile)
+	if err != nil {
+		return nil, fmt.Errorf("image map of the landscape in %s: %w", st.Dir, err)
+	}
+	cl := &clusters{
+		logDir:   layout.Path("providers"),
+		binaryOf: m.Binary,
+	}
+	if spec.Provider != nil {
+		image, _, _ := unstructuredString(spec.Provider, "spec", "image")
+		if _, err := m.Binary(image); err != nil {
+			return nil, fmt.Errorf("the landscape's operator cannot deploy image %q: it is not mapped in %s, which the operator reads once at start; "+
+				"stop the landscape and run `marketplane landscape up --state-dir %s --image-map %s=BINARY`", image, imagesFile, st.Dir, image)
+		}
+	}
+	if !st.Running {
+		return nil, fmt.Errorf("the landscape in %s is not running (last phase %s): run `marketplane landscape up --state-dir %s`", st.Dir, st.State.Phase, st.Dir)
+	}
+	for _, c := range []struct {
+		dst      **cluster
+		name     string
+		optional bool
+	}{{&cl.platform, landscape.ClusterPlatform, false}, {&cl.onboarding, landscape.ClusterOnboarding, false}, {&cl.workload, landscape.ClusterWorkload, true}} {
+		rec := st.State.Clusters[c.name]
+		if rec == nil || rec.Kubeconfig == "" {
+			if c.optional {
+				continue
+			}
+			return nil, fmt.Errorf("the landscape in %s has no %s cluster", st.Dir, c.name)
+		}
+		if *c.dst, err = newCluster(c.name, rec.Kubeconfig); err != nil {
+			return nil, err
+		}
+	}
+	return cl, nil
+}
+
+func (t *existingLandscape) stop(context.Context) error { return nil }
+
+// Kubeconfigs connects to the platform and onboarding clusters of these
+// admin kubeconfig files, whose operator deploys the provider. The flow
+// knows no workload cluster there and collects no provider logs (the
+// failure says where they are); the clusters are left as they are.
+func Kubeconfigs(platform, onboarding string) Target {
+	return &kubeconfigs{platform: platform, onboarding: onboarding}
+}
+
+type kubeconfigs struct{ platform, onboarding string }
+
+func (t *kubeconfigs) Name() string { return "clusters" }
+
+func (t *kubeconfigs) start(_ context.Context, _ Spec) (*clusters, error) {
+	var errs []error
+	p, err := newCluster("platform", t.platform)
+	errs = append(errs, err)
+	o, err := newCluster("onboarding", t.onboarding)
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &clusters{platform: p, onboarding: o}, nil
+}
+
+func (t *kubeconfigs) stop(context.Context) error { return nil }
+
+// logHintFor says where the logs of the provider name are on a cluster
+// whose operator runs providers as pods.
+func logHintFor(name string) string {
+	ns := "sp-" + name
+	return fmt.Sprintf("logs are not collected from this target: see `kubectl logs -n %s job/%s-init` and `kubectl logs -n %s deployment/%s` on the platform cluster", ns, ns, ns, ns)
+}
+
+// all lists the clusters cl has.
+func (cl *clusters) all() []*cluster {
+	var out []*cluster
+	for _, c := range []*cluster{cl.platform, cl.onboarding, cl.workload} {
+		if c != nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
