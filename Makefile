@@ -126,8 +126,9 @@ test-compat: tools ## The openMCP compatibility test alone: a provider built on 
 	cd $(COMPAT) && KUBEBUILDER_ASSETS=$(BIN) $(GO) test $(TEST_FLAGS) ./...
 
 .PHONY: test-e2e
-test-e2e: tools ## The README quick start alone, verbose: builds the binaries, starts a landscape, runs each block (about a minute; part of test).
-	KUBEBUILDER_ASSETS=$(BIN) $(GO) test -count=1 -timeout 20m -v -run TestQuickStart ./test/e2e/
+test-e2e: tools ## The end-to-end tests, verbose: the README quick start on its own landscape, and the validation flow of the sample provider (marketplane validate and its own e2e test), the inter-operator, a freshly scaffolded provider and the openMCP compatibility provider (part of test).
+	KUBEBUILDER_ASSETS=$(BIN) $(GO) test -count=1 -timeout 20m -v -run '^(TestQuickStart|TestValidate.*|TestScaffoldedProjectBuildsAndPasses)$$' ./test/e2e/ ./providers/sample/test/e2e/ ./internal/scaffold/
+	cd $(COMPAT) && KUBEBUILDER_ASSETS=$(BIN) $(GO) test -count=1 -timeout 20m -v -run '^TestValidate$$' .
 
 # Fuzz targets (package:function) and the budget of each in `make fuzz`.
 FUZZ_TARGETS := ./internal/broker:FuzzBroker ./internal/render:FuzzRender ./pkg/kubeconfig:FuzzParse ./api/common:FuzzDurationPattern

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
@@ -24,6 +25,7 @@ import (
 	"github.com/marketplane/marketplane/internal/landscape/stack"
 	"github.com/marketplane/marketplane/internal/operator/deploy/process"
 	"github.com/marketplane/marketplane/pkg/testenv"
+	"github.com/marketplane/marketplane/pkg/validation"
 )
 
 // fakeProviderEnv, set in a ServiceProvider's spec.env, makes this test
@@ -54,11 +56,14 @@ func fakeProvider(addr string, args []string) int {
 }
 
 // TestTwoLandscapes starts two landscapes at once on this machine, each in
-// its own state directory, with `landscape up` as a user does: each runs
-// the real sample provider under an image name of a registry
-// (--image-map) from a --manifest file together with its ProviderConfig
-// (whose CRD the provider's init installs). Both must become Ready with
-// the provider Ready, on ports of their own; then both go down cleanly.
+// its own state directory, with `landscape up` as a user does, the real
+// sample provider's binary mapped to an image name of a registry
+// (--image-map). The first runs it from a --manifest file together with
+// its ProviderConfig (whose CRD the provider's init installs) and must
+// become Ready with the provider Ready; the second starts without it, and
+// the validation flow then deploys, uses and removes the provider there
+// (validation.ExistingLandscape). Both run on ports of their own; then both
+// go down cleanly.
 func TestTwoLandscapes(t *testing.T) {
 	requireBinaries(t)
 	t.Parallel()
@@ -94,10 +99,12 @@ spec:
 	begin := time.Now()
 	var wg sync.WaitGroup
 	for i, dir := range dirs {
-		wg.Go(func() {
-			outs[i], errs[i] = cliOutput(t.Context(), "landscape", "up", "--control-plane-only", "--state-dir", dir,
-				"--start-timeout", startTimeout.String(), "--image-map", image+"="+sample, "--manifest", manifest)
-		})
+		args := []string{"landscape", "up", "--control-plane-only", "--state-dir", dir,
+			"--start-timeout", startTimeout.String(), "--image-map", image + "=" + sample}
+		if i == 0 {
+			args = append(args, "--manifest", manifest)
+		}
+		wg.Go(func() { outs[i], errs[i] = cliOutput(t.Context(), args...) })
 	}
 	wg.Wait()
 	t.Logf("two landscapes up at once in %s", time.Since(begin).Round(10*time.Millisecond))
@@ -113,6 +120,10 @@ spec:
 		states[i] = s
 		if s.Phase != controlplane.PhaseReady || !controlplane.Alive(s.Supervisor) {
 			t.Errorf("landscape %d: phase %s, supervisor %+v; want Ready and running", i, s.Phase, s.Supervisor)
+		}
+		if i == 1 {
+			validateOn(t, dir, image)
+			continue
 		}
 		if !strings.Contains(outs[i], "Ready: ServiceProvider sample") {
 			t.Errorf("landscape %d: the summary does not report the provider of the manifest Ready:\n%s", i, outs[i])
@@ -145,6 +156,37 @@ spec:
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Errorf("landscape %d: state directory after down: %v", i, err)
 		}
+	}
+}
+
+// validateOn runs the validation flow with the sample's manifests of
+// examples/validate/sample on the running landscape in dir, whose operator
+// maps image to the sample provider's binary: every step passes, and the
+// provider's processes were the landscape's.
+func validateOn(t *testing.T, dir, image string) {
+	t.Helper()
+	files, err := filepath.Glob("../../examples/validate/sample/*.yaml")
+	must(t, err)
+	spec, err := validation.SpecFromFiles(files...)
+	must(t, err)
+	must(t, unstructured.SetNestedField(spec.Provider.Object, image, "spec", "image"))
+	check := func(ctx context.Context, env validation.CheckEnv) error {
+		// The tenant's client of the MCP cluster serves the DomainServiceAPI.
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion("domain.sample.services.openmcp.cloud/v1alpha1")
+		list.SetKind("SampleObjectList")
+		return env.ControlPlane.Client.List(ctx, list)
+	}
+	rep := validation.Validate(t, spec, validation.ExistingLandscape(dir), validation.WithCheck(check), validation.WithTimeout(2*time.Minute))
+	for _, s := range rep.Steps {
+		if s.Result != validation.ResultPassed {
+			t.Errorf("validation on the landscape: step %s %s %q, want passed", s.ID, s.Result, s.Message)
+		}
+	}
+	log, err := os.ReadFile(filepath.Join(dir, "providers", "serviceprovider-sample", "run-0.log"))
+	must(t, err)
+	if !strings.Contains(string(log), "run --environment") {
+		t.Errorf("the landscape's run log of the validated provider shows no run:\n%s", log)
 	}
 }
 

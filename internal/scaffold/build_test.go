@@ -18,7 +18,10 @@ import (
 // directory the way a user would (its own module, Marketplane replaced by
 // this checkout) and then, with no edits: builds it, checks that `make
 // generate` (controller-gen) changes no file, tidies its go.mod, vets it and
-// runs its tests, which start their own landscape. The kind sorts before
+// runs its tests, which start their own landscape; among them the validation
+// flow of test/e2e, so a freshly generated provider is proven to pass it
+// (deployed from its own binary, service Ready, DomainServiceAPI served in
+// the tenant's control plane, everything deleted). The kind sorts before
 // ProviderConfig and the group is a full DNS name, unlike providers/sample,
 // which `make test` covers as well; together they cover both orders of the
 // deepcopy code and both with and without a workload cluster.
@@ -48,9 +51,9 @@ func TestScaffoldedProjectBuildsAndPasses(t *testing.T) {
 		assets = filepath.Join(root, "bin")
 	}
 	env := append(os.Environ(), "GOWORK=off", "KUBEBUILDER_ASSETS="+assets)
-	// runCmd runs a command in the project and returns an error with its
-	// output when it fails; it may run on any goroutine.
-	runCmd := func(timeout time.Duration, name string, args ...string) error {
+	// runCmd runs a command in the project and returns its output, and an
+	// error with the output when it fails; it may run on any goroutine.
+	runCmd := func(timeout time.Duration, name string, args ...string) ([]byte, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, name, args...)
@@ -58,14 +61,14 @@ func TestScaffoldedProjectBuildsAndPasses(t *testing.T) {
 		start := time.Now()
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out)
+			return out, fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out)
 		}
 		t.Logf("%s %s: %s", name, strings.Join(args, " "), time.Since(start).Round(time.Second))
-		return nil
+		return out, nil
 	}
 	run := func(timeout time.Duration, name string, args ...string) {
 		t.Helper()
-		if err := runCmd(timeout, name, args...); err != nil {
+		if _, err := runCmd(timeout, name, args...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -100,10 +103,25 @@ func TestScaffoldedProjectBuildsAndPasses(t *testing.T) {
 	// compile from the cache the build above filled.
 	var vetErr error
 	var wg sync.WaitGroup
-	wg.Go(func() { vetErr = runCmd(5*time.Minute, "go", "vet", "./...") })
-	testErr := runCmd(15*time.Minute, "go", "test", "-count=1", "./...")
+	wg.Go(func() { _, vetErr = runCmd(5*time.Minute, "go", "vet", "./...") })
+	out, testErr := runCmd(15*time.Minute, "go", "test", "-count=1", "-v", "./...")
 	wg.Wait()
 	if err := errors.Join(vetErr, testErr); err != nil {
 		t.Fatal(err)
 	}
+	// The validation flow ran and passed rather than skipping itself.
+	if !bytes.Contains(out, []byte("--- PASS: TestValidate ")) {
+		t.Errorf("go test ./... passed without passing TestValidate (test/e2e): the validation flow did not run; its output:\n%s", testOutputOf(out, "TestValidate"))
+	}
+}
+
+// testOutputOf returns the lines of go test -v output that mention test.
+func testOutputOf(out []byte, test string) []byte {
+	var lines [][]byte
+	for _, line := range bytes.Split(out, []byte("\n")) {
+		if bytes.Contains(line, []byte(test)) {
+			lines = append(lines, line)
+		}
+	}
+	return bytes.Join(lines, []byte("\n"))
 }

@@ -97,6 +97,10 @@ var projectFiles = []projectFile{
 	{"internal/controller/controller_test.go.tmpl", fixed("internal/controller/controller_test.go")},
 	{"cmd/main.go.tmpl", func(v values) string { return "cmd/" + v.Name + "/main.go" }},
 	{"cmd/main_test.go.tmpl", func(v values) string { return "cmd/" + v.Name + "/main_test.go" }},
+	{"config/serviceprovider.yaml.tmpl", fixed("config/serviceprovider.yaml")},
+	{"config/providerconfig.yaml.tmpl", fixed("config/providerconfig.yaml")},
+	{"config/kind.yaml.tmpl", func(v values) string { return "config/sample-" + v.KindLower + ".yaml" }},
+	{"test/e2e/validate_test.go.tmpl", fixed("test/e2e/validate_test.go")},
 }
 
 // funcs are the template functions.

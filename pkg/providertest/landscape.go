@@ -92,9 +92,12 @@ type Option func(*options)
 type options struct {
 	mcpClusters int
 	workload    bool
-	log         logr.Logger
-	timeout     time.Duration
-	images      map[string]string
+	// workloadControllers runs a controller manager on the workload
+	// cluster.
+	workloadControllers bool
+	log                 logr.Logger
+	timeout             time.Duration
+	images              map[string]string
 }
 
 // WithMCPClusters starts n MCP clusters (default 1). MCP clusters are
@@ -103,6 +106,15 @@ func WithMCPClusters(n int) Option { return func(o *options) { o.mcpClusters = n
 
 // WithWorkloadCluster also starts a shared workload cluster.
 func WithWorkloadCluster() Option { return func(o *options) { o.workload = true } }
+
+// WithWorkloadControllers runs a kube-controller-manager on the workload
+// cluster (testenv.DefaultControllers: namespaces finish deleting, owned
+// objects are garbage-collected), for providers that wait until what they
+// deleted there is gone. It implies WithWorkloadCluster. No pods run
+// either way: there is no scheduler and there are no nodes.
+func WithWorkloadControllers() Option {
+	return func(o *options) { o.workload, o.workloadControllers = true, true }
+}
 
 // WithProviderImages also runs the operator's provider deployment
 // controller with the process deployer: a ServiceProvider, ClusterProvider
@@ -181,6 +193,9 @@ func (l *Landscape) startClusters() error {
 	}
 	if l.opts.workload {
 		specs[WorkloadClusterName] = empty
+		if l.opts.workloadControllers {
+			specs[WorkloadClusterName] = []testenv.Option{testenv.WithCRDs(), testenv.WithControllerManager()}
+		}
 	}
 	clusters, err := testenv.NewMany(specs)
 	if err != nil {

@@ -650,6 +650,9 @@ func (r *runner) domainService(ctx context.Context, s *Step) error {
 			}
 		}
 		r.added[name] = added
+		if err := r.waitServed(ctx, name, c, sortedKeys(added.crds)); err != nil {
+			return err
+		}
 		var items []string
 		for _, crd := range sortedKeys(added.crds) {
 			items = append(items, "CRD "+crd)
@@ -666,6 +669,46 @@ func (r *runner) domainService(ctx context.Context, s *Step) error {
 		return nil
 	}
 	s.Message = "new on the " + strings.Join(parts, "; ")
+	return nil
+}
+
+// waitServed waits until each CRD of crds on the cluster name (reached by
+// c) is Established and its kind is found through discovery for every
+// served version: a CRD exists a moment before its API is served, and a
+// check or a deletion in that moment sees "no matches for kind".
+func (r *runner) waitServed(ctx context.Context, name string, c client.Client, crds []string) error {
+	if len(crds) == 0 {
+		return nil
+	}
+	err := waitUntil(ctx, r.timeout, func(ctx context.Context) (bool, string, error) {
+		for _, crdName := range crds {
+			crd := &unstructured.Unstructured{}
+			crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+			if err := c.Get(ctx, client.ObjectKey{Name: crdName}, crd); err != nil {
+				return false, fmt.Sprintf("get CRD %s: %v", crdName, err), nil
+			}
+			if c := findCondition(conditionsOf(crd), "Established"); c == nil || c.Status != metav1.ConditionTrue {
+				return false, fmt.Sprintf("CRD %s is not Established", crdName), nil
+			}
+			group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+			kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+			versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+			for _, v := range versions {
+				m, _ := v.(map[string]any)
+				version, _ := m["name"].(string)
+				if served, _ := m["served"].(bool); !served {
+					continue
+				}
+				if _, err := c.RESTMapper().RESTMapping(schema.GroupKind{Group: group, Kind: kind}, version); err != nil {
+					return false, fmt.Sprintf("CRD %s: %s.%s/%s is not served yet: %v", crdName, kind, group, version, err), nil
+				}
+			}
+		}
+		return true, "", nil
+	})
+	if err != nil {
+		return failf(nil, "the new CRDs on the %s cluster are not served: %v", clusterLabel(name), err)
+	}
 	return nil
 }
 
@@ -965,11 +1008,62 @@ func (r *runner) providerDelete(ctx context.Context, s *Step) error {
 	if kept := r.keptCRDs(ctx); len(kept) > 0 {
 		notes = append(notes, "kept by design: "+strings.Join(kept, ", "))
 	}
+	created := r.createdNamespaces[r.cl.platform.name]
 	if msg := r.deleteCreatedNamespaces(ctx, r.cl.platform); msg != "" {
 		notes = append(notes, msg)
 	}
 	s.Message = strings.Join(notes, "; ")
-	return nil
+	// What the provider made in them, or left a finalizer on, holds them.
+	return r.waitNamespacesGone(ctx, r.cl.platform, created)
+}
+
+// waitNamespacesGone waits until the namespaces names on c are gone; a
+// namespace that stays names what its deletion waits for (the namespace
+// controller's conditions).
+func (r *runner) waitNamespacesGone(ctx context.Context, c *cluster, names []string) error {
+	var stuck *corev1.Namespace
+	err := waitUntil(ctx, r.timeout, func(ctx context.Context) (bool, string, error) {
+		for _, name := range names {
+			ns := &corev1.Namespace{}
+			err := c.client.Get(ctx, client.ObjectKey{Name: name}, ns)
+			switch {
+			case apierrors.IsNotFound(err):
+				continue
+			case err != nil:
+				return false, "get namespace " + name + ": " + err.Error(), nil
+			}
+			stuck = ns
+			// The namespace controller's True conditions say what is left.
+			var left []metav1.Condition
+			for _, c := range namespaceConditions(ns) {
+				if c.Status == metav1.ConditionTrue {
+					left = append(left, c)
+				}
+			}
+			return false, fmt.Sprintf("namespace %s is still being deleted: %s", name, describeConditions(left)), nil
+		}
+		return true, "", nil
+	})
+	if err == nil {
+		return nil
+	}
+	f := &Failure{Logs: r.logs(true)}
+	if stuck != nil {
+		f.Object = "namespace " + stuck.Name + " on the " + c.name + " cluster"
+		f.Conditions = namespaceConditions(stuck)
+		f.Events = eventsOf(ctx, c.client, "Namespace", "", stuck.Name)
+	}
+	return failf(f, "the namespaces the flow created on the %s cluster are not deleted (something of the provider is left in them): %v", c.name, err)
+}
+
+// namespaceConditions returns the conditions of ns in the form of the
+// other objects' conditions.
+func namespaceConditions(ns *corev1.Namespace) []metav1.Condition {
+	out := make([]metav1.Condition, 0, len(ns.Status.Conditions))
+	for _, c := range ns.Status.Conditions {
+		out = append(out, metav1.Condition{Type: string(c.Type), Status: metav1.ConditionStatus(c.Status), Reason: c.Reason, Message: c.Message})
+	}
+	return out
 }
 
 // providerLeftovers lists what of the deleted provider remains.

@@ -95,10 +95,12 @@ func imageMapOf(images map[string]string, source string) process.ImageMap {
 }
 
 // InProcess is a target that starts API servers (platform, onboarding, an
-// MCP cluster and a workload cluster) and the operator's controllers with
+// MCP cluster and a workload cluster with a controller manager, so that
+// namespaces a provider deletes there finish deleting, but without nodes)
+// and the operator's controllers with
 // the process deployer in this process (providertest): Spec.Images maps the
 // ServiceProvider's image to a local binary. opts come after the target's
-// own options (WithProviderImages, WithWorkloadCluster). The API servers
+// own options (WithProviderImages, WithWorkloadControllers). The API servers
 // come from KUBEBUILDER_ASSETS or the nearest bin/ directory. Note that
 // providertest registers its Clusters in the namespace
 // providertest.ClustersNamespace.
@@ -116,7 +118,7 @@ func (t *inProcess) start(_ context.Context, spec Spec) (*clusters, error) {
 	for image, binary := range spec.Images {
 		images[image] = binary
 	}
-	opts := append([]providertest.Option{providertest.WithProviderImages(images), providertest.WithWorkloadCluster()}, t.opts...)
+	opts := append([]providertest.Option{providertest.WithProviderImages(images), providertest.WithWorkloadControllers()}, t.opts...)
 	l, err := providertest.New(opts...)
 	if err != nil {
 		return nil, err

@@ -53,8 +53,10 @@ const (
 const timeout = 4 * time.Minute
 
 var (
+	// landscape is TestOpenMCPProvider's, started by startLandscape.
 	landscape *providertest.Landscape
-	binary    string
+	// binary is the compatibility provider, built by TestMain.
+	binary string
 )
 
 func TestMain(m *testing.M) {
@@ -62,8 +64,8 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
-	// Under -short (make test-unit) nothing here runs: the one test needs
-	// the landscape, so it is not started.
+	// Under -short (make test-unit) nothing here runs: the tests need the
+	// provider and API servers, so the provider is not built.
 	if flag.Parse(); testing.Short() {
 		return m.Run()
 	}
@@ -83,22 +85,29 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "build the compatibility provider:", err)
 		return 1
 	}
-	landscape, err = providertest.New(
+	return m.Run()
+}
+
+// startLandscape starts the landscape of TestOpenMCPProvider and stops it
+// when the test ends: each test has its own, so that a run of one test
+// starts no API servers for the other, and the two never run at once.
+func startLandscape(t *testing.T) {
+	t.Helper()
+	l, err := providertest.New(
 		providertest.WithMCPClusters(2),
 		providertest.WithWorkloadCluster(),
 		providertest.WithProviderImages(map[string]string{providerImage: binary}),
 		providertest.WithWaitTimeout(timeout),
 	)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		t.Fatal(err)
 	}
-	code := m.Run()
-	if err := landscape.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	return code
+	landscape = l
+	t.Cleanup(func() {
+		if err := l.Stop(); err != nil {
+			t.Errorf("stop the landscape: %v", err)
+		}
+	})
 }
 
 // TestOpenMCPProvider is the whole life of the provider: deploy, two
@@ -107,6 +116,7 @@ func TestOpenMCPProvider(t *testing.T) {
 	if testing.Short() {
 		t.Skip("deploys a provider on a landscape of API servers; run without -short")
 	}
+	startLandscape(t)
 	ctx := t.Context()
 	platform, onboarding := landscape.Platform.Client, landscape.Onboarding.Client
 

@@ -1,0 +1,135 @@
+package compat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/marketplane/marketplane/pkg/validation"
+	"github.com/marketplane/marketplane/test/openmcp-compat/api/v1alpha1"
+	"github.com/marketplane/marketplane/test/openmcp-compat/internal/controller"
+)
+
+// validateManifests are what the validation flow deploys: the provider,
+// its ProviderConfig, a tenant's ControlPlane (openMCP's own kind) and the
+// tenant's Echo, named like the ControlPlane.
+const validateManifests = `apiVersion: openmcp.cloud/v1alpha1
+kind: ServiceProvider
+metadata:
+  name: ` + providerName + `
+spec:
+  image: ` + providerImage + `
+---
+apiVersion: echo.services.open-control-plane.io/v1alpha1
+kind: ProviderConfig
+metadata:
+  name: ` + providerName + `
+spec:
+  pollInterval: 10s
+---
+apiVersion: core.open-control-plane.io/v2alpha1
+kind: ControlPlane
+metadata:
+  name: tenant-a
+  namespace: team-a
+---
+apiVersion: echo.services.open-control-plane.io/v1alpha1
+kind: Echo
+metadata:
+  name: tenant-a
+  namespace: team-a
+spec:
+  message: hello tenant-a
+`
+
+// TestValidate runs the compatibility provider, written only on openMCP's
+// libraries, through Marketplane's validation flow on an in-process
+// landscape of its own, with a check of its DomainServiceAPI, the Greeting
+// API, in the tenant's ControlPlane.
+func TestValidate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("deploys a provider on a landscape of API servers; run without -short")
+	}
+	file := filepath.Join(t.TempDir(), "compat.yaml")
+	if err := os.WriteFile(file, []byte(validateManifests), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := validation.SpecFromFiles(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Images = map[string]string{providerImage: binary}
+	validation.Validate(t, spec, validation.InProcess(), validation.WithCheck(checkGreetingAPI), validation.WithTimeout(timeout))
+}
+
+// checkGreetingAPI checks what the provider did for the tenant's Echo:
+// the Greeting CRD in the ControlPlane with the Greeting that carries the
+// Echo's message, a Greeting the tenant creates with their own kubeconfig,
+// and the Echo's ConfigMap on the workload cluster.
+func checkGreetingAPI(ctx context.Context, env validation.CheckEnv) error {
+	cp := env.ControlPlane
+	if cp == nil {
+		return errors.New("the flow created no control plane")
+	}
+	if cp.Kind != "ControlPlane" {
+		return fmt.Errorf("the control plane is a %s, want the ControlPlane of the manifests", cp.Kind)
+	}
+	if len(env.Services) != 1 {
+		return fmt.Errorf("%d service objects, want the Echo", len(env.Services))
+	}
+	message, _, _ := unstructured.NestedString(env.Services[0].Object, "spec", "message")
+
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := cp.Client.Get(ctx, client.ObjectKey{Name: controller.GreetingCRDName}, crd); err != nil {
+		return fmt.Errorf("get CRD %s in the control plane: %w", controller.GreetingCRDName, err)
+	}
+	welcome := greeting(controller.GreetingName, "")
+	if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(welcome), welcome); err != nil {
+		return fmt.Errorf("get the provider's Greeting %s/%s: %w", welcome.GetNamespace(), welcome.GetName(), err)
+	}
+	if got, _, _ := unstructured.NestedString(welcome.Object, "spec", "message"); got != message {
+		return fmt.Errorf("Greeting %s/%s says %q, want the Echo's message %q", welcome.GetNamespace(), welcome.GetName(), got, message)
+	}
+	own := greeting("from-the-check", "hi")
+	if err := cp.Client.Create(ctx, own); err != nil {
+		return fmt.Errorf("create a Greeting as the tenant: %w", err)
+	}
+	fmt.Fprintf(env.Out, "%s %s/%s serves CRD %s: Greeting %s/%s says %q; created Greeting %s/%s\n",
+		cp.Kind, cp.Namespace, cp.Name, crd.Name, welcome.GetNamespace(), welcome.GetName(), message, own.GetNamespace(), own.GetName())
+
+	if env.Workload == nil {
+		return errors.New("no workload cluster")
+	}
+	echo := env.Services[0]
+	cm := &corev1.ConfigMap{}
+	key := client.ObjectKey{Namespace: controller.WorkloadNamespace(echo.GetNamespace(), echo.GetName()), Name: "greeting"}
+	if err := env.Workload.Get(ctx, key, cm); err != nil {
+		return fmt.Errorf("get ConfigMap %s on the workload cluster: %w", key, err)
+	}
+	if cm.Data["message"] != message {
+		return fmt.Errorf("ConfigMap %s on the workload cluster says %q, want %q", key, cm.Data["message"], message)
+	}
+	fmt.Fprintf(env.Out, "workload cluster: ConfigMap %s says %q\n", key, message)
+	return nil
+}
+
+// greeting is a Greeting in controller.GreetingNamespace with spec.message
+// message (none when empty).
+func greeting(name, message string) *unstructured.Unstructured {
+	g := &unstructured.Unstructured{}
+	g.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("Greeting"))
+	g.SetNamespace(controller.GreetingNamespace)
+	g.SetName(name)
+	if message != "" {
+		g.Object["spec"] = map[string]any{"message": message}
+	}
+	return g
+}
