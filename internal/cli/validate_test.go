@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -123,24 +122,6 @@ func TestValidateRejectsBadFlags(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the progress printer's ticker.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // progressEvents are a run's events: a passed step, a failed one with a
 // message of two lines, and a skipped one that never started.
 var progressEvents = []validation.Event{
@@ -157,7 +138,7 @@ const progressLines = "✓ API servers started (1.2s)\n" +
 	"- provider-config (skipped)\n"
 
 func TestProgressPrinterPlain(t *testing.T) {
-	var out syncBuffer
+	var out testenv.SyncBuffer
 	p := newProgressPrinter(&out, false)
 	for _, e := range progressEvents {
 		p.event(e)
@@ -169,7 +150,7 @@ func TestProgressPrinterPlain(t *testing.T) {
 }
 
 func TestProgressPrinterTerminal(t *testing.T) {
-	var out syncBuffer
+	var out testenv.SyncBuffer
 	p := newProgressPrinter(&out, true)
 	p.interval = time.Millisecond
 	p.event(progressEvents[0])

@@ -8,7 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
+
+	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // checkOutputLines is how many lines of a command's output an error of
@@ -45,7 +46,7 @@ func CommandCheck(command string) CheckFunc {
 			EnvWorkloadKubeconfig+"="+env.Kubeconfigs[clusterWorkload],
 			EnvMCPKubeconfig+"="+env.Kubeconfigs["mcp"],
 		)
-		var out tailBuffer
+		var out testenv.SyncBuffer
 		w := io.Writer(&out)
 		if env.Out != nil {
 			w = io.MultiWriter(&out, env.Out)
@@ -66,23 +67,4 @@ func CommandCheck(command string) CheckFunc {
 		}
 		return fmt.Errorf("check command %q %s; last output:\n%s", command, what, strings.Join(tail, "\n"))
 	}
-}
-
-// tailBuffer is a concurrency-safe buffer (stdout and stderr of a command
-// write to it from two goroutines).
-type tailBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.b.Write(p)
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.b.String()
 }

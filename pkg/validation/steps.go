@@ -24,6 +24,7 @@ import (
 	corev2alpha1 "github.com/marketplane/marketplane/api/core/v2alpha1"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/operator/provider"
+	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // placementGrace bounds how long provider-config waits for an object's kind
@@ -753,7 +754,7 @@ func (r *runner) check(ctx context.Context, s *Step) error {
 		}
 		env.Services = append(env.Services, cur)
 	}
-	var out tailBuffer
+	var out testenv.SyncBuffer
 	env.Out = &out
 	cctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
