@@ -104,7 +104,10 @@ func TestScaffoldedProjectBuildsAndPasses(t *testing.T) {
 	var vetErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { _, vetErr = runCmd(5*time.Minute, "go", "vet", "./...") })
-	out, testErr := runCmd(15*time.Minute, "go", "test", "-count=1", "-v", "./...")
+	// One package at a time: the controller suite and the validation
+	// flow each start several API servers, and this test already runs
+	// beside other packages of `make test`.
+	out, testErr := runCmd(15*time.Minute, "go", "test", "-count=1", "-p", "1", "-v", "./...")
 	wg.Wait()
 	if err := errors.Join(vetErr, testErr); err != nil {
 		t.Fatal(err)

@@ -51,6 +51,9 @@ import (
 const (
 	pollEvery   = 200 * time.Millisecond
 	pollTimeout = 45 * time.Second
+	// cleanupTimeout bounds the removal of a test's DomainServiceAPI from
+	// its MCP cluster before the cluster goes to another test.
+	cleanupTimeout = 2 * time.Minute
 	// quietPeriod is how long a test watches that something does NOT
 	// happen (a reconcile of an ignored object, a hot loop).
 	quietPeriod = 3 * time.Second
@@ -289,12 +292,17 @@ func (p *provider) createMCP(t *testing.T) *providertest.MCP {
 			t.Errorf("clean up CRD %s: %v", crd.Name, err)
 			return
 		}
-		err := wait.PollUntilContextTimeout(ctx, pollEvery, pollTimeout, true, func(ctx context.Context) (bool, error) {
-			err := mcp.Admin.Client.Get(ctx, client.ObjectKeyFromObject(crd), crd)
-			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		// The API server deletes the CRD's objects first; on a busy
+		// machine that can take longer than a test's other waits. A read
+		// that fails is tried again; the last one seen is reported.
+		var last error
+		err := wait.PollUntilContextTimeout(ctx, pollEvery, cleanupTimeout, true, func(ctx context.Context) (bool, error) {
+			last = mcp.Admin.Client.Get(ctx, client.ObjectKeyFromObject(crd), crd)
+			return apierrors.IsNotFound(last), nil
 		})
 		if err != nil {
-			t.Errorf("clean up CRD %s: %v", crd.Name, err)
+			t.Errorf("clean up CRD %s: not gone after %s (deleting since %v, finalizers %v, conditions %+v; last read: %v)",
+				crd.Name, cleanupTimeout, crd.DeletionTimestamp, crd.Finalizers, crd.Status.Conditions, last)
 		}
 	})
 	return mcp
