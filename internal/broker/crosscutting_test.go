@@ -137,6 +137,7 @@ func TestCrossCutting(t *testing.T) {
 			`marketplane_broker_requests_total{code="412",endpoint="unbind"}`,
 			`marketplane_broker_requests_total{code="413",endpoint="provision"}`,
 			`marketplane_broker_request_duration_seconds_bucket{endpoint="catalog",le="0.005"}`,
+			`marketplane_build_info{goversion="`,
 		} {
 			if !strings.Contains(string(text), want) {
 				t.Errorf("/metrics lacks %s", want)

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/marketplane/marketplane/api/crds"
+	"github.com/marketplane/marketplane/internal/version"
 )
 
 // NewRootCommand returns the marketplane command with its subcommands; output
@@ -20,11 +21,13 @@ func NewRootCommand(out io.Writer) *cobra.Command {
 		SilenceErrors: false,
 	}
 	root.SetOut(out)
+	version.AddFlag(root)
 	root.AddCommand(newCRDsCommand())
 	root.AddCommand(newLandscapeCommand())
 	root.AddCommand(newScaffoldCommand())
 	root.AddCommand(newKubeconfigFromCredentialsCommand())
 	root.AddCommand(newValidateCommand())
+	root.AddCommand(newVersionCommand())
 	return root
 }
 

@@ -6,6 +6,13 @@
 // onboarding cluster, with the platform cluster attached, leader election,
 // health probes and metrics.
 //
+// Every provider binary answers --version, and its /metrics carries the
+// gauge marketplane_build_info: the values stamped into
+// internal/version at build time (-ldflags "-X
+// github.com/marketplane/marketplane/internal/version.Version=..."), else
+// the Go build information of the provider's own main module
+// (docs/release.md).
+//
 // A provider's main is then a few lines:
 //
 //	func main() {

@@ -26,6 +26,7 @@ import (
 	"github.com/marketplane/marketplane/api/crds"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/metricsauth"
+	"github.com/marketplane/marketplane/internal/version"
 	"github.com/marketplane/marketplane/pkg/clusteraccess"
 	"github.com/marketplane/marketplane/pkg/contract"
 	"github.com/marketplane/marketplane/pkg/crdinstall"
@@ -123,6 +124,7 @@ const (
 func (p Provider) Command(access ...clusteraccess.Option) *cobra.Command {
 	f := &flags{}
 	root := &cobra.Command{Use: p.Name, Short: p.Name + " service provider", SilenceUsage: true}
+	version.AddFlag(root)
 	f.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the platform cluster (default: in-cluster or $KUBECONFIG)")
 	root.PersistentFlags().StringVar(&f.onboardingKubeconfig, "onboarding-kubeconfig", "", "kubeconfig of the onboarding cluster, for development (default: request access through the platform)")
@@ -219,6 +221,7 @@ func (p Provider) init(ctx context.Context, f *flags) error {
 func (p Provider) run(ctx context.Context, f *flags, accessOpts []clusteraccess.Option) error {
 	log := f.Logger()
 	ctrl.SetLogger(log)
+	version.RegisterMetrics()
 	ctx = logr.NewContext(ctx, log)
 	pod, err := contract.PodFromEnv()
 	if err != nil {

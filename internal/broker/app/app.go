@@ -28,6 +28,7 @@ import (
 	"github.com/marketplane/marketplane/internal/broker/catalog"
 	"github.com/marketplane/marketplane/internal/broker/kubestore"
 	"github.com/marketplane/marketplane/internal/metricsauth"
+	"github.com/marketplane/marketplane/internal/version"
 	"github.com/marketplane/marketplane/pkg/contract"
 )
 
@@ -165,6 +166,7 @@ $` + EnvPassword + `, or --username/--password. They are never logged.`,
 			return Run(cmd.Context(), o)
 		},
 	}
+	version.AddFlag(cmd)
 	f := cmd.Flags()
 	f.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of the platform cluster (catalog, credentials Secret); default in-cluster or $KUBECONFIG")
 	f.StringVar(&o.OnboardingKubeconfig, "onboarding-kubeconfig", o.OnboardingKubeconfig, "kubeconfig of the onboarding cluster (instances, bindings); default the platform cluster")
@@ -290,7 +292,9 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The broker serves its own registry, not controller-runtime's: the
+	// build information is registered here too.
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), version.Collector())
 	metrics, err := broker.NewMetrics(reg)
 	if err != nil {
 		return err

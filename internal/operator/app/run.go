@@ -33,6 +33,7 @@ import (
 	"github.com/marketplane/marketplane/internal/operator/mcp"
 	"github.com/marketplane/marketplane/internal/operator/mcpaccess"
 	"github.com/marketplane/marketplane/internal/operator/provider"
+	"github.com/marketplane/marketplane/internal/version"
 	"github.com/marketplane/marketplane/pkg/contract"
 	"github.com/marketplane/marketplane/pkg/providerapp"
 )
@@ -99,6 +100,7 @@ func newRunCommand(o *options) *cobra.Command {
 func run(ctx context.Context, o *options, ro *runOptions) error {
 	log := o.Logger()
 	ctrl.SetLogger(log)
+	version.RegisterMetrics()
 	cfg, err := restConfig(o.kubeconfig)
 	if err != nil {
 		return fmt.Errorf("platform cluster: %w", err)

@@ -1,0 +1,23 @@
+package app
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/marketplane/marketplane/internal/version"
+)
+
+// TestVersionFlag checks that marketplane-operator --version prints the
+// version line and starts nothing.
+func TestVersionFlag(t *testing.T) {
+	cmd := NewCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--version"})
+	if err := cmd.ExecuteContext(t.Context()); err != nil {
+		t.Fatalf("--version: %v", err)
+	}
+	if want := version.Line("marketplane-operator") + "\n"; out.String() != want {
+		t.Errorf("--version printed %q; want %q", out.String(), want)
+	}
+}
