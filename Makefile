@@ -39,7 +39,8 @@ COMPAT := test/openmcp-compat
 TESTAPI := pkg/spruntime/internal/testapi
 
 # Generated files whose staleness `verify-generate` detects.
-GENERATED = find api $(COMPAT)/api $(TESTAPI) -name 'zz_generated.deepcopy.go' -o -path '*/api/crds/manifests/*.yaml' -o -path '$(TESTAPI)/crds/*.yaml' | sort
+GENERATED = { find api $(COMPAT)/api $(TESTAPI) -name 'zz_generated.deepcopy.go' -o -path '*/api/crds/manifests/*.yaml' -o -path '$(TESTAPI)/crds/*.yaml'; \
+	find charts/marketplane/crds config -name '*.yaml' 2>/dev/null || true; } | sort
 
 TEST_FLAGS ?= -count=1 -timeout=30m
 # Test packages run at once. The tests mostly wait on API servers, controllers and
@@ -70,15 +71,16 @@ generate: ## Generate deepcopy code and CRD manifests from the API types.
 		$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=api/crds/manifests
 
 .PHONY: manifests
-manifests: generate ## Alias of generate (CRDs are generated with the deepcopy code).
+manifests: generate ## generate, then the chart's crds/ and the plain manifests under config/ (hack/manifests).
+	$(GO) run ./hack/manifests
 
 .PHONY: verify-generate
-verify-generate: ## Fail when `make generate` would change a generated file.
+verify-generate: ## Fail when `make manifests` (generate included) would change a generated file.
 	@before=$$($(GENERATED) | xargs sha256sum); \
-	$(MAKE) --no-print-directory generate >/dev/null; \
+	$(MAKE) --no-print-directory manifests >/dev/null; \
 	after=$$($(GENERATED) | xargs sha256sum); \
 	if [ "$$before" != "$$after" ]; then \
-		echo "generated files were stale; 'make generate' has now updated them:"; \
+		echo "generated files were stale; 'make manifests' has now updated them:"; \
 		diff <(echo "$$before") <(echo "$$after") || true; exit 1; \
 	fi; echo "generated files are current"
 
@@ -170,6 +172,48 @@ bench-multicluster: tools ## The provisioning benchmark over 3 workload API serv
 .PHONY: run
 run: tools build ## Start the local landscape in the background (stop it with bin/marketplane landscape down).
 	$(BIN)/marketplane landscape up
+
+##@ Release
+
+# The release's stamps (docs/release.md): the version tag (between tags `git describe`'s
+# description of the commit), the commit, and its commit time, not the clock, so that
+# building the same commit again gives the same bytes.
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+REVISION   ?= $(shell git rev-parse HEAD 2>/dev/null)
+BUILD_DATE ?= $(shell git log -1 --format=%cI 2>/dev/null)
+DIST       := $(ROOT)/dist
+# The released binaries (directories under cmd/) and platforms; hack/release's tests
+# check that the binaries are every directory under cmd/ and match the Dockerfile.
+RELEASE_BINARIES  := marketplane marketplane-operator marketplane-interoperator marketplane-broker
+RELEASE_PLATFORMS := linux/amd64 linux/arm64
+# The container engine of `make image` (docker, podman or buildah: anything that builds
+# a Dockerfile with --build-arg and --target), the repository prefix and tag of the images
+# (IMAGE_REPO/<binary>:IMAGE_TAG; the chart's default image is
+# <global.imageRegistry>/marketplane/<binary>:<appVersion>, a version without the "v"),
+# and extra flags (--platform linux/arm64, --push with buildx, ...).
+CONTAINER_TOOL ?= docker
+IMAGE_REPO     ?= registry.example.com/marketplane
+IMAGE_TAG      ?= $(patsubst v%,%,$(VERSION))
+IMAGE_FLAGS    ?=
+comma := ,
+empty :=
+space := $(empty) $(empty)
+
+.PHONY: release
+release: ## Build the release binaries (cmd/*) for linux/amd64 and linux/arm64 into dist/<name>-<os>-<arch>, static and reproducible, stamped with VERSION, REVISION and BUILD_DATE (default from git), and their checksums into dist/SHA256SUMS.
+	rm -rf $(DIST)
+	$(GO) run ./hack/release -out $(DIST) -binaries '$(subst $(space),$(comma),$(RELEASE_BINARIES))' \
+		-platforms '$(subst $(space),$(comma),$(RELEASE_PLATFORMS))' \
+		-version '$(VERSION)' -revision '$(REVISION)' -build-date '$(BUILD_DATE)'
+
+.PHONY: image
+image: ## Build one container image per release binary from the Dockerfile with CONTAINER_TOOL (docker; podman or buildah work too), tagged IMAGE_REPO/<binary>:IMAGE_TAG (VERSION without its "v"). Needs a running container engine (this development machine has only a docker client without a daemon).
+	@command -v $(CONTAINER_TOOL) >/dev/null || { echo "$(CONTAINER_TOOL) not found: make image needs a container engine (CONTAINER_TOOL=docker, podman or buildah)"; exit 1; }
+	for b in $(RELEASE_BINARIES); do \
+		$(CONTAINER_TOOL) build $(IMAGE_FLAGS) --target "$$b" --build-arg BINARY="$$b" \
+			--build-arg VERSION='$(VERSION)' --build-arg REVISION='$(REVISION)' --build-arg BUILD_DATE='$(BUILD_DATE)' \
+			-t '$(IMAGE_REPO)'/"$$b":'$(IMAGE_TAG)' . ; \
+	done
 
 ##@ Tools
 

@@ -1,0 +1,91 @@
+{{/*
+Names and labels shared by every template.
+*/}}
+
+{{/* The release's base name: the release name, at most 50 characters so that suffixes fit. */}}
+{{- define "marketplane.fullname" -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "marketplane.operator.name" -}}{{ include "marketplane.fullname" . }}-operator{{- end -}}
+{{- define "marketplane.broker.name" -}}{{ include "marketplane.fullname" . }}-broker{{- end -}}
+
+{{/* The broker's credentials Secret: the user's or the chart's. */}}
+{{- define "marketplane.broker.secretName" -}}
+{{- .Values.broker.existingSecret | default (printf "%s-credentials" (include "marketplane.broker.name" .)) -}}
+{{- end -}}
+
+{{/* Labels of every object. */}}
+{{- define "marketplane.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: marketplane
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: marketplane
+{{- end -}}
+
+{{/* Selector labels of a component: (dict "root" $ "component" "operator"). */}}
+{{- define "marketplane.selectorLabels" -}}
+app.kubernetes.io/name: marketplane
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* Labels of a component's objects: (dict "root" $ "component" "operator"). */}}
+{{- define "marketplane.componentLabels" -}}
+{{ include "marketplane.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/*
+The image reference of a component: (dict "root" $ "image" .Values.operator.image).
+Registry (global.imageRegistry) + repository + tag (the component's, else
+global.imageTag, else the chart's appVersion).
+*/}}
+{{- define "marketplane.image" -}}
+{{- $tag := .image.tag | default .root.Values.global.imageTag | default .root.Chart.AppVersion -}}
+{{- $registry := .root.Values.global.imageRegistry | trimSuffix "/" -}}
+{{- if $registry -}}{{ $registry }}/{{- end -}}{{ .image.repository }}:{{ $tag }}
+{{- end -}}
+
+{{/* The pod-level securityContext of every pod of the chart. */}}
+{{- define "marketplane.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+fsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* The container-level securityContext of every container of the chart. */}}
+{{- define "marketplane.containerSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+readOnlyRootFilesystem: true
+allowPrivilegeEscalation: false
+privileged: false
+capabilities:
+  drop:
+  - ALL
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* imagePullSecrets of the chart's pods. */}}
+{{- define "marketplane.imagePullSecrets" -}}
+{{- with .Values.global.imagePullSecrets }}
+imagePullSecrets:
+{{- range . }}
+- name: {{ .name }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* Where the onboarding kubeconfig is mounted. */}}
+{{- define "marketplane.onboardingDir" -}}/etc/marketplane/onboarding{{- end -}}
+
+{{/* The provider namespace and run ServiceAccount the operator gives the inter-operator (docs/operator.md). */}}
+{{- define "marketplane.interoperator.account" -}}sp-{{ .Values.interoperator.name }}{{- end -}}
