@@ -74,6 +74,8 @@ type options struct {
 	crds        []*apiextensionsv1.CustomResourceDefinition
 	crdsSet     bool
 	controllers []string
+	// apiServerArgs are extra kube-apiserver flags (WithAPIServerArgs).
+	apiServerArgs []string
 }
 
 // WithName names the cluster (for messages and the scratch directory).
@@ -126,7 +128,7 @@ func New(opts ...Option) (*Cluster, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("create API server certificate directory: %w", err)
 	}
-	if c.env, err = startEnvironment(o.name, certDir, binDir, scheme, o.crds); err != nil {
+	if c.env, err = startEnvironment(o.name, certDir, binDir, scheme, o.crds, o.apiServerArgs); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
@@ -160,8 +162,9 @@ var configureAttempt func(attempt int, apiServer *envtest.APIServer)
 // envtest's check and the API server's bind (the ephemeral range is shared
 // with every outbound connection of a loaded test run) fails all of its
 // retries; each attempt here starts with newly picked ports. A failure
-// carries the tail of the API server's output.
-func startEnvironment(name, certDir, binDir string, scheme *runtime.Scheme, crds []*apiextensionsv1.CustomResourceDefinition) (*envtest.Environment, error) {
+// carries the tail of the API server's output. apiServerArgs are extra
+// kube-apiserver flags (WithAPIServerArgs).
+func startEnvironment(name, certDir, binDir string, scheme *runtime.Scheme, crds []*apiextensionsv1.CustomResourceDefinition, apiServerArgs []string) (*envtest.Environment, error) {
 	var errs []error
 	for attempt := 1; attempt <= startAttempts; attempt++ {
 		apiServer := &envtest.APIServer{CertDir: certDir}
@@ -171,6 +174,7 @@ func startEnvironment(name, certDir, binDir string, scheme *runtime.Scheme, crds
 		// timeout, be killed, and stay "up". With it, the API server ends
 		// the watches and stops in about a second.
 		apiServer.Configure().Set("shutdown-watch-termination-grace-period", "2s")
+		addAPIServerArgs(apiServer, apiServerArgs)
 		output := &tailWriter{max: 2048}
 		apiServer.Err = output
 		if configureAttempt != nil {
