@@ -167,7 +167,7 @@ func (g grant) matches(r auditRequest) bool {
 	return len(g.ResourceNames) == 0 || slices.Contains(g.ResourceNames, r.Name)
 }
 
-// grants expands the operator's roles, as its bindings apply them, into
+// grants expands the component's roles, as its bindings apply them, into
 // single grants. Non-resource URL rules are returned separately.
 func (oc *operatorChart) grants() (out []grant, nonResource []string) {
 	clusterRoles := map[string]*rbacv1.ClusterRole{}
@@ -213,7 +213,7 @@ func (oc *operatorChart) grants() (out []grant, nonResource []string) {
 	return out, nonResource
 }
 
-// checkNoWildcards fails t for every "*" in the operator's rules and every
+// checkNoWildcards fails t for every "*" in the component's rules and every
 // binding of it to cluster-admin (or to another role of every right).
 func (oc *operatorChart) checkNoWildcards(t *testing.T) {
 	t.Helper()
@@ -241,12 +241,12 @@ func (oc *operatorChart) checkNoWildcards(t *testing.T) {
 	builtIn := []string{"cluster-admin", "admin", "edit", "system:aggregate-to-admin"}
 	for _, b := range oc.ClusterRoleBindings {
 		if slices.Contains(builtIn, b.RoleRef.Name) {
-			t.Errorf("ClusterRoleBinding %s binds the operator to %s", b.Name, b.RoleRef.Name)
+			t.Errorf("ClusterRoleBinding %s binds the %s to %s", b.Name, oc.Component, b.RoleRef.Name)
 		}
 	}
 	for _, b := range oc.RoleBindings {
 		if b.RoleRef.Kind == "ClusterRole" && slices.Contains(builtIn, b.RoleRef.Name) {
-			t.Errorf("RoleBinding %s/%s binds the operator to %s", b.Namespace, b.Name, b.RoleRef.Name)
+			t.Errorf("RoleBinding %s/%s binds the %s to %s", b.Namespace, b.Name, oc.Component, b.RoleRef.Name)
 		}
 	}
 }

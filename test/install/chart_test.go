@@ -22,10 +22,13 @@ import (
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
-// operatorChart is what the chart installs for the operator: its CRDs, its
-// Deployment, and its ServiceAccount with the roles and bindings that name
-// it.
+// operatorChart is what the chart installs for one component (the
+// operator, or the broker: componentObjects): its CRDs, its Deployment, and
+// its ServiceAccount with the roles and bindings that name it.
 type operatorChart struct {
+	// Component is the value of the Deployment's label
+	// app.kubernetes.io/component ("operator", "broker").
+	Component           string
 	CRDs                []*unstructured.Unstructured
 	Deployment          *appsv1.Deployment
 	ServiceAccount      *corev1.ServiceAccount
@@ -43,14 +46,21 @@ func fromUnstructured(t *testing.T, u *unstructured.Unstructured, out any) {
 	}
 }
 
-// operatorObjects picks the operator's objects out of the rendered chart:
-// the Deployment of component operator, the ServiceAccount it runs as,
-// every binding with that ServiceAccount as a subject, and the roles those
-// bindings refer to. Other components' RBAC is left out: it is not the
-// operator's to use.
+// operatorObjects picks the operator's objects out of the rendered chart
+// (componentObjects for component operator).
 func operatorObjects(t *testing.T, objs []*unstructured.Unstructured) *operatorChart {
 	t.Helper()
-	oc := &operatorChart{}
+	return componentObjects(t, objs, "operator")
+}
+
+// componentObjects picks a component's objects out of the rendered chart:
+// the Deployment labelled app.kubernetes.io/component=component, the
+// ServiceAccount it runs as, every binding with that ServiceAccount as a
+// subject, and the roles those bindings refer to. Other components' RBAC
+// is left out: it is not this component's to use.
+func componentObjects(t *testing.T, objs []*unstructured.Unstructured, component string) *operatorChart {
+	t.Helper()
+	oc := &operatorChart{Component: component}
 	var deployments []string
 	for _, u := range objs {
 		if u.GetKind() == "CustomResourceDefinition" {
@@ -63,21 +73,21 @@ func operatorObjects(t *testing.T, objs []*unstructured.Unstructured) *operatorC
 		dep := &appsv1.Deployment{}
 		fromUnstructured(t, u, dep)
 		deployments = append(deployments, dep.Name)
-		if dep.Labels["app.kubernetes.io/component"] == "operator" {
+		if dep.Labels["app.kubernetes.io/component"] == component {
 			if oc.Deployment != nil {
-				t.Fatalf("two operator Deployments in the chart: %s and %s", oc.Deployment.Name, dep.Name)
+				t.Fatalf("two %s Deployments in the chart: %s and %s", component, oc.Deployment.Name, dep.Name)
 			}
 			oc.Deployment = dep
 		}
 	}
 	if oc.Deployment == nil {
-		t.Fatalf("no Deployment with label app.kubernetes.io/component=operator among %q", deployments)
+		t.Fatalf("no Deployment with label app.kubernetes.io/component=%s among %q", component, deployments)
 	}
 	ns, sa := oc.Deployment.Namespace, oc.Deployment.Spec.Template.Spec.ServiceAccountName
 	if sa == "" {
-		t.Fatalf("the operator Deployment %s names no ServiceAccount", oc.Deployment.Name)
+		t.Fatalf("the %s Deployment %s names no ServiceAccount", component, oc.Deployment.Name)
 	}
-	isOperator := func(subjects []rbacv1.Subject) bool {
+	isComponent := func(subjects []rbacv1.Subject) bool {
 		return slices.ContainsFunc(subjects, func(s rbacv1.Subject) bool {
 			return s.Kind == rbacv1.ServiceAccountKind && s.Name == sa && s.Namespace == ns
 		})
@@ -93,14 +103,14 @@ func operatorObjects(t *testing.T, objs []*unstructured.Unstructured) *operatorC
 		case "ClusterRoleBinding":
 			b := &rbacv1.ClusterRoleBinding{}
 			fromUnstructured(t, u, b)
-			if isOperator(b.Subjects) {
+			if isComponent(b.Subjects) {
 				oc.ClusterRoleBindings = append(oc.ClusterRoleBindings, b)
 				clusterRoles[b.RoleRef.Name] = true
 			}
 		case "RoleBinding":
 			b := &rbacv1.RoleBinding{}
 			fromUnstructured(t, u, b)
-			if isOperator(b.Subjects) {
+			if isComponent(b.Subjects) {
 				oc.RoleBindings = append(oc.RoleBindings, b)
 				if b.RoleRef.Kind == "ClusterRole" {
 					clusterRoles[b.RoleRef.Name] = true
@@ -111,7 +121,7 @@ func operatorObjects(t *testing.T, objs []*unstructured.Unstructured) *operatorC
 		}
 	}
 	if oc.ServiceAccount == nil {
-		t.Fatalf("the chart renders no ServiceAccount %s/%s for the operator Deployment", ns, sa)
+		t.Fatalf("the chart renders no ServiceAccount %s/%s for the %s Deployment", ns, sa, component)
 	}
 	for _, u := range objs {
 		switch {
@@ -131,15 +141,15 @@ func operatorObjects(t *testing.T, objs []*unstructured.Unstructured) *operatorC
 	// chart controls (or something built in, such as cluster-admin, which
 	// checkNoWildcards reports).
 	for name := range clusterRoles {
-		t.Logf("the operator is bound to ClusterRole %s, which the chart does not render", name)
+		t.Logf("the %s is bound to ClusterRole %s, which the chart does not render", component, name)
 	}
 	for name := range roles {
-		t.Errorf("the operator is bound to Role %s, which the chart does not render", name)
+		t.Errorf("the %s is bound to Role %s, which the chart does not render", component, name)
 	}
 	return oc
 }
 
-// container returns the operator Deployment's container (or init
+// container returns the component Deployment's container (or init
 // container, init true) named name.
 func (oc *operatorChart) container(t *testing.T, name string, init bool) corev1.Container {
 	t.Helper()
@@ -152,11 +162,11 @@ func (oc *operatorChart) container(t *testing.T, name string, init bool) corev1.
 			return c
 		}
 	}
-	t.Fatalf("the operator Deployment has no container %q (init %v)", name, init)
+	t.Fatalf("the %s Deployment has no container %q (init %v)", oc.Component, name, init)
 	return corev1.Container{}
 }
 
-// rbacObjects are the operator's ServiceAccount, roles and bindings, in the
+// rbacObjects are the component's ServiceAccount, roles and bindings, in the
 // order to create them.
 func (oc *operatorChart) rbacObjects() []client.Object {
 	objs := []client.Object{oc.ServiceAccount}
@@ -175,7 +185,7 @@ func (oc *operatorChart) rbacObjects() []client.Object {
 	return objs
 }
 
-// install creates the chart's CRDs and the operator's RBAC in c, as `helm
+// install creates the chart's CRDs and the component's RBAC in c, as `helm
 // install` would (crds/ first), and waits until the CRDs are served.
 func (oc *operatorChart) install(t *testing.T, c *testenv.Cluster) {
 	t.Helper()

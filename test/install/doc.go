@@ -23,6 +23,27 @@
 // cluster-admin. TestConfigRBACMatchesChart checks that the plain
 // manifests in config/ grant what the chart grants.
 //
-// TestOperatorInCluster builds the operator and starts an API server: `go
-// test -short` skips it.
+// TestBrokerInCluster does the same for marketplane-broker: the chart's
+// broker Deployment's arguments (only --tombstone-ttl added, so that the
+// reaper runs within the test), its RBAC and credentials Secret, the
+// platform cluster as the onboarding cluster (the default values). It
+// drives the OSB API as a platform with the Secret's credentials (catalog,
+// provision, last_operation, bind, fetch, unbind, deprovision), the test
+// playing the inter-operator's provisioner (finalizer, status, bind
+// response Secret), scrapes the broker's metrics, and checks the broker's
+// RBAC against the audit log in the same way.
+//
+// TestInterOperatorInCluster deploys the chart's inter-operator through the
+// operator (in-cluster, as above), runs the marketplane-interoperator binary
+// as the operator's init Job and run Deployment would (their arguments,
+// environment and ServiceAccount tokens), and lets it provision, bind,
+// unbind and deprovision an instance. Its two ServiceAccounts are checked
+// against the audit log: nothing refused; every rule of the chart's
+// interoperator-rbac.yaml used (or listed with its reason), without
+// wildcard or cluster-admin; what the operator grants every provider by
+// the provider contract and the inter-operator leaves unused is listed in
+// the test's log.
+//
+// The three tests build their binary and start an API server: `go test
+// -short` skips them.
 package install

@@ -159,7 +159,7 @@ func serviceAccountToken(t *testing.T, c *testenv.Cluster, sa *corev1.ServiceAcc
 	return tr.Status.Token
 }
 
-// podEnv is the environment of container in a pod of the operator
+// podEnv is the environment of container in a pod of the component's
 // Deployment: what the kubelet sets (HOSTNAME, the kubernetes Service) and
 // the container's env with its field references resolved. HOME is an empty
 // directory, so that no kubeconfig of the machine is found.
@@ -188,7 +188,7 @@ func podEnv(t *testing.T, c *testenv.Cluster, oc *operatorChart, container corev
 	}
 	for _, e := range env {
 		if strings.HasPrefix(e, "KUBECONFIG=") {
-			t.Fatalf("the pod's environment sets %s: the operator must use the in-cluster configuration", e)
+			t.Fatalf("the pod's environment sets %s: the %s must use the in-cluster configuration", e, oc.Component)
 		}
 	}
 	return env

@@ -88,17 +88,24 @@ func (g grant) use() string {
 }
 
 // checkRBACAsUsed checks the operator's requests against what the chart
-// grants it: none denied, every grant used or in notReached (and every entry
-// of notReached still granted and unused). The second check needs the whole
-// scenario (complete): after a failed one, most grants are unused only
-// because the operator got no further, which would hide the cause.
+// grants it, with notReached (checkComponentRBACAsUsed).
 func checkRBACAsUsed(t *testing.T, oc *operatorChart, requests []auditRequest, complete bool) {
-	if len(requests) == 0 {
-		t.Fatal("the audit log holds no request of the operator's ServiceAccount")
-	}
-	t.Logf("requests of the operator's ServiceAccount (resource, verb, count):\n%s", usageTable(requests))
+	checkComponentRBACAsUsed(t, oc, requests, notReached, complete)
+}
 
-	// (a) Every request the operator made is granted by the chart: none
+// checkComponentRBACAsUsed checks a component's requests against what the
+// chart grants it: none denied, every grant used or in unreached (and
+// every entry of unreached still granted and unused). The second check
+// needs the whole scenario (complete): after a failed one, most grants are
+// unused only because the component got no further, which would hide the
+// cause.
+func checkComponentRBACAsUsed(t *testing.T, oc *operatorChart, requests []auditRequest, unreached map[string]string, complete bool) {
+	if len(requests) == 0 {
+		t.Fatalf("the audit log holds no request of the %s's ServiceAccount", oc.Component)
+	}
+	t.Logf("requests of the %s's ServiceAccount (resource, verb, count):\n%s", oc.Component, usageTable(requests))
+
+	// (a) Every request the component made is granted by the chart: none
 	// was forbidden, and none was refused for a permission the API server
 	// checks while validating an object (a ValidatingAdmissionPolicy's
 	// paramKind needs "get" on every object of that kind, a role's rules
@@ -121,7 +128,7 @@ func checkRBACAsUsed(t *testing.T, oc *operatorChart, requests []auditRequest, c
 	}
 	grants, nonResource := oc.grants()
 	for _, nr := range nonResource {
-		t.Errorf("the operator is granted the non-resource URL %s, which it never requests", nr)
+		t.Errorf("the %s is granted the non-resource URL %s, which it never requests", oc.Component, nr)
 	}
 	unused := map[string][]string{}
 	used := map[string]bool{}
@@ -142,17 +149,17 @@ func checkRBACAsUsed(t *testing.T, oc *operatorChart, requests []auditRequest, c
 		if used[use] {
 			continue // granted twice, used through the other grant
 		}
-		if _, ok := notReached[use]; ok {
+		if _, ok := unreached[use]; ok {
 			continue
 		}
 		t.Errorf("granted but never used: %s", strings.Join(unused[use], "; "))
 	}
-	for use := range notReached {
+	for use := range unreached {
 		switch {
 		case used[use]:
 			t.Errorf("notReached lists %q, which the scenario uses: remove the entry", use)
 		case unused[use] == nil:
-			t.Errorf("notReached lists %q (%s), which the chart does not grant: if the code still needs it, the chart lacks it; otherwise remove the entry", use, notReached[use])
+			t.Errorf("notReached lists %q (%s), which the chart does not grant: if the code still needs it, the chart lacks it; otherwise remove the entry", use, unreached[use])
 		}
 	}
 }

@@ -170,21 +170,24 @@ func chartConfigMapFromEmbedded() (*corev1.ConfigMap, error) {
 // its ProviderConfig, writing catalog status, keeping the SFClusters
 // (status, offboarding finalizer, round-robin position), and reading
 // Secrets and ConfigMaps in the catalog namespace only. This is the
-// documented way to grant a provider more (docs/operator.md).
+// documented way to grant a provider more (docs/operator.md); the verbs are
+// those the inter-operator's requests need (test/install compares the
+// chart's same rules with an audit log): its caches list and watch, it
+// patches, and it reads Secrets and ConfigMaps one by one.
 func grantCatalogAccess(ctx context.Context, c client.Client) error {
 	sa := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "sp-" + interoperatorName, Namespace: "sp-" + interoperatorName}
 	name := "marketplane:interoperator-catalog"
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if err := ensure(ctx, c, role, func() {
 		role.Rules = []rbacv1.PolicyRule{
-			{APIGroups: []string{osbv1alpha1.GroupVersion.Group}, Resources: []string{"sfservices", "sfplans"}, Verbs: []string{"get", "list", "watch"}},
-			{APIGroups: []string{osbv1alpha1.GroupVersion.Group}, Resources: []string{"sfservices/status", "sfplans/status"}, Verbs: []string{"get", "patch", "update"}},
+			{APIGroups: []string{osbv1alpha1.GroupVersion.Group}, Resources: []string{"sfservices", "sfplans"}, Verbs: []string{"list", "watch"}},
+			{APIGroups: []string{osbv1alpha1.GroupVersion.Group}, Resources: []string{"sfservices/status", "sfplans/status"}, Verbs: []string{"patch"}},
 			// The SFCluster status, the offboarding finalizer and the
 			// round-robin position (docs/multicluster.md).
-			{APIGroups: []string{"resource.servicefabrik.io"}, Resources: []string{"sfclusters"}, Verbs: []string{"get", "list", "watch", "patch", "update"}},
-			{APIGroups: []string{"resource.servicefabrik.io"}, Resources: []string{"sfclusters/status"}, Verbs: []string{"get", "patch", "update"}},
+			{APIGroups: []string{"resource.servicefabrik.io"}, Resources: []string{"sfclusters"}, Verbs: []string{"list", "watch", "patch"}},
+			{APIGroups: []string{"resource.servicefabrik.io"}, Resources: []string{"sfclusters/status"}, Verbs: []string{"patch"}},
 			{APIGroups: []string{"interoperator.services.openmcp.cloud"}, Resources: []string{"providerconfigs"}, Verbs: []string{"get", "list", "watch"}},
-			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		}
 	}); err != nil {
 		return err
@@ -198,7 +201,7 @@ func grantCatalogAccess(ctx context.Context, c client.Client) error {
 	}
 	nsRole := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: CatalogNamespace}}
 	if err := ensure(ctx, c, nsRole, func() {
-		nsRole.Rules = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"get", "list", "watch"}}}
+		nsRole.Rules = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"get"}}}
 	}); err != nil {
 		return err
 	}
