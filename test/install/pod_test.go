@@ -2,17 +2,17 @@ package install
 
 import (
 	"errors"
-	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/marketplane/marketplane/internal/freeport"
 	"github.com/marketplane/marketplane/internal/operator/deploy/process"
 	"github.com/marketplane/marketplane/internal/supervisor"
 	"github.com/marketplane/marketplane/pkg/testenv"
@@ -141,18 +141,18 @@ func runPodProcess(t *testing.T, binary string, args, env []string, creds podCre
 	}
 }
 
-// freePort returns a loopback port that was free a moment ago, for a flag
+// freePort returns a port that is free on every interface now, for a flag
 // that takes an address and a process whose chosen port the test cannot
-// read back. Another process may take it meanwhile; it is only a fresh
-// choice per run instead of a fixed port.
+// read back. It is below the kernel's ephemeral range (internal/freeport),
+// so no ":0" listener or outgoing connection of another test can take it
+// before the process binds it.
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Pick("", nil)
 	if err != nil {
-		t.Fatalf("find a free port: %v", err)
+		t.Fatal(err)
 	}
-	defer l.Close()
-	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
+	return strconv.Itoa(p)
 }
 
 // tail returns the last n bytes of s.

@@ -7,38 +7,34 @@ import (
 	"net"
 	"slices"
 	"strconv"
+
+	"github.com/marketplane/marketplane/internal/freeport"
 )
 
 // ErrPortInUse is wrapped by CheckPortFree's error.
 var ErrPortInUse = errors.New("port in use")
 
-// FreePort returns a loopback port that nothing listens on right now.
+// FreePort returns a loopback port that nothing listens on right now,
+// below the kernel's ephemeral range (internal/freeport): between now and
+// the moment the landscape's process binds it, no other program's ":0"
+// listener or outgoing connection can be given it.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Pick("127.0.0.1", nil)
 	if err != nil {
 		return 0, fmt.Errorf("find a free loopback port: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return p, nil
 }
 
-// FreePorts returns n distinct free loopback ports.
+// FreePorts returns n distinct free loopback ports, as FreePort does.
 func FreePorts(n int) ([]int, error) {
-	// Holding every listener until all are found keeps them distinct.
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
 	ports := make([]int, 0, n)
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		p, err := freeport.Pick("127.0.0.1", func(p int) bool { return slices.Contains(ports, p) })
 		if err != nil {
 			return nil, fmt.Errorf("find a free loopback port: %w", err)
 		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, p)
 	}
 	return ports, nil
 }

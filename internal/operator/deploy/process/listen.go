@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/marketplane/marketplane/internal/freeport"
 )
 
 // Listen flags: the bind-address flags of the kubebuilder layout that
@@ -140,15 +142,15 @@ func assignListenAddresses(args []string, free func() (int, error)) ([]string, [
 
 // portPool hands out free loopback ports and remembers those it handed
 // out until they are released, so that two processes starting at the same
-// time never get the same port: the kernel could offer a port again between
-// the moment it was found free and the moment the first process bound it.
+// time never get the same port. The ports lie below the kernel's ephemeral
+// range (internal/freeport): a port the kernel chose as free could be given
+// to another program's ":0" listener or outgoing connection before the
+// process binds it, which made run processes exit with "address already in
+// use" on busy machines.
 type portPool struct {
 	mu    sync.Mutex
 	taken map[int]bool
 }
-
-// maxPortAttempts bounds the search for a port not already handed out.
-const maxPortAttempts = 100
 
 // get returns a free port on loopback, not handed out before and not
 // released since.
@@ -158,27 +160,12 @@ func (p *portPool) get() (int, error) {
 	if p.taken == nil {
 		p.taken = map[int]bool{}
 	}
-	// Listeners stay open until the search ends, so that the kernel does
-	// not offer the same port twice in one search.
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			_ = l.Close()
-		}
-	}()
-	for range maxPortAttempts {
-		l, err := net.Listen("tcp", net.JoinHostPort(loopbackHost, "0"))
-		if err != nil {
-			return 0, fmt.Errorf("find a free port on %s: %w", loopbackHost, err)
-		}
-		held = append(held, l)
-		port := l.Addr().(*net.TCPAddr).Port
-		if !p.taken[port] {
-			p.taken[port] = true
-			return port, nil
-		}
+	port, err := freeport.Pick(loopbackHost, func(port int) bool { return p.taken[port] })
+	if err != nil {
+		return 0, fmt.Errorf("find a free port on %s: %w", loopbackHost, err)
 	}
-	return 0, fmt.Errorf("no free port on %s after %d attempts", loopbackHost, maxPortAttempts)
+	p.taken[port] = true
+	return port, nil
 }
 
 // release returns the ports of eps to the pool, once the process that was
