@@ -13,6 +13,7 @@ import (
 	controlplanev2alpha1 "github.com/marketplane/marketplane/api/controlplane/v2alpha1"
 	corev2alpha1 "github.com/marketplane/marketplane/api/core/v2alpha1"
 	interoperatorv1alpha1 "github.com/marketplane/marketplane/api/interoperator/v1alpha1"
+	marketplacev1alpha1 "github.com/marketplane/marketplane/api/marketplace/v1alpha1"
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
@@ -31,6 +32,7 @@ func AddToScheme(s *runtime.Scheme) error {
 		osbv1alpha1.AddToScheme,
 		resourcev1alpha1.AddToScheme,
 		interoperatorv1alpha1.AddToScheme,
+		marketplacev1alpha1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			return fmt.Errorf("register API types: %w", err)

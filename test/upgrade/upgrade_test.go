@@ -21,6 +21,7 @@ import (
 	"github.com/marketplane/marketplane/api/crds"
 	"github.com/marketplane/marketplane/internal/crdcompat"
 	"github.com/marketplane/marketplane/internal/interoperator"
+	"github.com/marketplane/marketplane/internal/marketplace"
 	operatorapp "github.com/marketplane/marketplane/internal/operator/app"
 	"github.com/marketplane/marketplane/pkg/crdinstall"
 	"github.com/marketplane/marketplane/pkg/testenv"
@@ -93,7 +94,9 @@ func TestObjectsOfThePreviousReleaseAreServedAndReconciled(t *testing.T) {
 		}
 	}
 
-	// init of both components applies this tree's CRDs, as an upgrade does.
+	// init of every component applies this tree's CRDs, as an upgrade does:
+	// the operator's, the inter-operator's and the marketplace's (its
+	// Offering CRD, new since the previous release).
 	common := []string{"--environment=test", "--kubeconfig=" + kubeconfig, "--onboarding-kubeconfig=" + kubeconfig}
 	must(t, runOperator(ctx, append([]string{"init", "--provider-name=marketplane"}, common...)))
 	t.Setenv("POD_NAMESPACE", "upgrade")
@@ -103,12 +106,13 @@ func TestObjectsOfThePreviousReleaseAreServedAndReconciled(t *testing.T) {
 	if code := io.MainWithArgs(ctx, append([]string{"init", "--provider-name=interoperator"}, common...)); code != 0 {
 		t.Fatalf("inter-operator init exited %d", code)
 	}
+	must(t, marketplace.Init(ctx, c, 0))
 	current, err := crds.All()
 	must(t, err)
 	for _, want := range current {
 		got := &apiextensionsv1.CustomResourceDefinition{}
 		must(t, c.Get(ctx, client.ObjectKey{Name: want.Name}, got))
-		if !appliedBy(got, operatorapp.FieldOwner, io.Name) {
+		if !appliedBy(got, operatorapp.FieldOwner, io.Name, marketplace.FieldOwner) {
 			t.Errorf("CRD %s: no init applied it after the %s CRDs", want.Name, previous)
 		}
 		for _, v := range got.Status.StoredVersions {

@@ -1,11 +1,11 @@
 package provider
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	shortnames "github.com/marketplane/marketplane/internal/names"
 )
 
 // Labels the operator puts on everything it creates for a provider, next
@@ -26,10 +26,6 @@ const (
 	// provider keeps in its namespace itself.
 	PurposeImagePullSecret = "image-pull-secret"
 )
-
-// hashLen is the number of hex digits of the hash that makes a shortened
-// name unique again.
-const hashLen = 8
 
 // names are the names of everything the operator creates for one provider
 // (docs/operator.md, "Provider deployment").
@@ -60,9 +56,9 @@ func newNames(prefix, name string) names {
 		Init:            dnsLabel(base + "-init"),
 		Run:             dnsLabel(base),
 		MetricsService:  dnsLabel(base + "-metrics"),
-		InitClusterRole: shorten("marketplane:"+base+"-init", validation.DNS1123SubdomainMaxLength),
-		RunClusterRole:  shorten("marketplane:"+base, validation.DNS1123SubdomainMaxLength),
-		LabelValue:      shorten(name, validation.LabelValueMaxLength),
+		InitClusterRole: shortnames.Shorten("marketplane:"+base+"-init", validation.DNS1123SubdomainMaxLength),
+		RunClusterRole:  shortnames.Shorten("marketplane:"+base, validation.DNS1123SubdomainMaxLength),
+		LabelValue:      shortnames.Shorten(name, validation.LabelValueMaxLength),
 	}
 }
 
@@ -84,29 +80,7 @@ func dnsLabel(s string) string {
 		}
 		return '-'
 	}, s)
-	return withHash(clean, s, validation.DNS1035LabelMaxLength)
-}
-
-// shorten returns s if it is at most limit bytes long, else a prefix of s
-// with a hash of s appended that together are limit bytes long at most.
-func shorten(s string, limit int) string {
-	if len(s) <= limit {
-		return s
-	}
-	return withHash(s, s, limit)
-}
-
-// withHash cuts prefix so that "-<hash of full>" fits behind it within
-// limit bytes, and appends it. Trailing separators are trimmed from the cut
-// so that the result stays a valid name.
-func withHash(prefix, full string, limit int) string {
-	sum := sha256.Sum256([]byte(full))
-	suffix := hex.EncodeToString(sum[:])[:hashLen]
-	if keep := limit - hashLen - 1; len(prefix) > keep {
-		prefix = prefix[:keep]
-	}
-	prefix = strings.TrimRight(prefix, "-.:")
-	return prefix + "-" + suffix
+	return shortnames.WithHash(clean, s, validation.DNS1035LabelMaxLength)
 }
 
 // RunServiceAccount returns the namespace and name of the run

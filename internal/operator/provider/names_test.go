@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	shortnames "github.com/marketplane/marketplane/internal/names"
 )
 
 func TestNewNames(t *testing.T) {
@@ -93,5 +95,5 @@ func TestNewNamesLong(t *testing.T) {
 }
 
 func hash(s string) string {
-	return withHash("", s, 100)[1:]
+	return shortnames.WithHash("", s, 100)[1:]
 }
