@@ -455,7 +455,11 @@ func TestBadSourcesDoNotStopOthers(t *testing.T) {
 	if k := ghost.Spec.Kinds[0]; k.Kind != "Ghost" || k.Schema != nil || k.Plural != "" || ghost.Spec.Version != "sha256:0123" {
 		t.Errorf("ghost = %+v, version %q; want the kind without schema and the digest as version", k, ghost.Spec.Version)
 	}
-	for _, name := range []string{"sf-" + ns + "-lonely", "sf-" + ns + "-first", "sf-" + ns + "-second"} {
+	// "first" was valid until "second" took its id, so a reconcile between
+	// the two may have listed it: it must be gone now. "lonely" and
+	// "second" were never valid, so they never appear.
+	waitGone(t, "sf-"+ns+"-first", "another service took its id")
+	for _, name := range []string{"sf-" + ns + "-lonely", "sf-" + ns + "-second"} {
 		err := k8s.Get(context.Background(), client.ObjectKey{Name: name}, &marketplacev1alpha1.Offering{})
 		if !apierrors.IsNotFound(err) {
 			t.Errorf("Offering %s of an invalid service: got %v, want NotFound", name, err)
