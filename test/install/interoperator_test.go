@@ -196,7 +196,7 @@ func TestInterOperatorInCluster(t *testing.T) {
 	initCreds := writeCredentials(t, c, t.TempDir(), base, serviceAccountToken(t, c, initSA))
 	initContainer := initPod.Containers[0]
 	noKubeconfigFlag(t, initContainer)
-	if err := runPodProcess(t, binary, initContainer.Args, providerPodEnv(t, c, initContainer, base, job.Name+"-pod", initPod.ServiceAccountName),
+	if err := runPodProcess(t, binary, initContainer.Args, podEnvOf(t, c, initContainer, base, job.Name+"-pod", initPod.ServiceAccountName, "inter-operator"),
 		initCreds, ioOut, initTimeout); err != nil {
 		t.Fatalf("marketplane-interoperator %s: %v", strings.Join(initContainer.Args, " "), err)
 	}
@@ -218,7 +218,7 @@ func TestInterOperatorInCluster(t *testing.T) {
 	noKubeconfigFlag(t, runContainer)
 	chartBindsRunServiceAccount(t, ic, grantedTo(t, c, runSA))
 	runArgs, metricsPort := providerPorts(t, runContainer.Args)
-	io := startPodProcess(t, binary, runArgs, providerPodEnv(t, c, runContainer, base, dep.Name+"-pod", runPod.ServiceAccountName), runCreds, ioOut)
+	io := startPodProcess(t, binary, runArgs, podEnvOf(t, c, runContainer, base, dep.Name+"-pod", runPod.ServiceAccountName, "inter-operator"), runCreds, ioOut)
 	running := func(t *testing.T, what string) {
 		t.Helper()
 		operatorRunning(t, what)
@@ -475,11 +475,11 @@ func grantedTo(t *testing.T, c *testenv.Cluster, sa *corev1.ServiceAccount) *ope
 	return g
 }
 
-// providerPodEnv is the environment of container in a pod of namespace
+// podEnvOf is the environment of container in a pod of namespace
 // called podName that runs as serviceAccount: what the kubelet sets and the
 // container's env with its field references resolved. HOME is an empty
 // directory, so that no kubeconfig of the machine is found.
-func providerPodEnv(t *testing.T, c *testenv.Cluster, container corev1.Container, namespace, podName, serviceAccount string) []string {
+func podEnvOf(t *testing.T, c *testenv.Cluster, container corev1.Container, namespace, podName, serviceAccount, who string) []string {
 	t.Helper()
 	env := append([]string{"HOSTNAME=" + podName, "HOME=" + t.TempDir()}, inClusterEnv(t, c)...)
 	for _, e := range container.Env {
@@ -503,7 +503,7 @@ func providerPodEnv(t *testing.T, c *testenv.Cluster, container corev1.Container
 	}
 	for _, e := range env {
 		if strings.HasPrefix(e, "KUBECONFIG=") {
-			t.Fatalf("the pod's environment sets %s: the inter-operator must use the in-cluster configuration", e)
+			t.Fatalf("the pod's environment sets %s: the %s must use the in-cluster configuration", e, who)
 		}
 	}
 	return env

@@ -160,38 +160,10 @@ func serviceAccountToken(t *testing.T, c *testenv.Cluster, sa *corev1.ServiceAcc
 }
 
 // podEnv is the environment of container in a pod of the component's
-// Deployment: what the kubelet sets (HOSTNAME, the kubernetes Service) and
-// the container's env with its field references resolved. HOME is an empty
-// directory, so that no kubeconfig of the machine is found.
+// Deployment (podEnvOf).
 func podEnv(t *testing.T, c *testenv.Cluster, oc *operatorChart, container corev1.Container, role string) []string {
 	t.Helper()
-	podName := oc.Deployment.Name + "-" + role
-	env := append([]string{"HOSTNAME=" + podName, "HOME=" + t.TempDir()}, inClusterEnv(t, c)...)
-	for _, e := range container.Env {
-		switch {
-		case e.ValueFrom == nil:
-			env = append(env, e.Name+"="+e.Value)
-		case e.ValueFrom.FieldRef != nil:
-			value := map[string]string{
-				"metadata.namespace":      oc.Deployment.Namespace,
-				"metadata.name":           podName,
-				"spec.serviceAccountName": oc.ServiceAccount.Name,
-				"status.podIP":            "127.0.0.1",
-			}[e.ValueFrom.FieldRef.FieldPath]
-			if value == "" {
-				t.Fatalf("container %s: env %s: field %s is not supported by the test", container.Name, e.Name, e.ValueFrom.FieldRef.FieldPath)
-			}
-			env = append(env, e.Name+"="+value)
-		default:
-			t.Fatalf("container %s: env %s: only values and field references are supported by the test", container.Name, e.Name)
-		}
-	}
-	for _, e := range env {
-		if strings.HasPrefix(e, "KUBECONFIG=") {
-			t.Fatalf("the pod's environment sets %s: the %s must use the in-cluster configuration", e, oc.Component)
-		}
-	}
-	return env
+	return podEnvOf(t, c, container, oc.Deployment.Namespace, oc.Deployment.Name+"-"+role, oc.ServiceAccount.Name, oc.Component)
 }
 
 // providerObject is a provider of one kind with the prefix of the names
