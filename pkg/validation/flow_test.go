@@ -182,8 +182,7 @@ func TestInitFailureFailsProviderInit(t *testing.T) {
 }
 
 // TestRunCrashFailsProviderReady: a provider whose run process exits
-// never becomes Ready; provider-ready fails on ProviderCrashing once the
-// crashes went on for the grace period.
+// never becomes Ready; provider-ready fails at once on ProviderCrashing.
 func TestRunCrashFailsProviderReady(t *testing.T) {
 	t.Parallel()
 	dir := binaries(t)

@@ -352,17 +352,10 @@ func (r *runner) place(ctx context.Context, obj *unstructured.Unstructured, time
 
 // providerReady waits until the ServiceProvider is Ready and the operator
 // accepted its registered kinds.
-// crashGrace is how long after the first crash provider-ready waits for a
-// provider to become ready before a crash it sees fails the step: a
-// restart after a single exit takes the deployer's first backoff (a
-// second) and the ready grace, a crash loop goes on.
-const crashGrace = 20 * time.Second
-
 func (r *runner) providerReady(ctx context.Context, s *Step) error {
 	s.Title = r.providerObj() + " Ready"
 	s.WaitedFor = r.providerObj() + " Ready=True"
 	s.Timeout = r.timeout
-	var crashingSince time.Time
 	err := waitUntil(ctx, r.timeout, func(ctx context.Context) (bool, string, error) {
 		if err := r.getProvider(ctx); err != nil {
 			return false, "get: " + err.Error(), nil
@@ -377,16 +370,7 @@ func (r *runner) providerReady(ctx context.Context, s *Step) error {
 		case c.Status == metav1.ConditionTrue && generationCurrent(r.sp, c):
 			return true, "", nil
 		case c.Reason == string(providerv1alpha1.ReasonProviderCrashing):
-			// A process that exits once is restarted, with new ports,
-			// and may well become ready: a port handed to it can be
-			// taken by another program before it binds it. Only one that
-			// keeps exiting fails the step.
-			if crashingSince.IsZero() {
-				crashingSince = time.Now()
-			}
-			if time.Since(crashingSince) >= crashGrace {
-				return false, "", fmt.Errorf("a run process keeps exiting (Ready=False %s, first seen %s ago): %s", c.Reason, time.Since(crashingSince).Round(time.Second), c.Message)
-			}
+			return false, "", fmt.Errorf("a run process exits (Ready=False %s): %s", c.Reason, c.Message)
 		}
 		return false, describeConditions(conds), nil
 	})
