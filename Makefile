@@ -100,7 +100,7 @@ build: ## Build every binary (cmd/* and the sample provider) into bin/.
 ##@ Test
 
 .PHONY: test
-test: tools verify-generate lint ## Build the API-server binaries if missing, then run all tests against real API servers (the README quick start and the openMCP compatibility test included).
+test: tools chromium verify-generate lint ## Build the API-server binaries if missing, then run all tests against real API servers (the README quick start and the openMCP compatibility test included).
 	@compat_log=$$(mktemp); status=0; \
 	(cd $(COMPAT) && KUBEBUILDER_ASSETS=$(BIN) $(GO) test $(TEST_FLAGS) ./... >"$$compat_log" 2>&1) & compat=$$!; \
 	KUBEBUILDER_ASSETS=$(BIN) $(GO) test $(TEST_FLAGS) -p $(TEST_PACKAGES) ./... || status=$$?; \
@@ -148,6 +148,7 @@ fuzz: ## Each fuzz target for FUZZTIME (60s): OSB bodies, template rendering, ku
 bench: tools ## Benchmarks under bench/ (each prints its figures).
 	KUBEBUILDER_ASSETS=$(BIN) $(GO) run ./bench/broker
 	KUBEBUILDER_ASSETS=$(BIN) $(GO) run ./bench/provisioning
+	KUBEBUILDER_ASSETS=$(BIN) $(GO) run ./bench/console
 	$(GO) run ./bench/render
 
 .PHONY: failover
@@ -184,7 +185,7 @@ BUILD_DATE ?= $(shell git log -1 --format=%cI 2>/dev/null)
 DIST       := $(ROOT)/dist
 # The released binaries (directories under cmd/) and platforms; hack/release's tests
 # check that the binaries are every directory under cmd/ and match the Dockerfile.
-RELEASE_BINARIES  := marketplane marketplane-operator marketplane-interoperator marketplane-broker
+RELEASE_BINARIES  := marketplane marketplane-operator marketplane-interoperator marketplane-marketplace marketplane-broker
 RELEASE_PLATFORMS := linux/amd64 linux/arm64
 # The container engine of `make image` (docker, podman or buildah: anything that builds
 # a Dockerfile with --build-arg and --target), the repository prefix and tag of the images
@@ -243,6 +244,50 @@ $(KWOK_BINARY) $(KWOK_STAGES) &: hack/tools/kwok/go.mod hack/tools/kwok/go.sum
 		echo "---"; echo "# $$f of sigs.k8s.io/kwok"; cat "$$dir/$$f"; \
 	done >$(KWOK_STAGES).tmp && mv $(KWOK_STAGES).tmp $(KWOK_STAGES)
 	@touch $(KWOK_BINARY) $(KWOK_STAGES)
+
+# Debian's chromium for the console's browser tests (internal/console), unpacked into bin/
+# without installing it: the packages `apt-get install --simulate` would add (the closure
+# missing on this machine, without recommends) are fetched with `apt-get download` and
+# extracted with `dpkg -x` into bin/chromium-root; bin/chromium runs the browser with
+# their libraries. Root uses the system's package lists (`apt-get update` when they are
+# empty); any other user gets lists of its own under bin/apt, which `apt-get update` fills
+# without root (its own state directories, no lock). Skipped while bin/chromium was made
+# for apt's current candidate version.
+CHROMIUM      := $(BIN)/chromium
+CHROMIUM_ROOT := $(BIN)/chromium-root
+ifeq ($(shell id -u),0)
+APT_LISTS := /var/lib/apt/lists
+APT_OPTS  :=
+else
+APT_LISTS := $(BIN)/apt/lists
+APT_OPTS  := -o Dir::State::Lists=$(APT_LISTS) -o Dir::State::status=/var/lib/dpkg/status -o Dir::Cache=$(BIN)/apt/cache -o Debug::NoLocking=1
+endif
+
+.PHONY: chromium
+chromium: ## Unpack Debian's chromium and the libraries this machine lacks into bin/chromium-root, with the wrapper bin/chromium (skipped when current).
+	@mkdir -p $(APT_LISTS)/partial $(BIN)/apt/cache/archives/partial 2>/dev/null || true
+	@ls $(APT_LISTS)/*_Packages* >/dev/null 2>&1 || apt-get $(APT_OPTS) update -qq
+	@want=$$(apt-cache $(APT_OPTS) policy chromium | awk '/Candidate:/ {print $$2}'); \
+	if [ -z "$$want" ] || [ "$$want" = "(none)" ]; then echo "apt knows no chromium package"; exit 1; fi; \
+	if [ -x $(CHROMIUM) ] && [ "$$(cat $(CHROMIUM_ROOT)/.version 2>/dev/null)" = "$$want" ]; then exit 0; fi; \
+	echo "unpacking chromium $$want and its missing libraries into $(CHROMIUM_ROOT) (first time about a minute)..."; \
+	debs=$$(mktemp -d); chmod 755 "$$debs"; trap 'rm -rf "$$debs"' EXIT; \
+	pkgs=$$(apt-get $(APT_OPTS) install --simulate --no-install-recommends chromium | awk '/^Inst / {print $$2}'); \
+	(cd "$$debs" && apt-get $(APT_OPTS) download -q $$pkgs chromium); \
+	rm -rf $(CHROMIUM_ROOT) && mkdir -p $(CHROMIUM_ROOT); \
+	for deb in "$$debs"/*.deb; do dpkg -x "$$deb" $(CHROMIUM_ROOT); done; \
+	printf '%s\n' \
+		'#!/bin/sh' \
+		'# Written by `make chromium`: Debian'"'"'s chromium from chromium-root, with its libraries.' \
+		'root=$$(dirname "$$(readlink -f "$$0")")/chromium-root' \
+		'libs=$$root/usr/lib/chromium; for d in "$$root"/usr/lib/*-linux-gnu "$$root"/usr/lib/*-linux-gnu/*/; do libs=$$libs:$$d; done' \
+		'export LD_LIBRARY_PATH="$$libs$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH}"' \
+		'export XDG_DATA_DIRS="$$root/usr/share:$${XDG_DATA_DIRS:-/usr/local/share:/usr/share}"' \
+		'exec "$$root/usr/lib/chromium/chromium" "$$@"' >$(CHROMIUM).tmp; \
+	chmod +x $(CHROMIUM).tmp && mv $(CHROMIUM).tmp $(CHROMIUM); \
+	echo "$$want" >$(CHROMIUM_ROOT)/.version; \
+	$(CHROMIUM) --headless --no-sandbox --disable-gpu --dump-dom about:blank >/dev/null 2>&1 || { echo "bin/chromium does not start"; exit 1; }; \
+	$(CHROMIUM) --version
 
 $(GOLANGCI_LINT): hack/tools/lint/go.mod hack/tools/lint/go.sum
 	@mkdir -p $(BIN)

@@ -37,8 +37,17 @@ func (v valueSet) render(t *testing.T) []*unstructured.Unstructured {
 }
 
 // unique gives a value set's inter-operator a name and catalog namespace of
-// its own (cluster-scoped ServiceProvider, ProviderConfig and namespace).
+// its own (cluster-scoped ServiceProvider, ProviderConfig and namespace),
+// and its marketplace a name of its own (a cluster-scoped PlatformService).
 func unique(release string, values map[string]any) map[string]any {
+	mp, _ := values["marketplace"].(map[string]any)
+	if mp == nil {
+		mp = map[string]any{}
+		values["marketplace"] = mp
+	}
+	if _, ok := mp["name"]; !ok {
+		mp["name"] = "mp-" + release
+	}
 	io, _ := values["interoperator"].(map[string]any)
 	if io == nil {
 		io = map[string]any{}
@@ -109,6 +118,37 @@ func valueSets() []valueSet {
 				args := containerArgs(t, mustFind(t, objs, "Deployment", "ingress-broker"), "broker")
 				if !slices.Contains(args, "--tls-cert-file=/etc/marketplane/tls/tls.crt") {
 					t.Errorf("broker args %v do not serve TLS", args)
+				}
+			},
+		},
+		{
+			name: "code-based offerings", release: "code",
+			values: map[string]any{"broker": map[string]any{"codeOfferings": map[string]any{
+				"enabled": true, "accessNamespace": "code-broker-access",
+				"kinds": []any{map[string]any{"apiGroup": "sample.services.openmcp.cloud", "resources": []any{"samples"}}},
+			}}},
+			check: func(t *testing.T, objs []*unstructured.Unstructured) {
+				args := containerArgs(t, mustFind(t, objs, "Deployment", "code-broker"), "broker")
+				if !slices.Contains(args, "--code-offerings-namespace=code-broker-access") {
+					t.Errorf("broker args %v do not serve code-based offerings", args)
+				}
+				mustFind(t, objs, "Namespace", "code-broker-access")
+				role := mustFind(t, objs, "Role", "code-broker-access")
+				if role.GetNamespace() != "code-broker-access" {
+					t.Errorf("access Role in namespace %q, want the access namespace", role.GetNamespace())
+				}
+				cr := mustFind(t, objs, "ClusterRole", "code-broker")
+				rules, _, _ := unstructured.NestedSlice(cr.Object, "rules")
+				found := false
+				for _, r := range rules {
+					m := r.(map[string]any)
+					if reflect.DeepEqual(m["apiGroups"], []any{"sample.services.openmcp.cloud"}) && reflect.DeepEqual(m["resources"], []any{"samples"}) &&
+						reflect.DeepEqual(m["verbs"], []any{"get", "create", "delete"}) {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("the broker's ClusterRole grants nothing on the listed kind: %v", rules)
 				}
 			},
 		},

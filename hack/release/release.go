@@ -23,7 +23,7 @@ const VersionPackage = "github.com/marketplane/marketplane/internal/version"
 const SumsFile = "SHA256SUMS"
 
 // DefaultBinaries are the release binaries, each a directory under cmd/.
-var DefaultBinaries = []string{"marketplane", "marketplane-operator", "marketplane-interoperator", "marketplane-broker"}
+var DefaultBinaries = []string{"marketplane", "marketplane-operator", "marketplane-interoperator", "marketplane-marketplace", "marketplane-broker"}
 
 // DefaultPlatforms are the os/arch pairs released.
 var DefaultPlatforms = []string{"linux/amd64", "linux/arm64"}

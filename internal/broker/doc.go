@@ -40,4 +40,10 @@
 //
 // Everything a platform sends is checked before anything is written, so a
 // 4xx response leaves the stored objects as they were.
+//
+// Code-based offerings. With a Router in front of the Server, the broker
+// also serves the ServiceProviders that opted into OSB (CodeOfferings,
+// docs/marketplace.md): a provision creates the provider's object for a
+// ManagedControlPlane, recorded by the namespace osb-<name>; a bind is an
+// AccessRequest for that control plane with the offering's binding rules.
 package broker

@@ -94,6 +94,14 @@ func runLandscape(ctx context.Context, out io.Writer, o *landscapeOptions) error
 	if err != nil {
 		return err
 	}
+	// On a terminal the progress lines become steps with a spinner until
+	// the landscape is ready; the detached child writes them plain, for
+	// the parent that shows them.
+	var progress *landscapeProgress
+	if !o.detached && isTerminal(out) {
+		progress = newLandscapeProgress(out, true)
+		out = progress
+	}
 	l, err := landscape.New(landscape.Config{
 		StateDir:     o.stateDir,
 		BinDir:       o.binDir,
@@ -125,7 +133,14 @@ func runLandscape(ctx context.Context, out io.Writer, o *landscapeOptions) error
 		<-ctx.Done()
 		stop()
 	}()
+	if progress != nil {
+		stopWatch := watchReady(ctx, l.Layout.Dir, os.Getpid(), func() { progress.finish(nil) })
+		defer stopWatch()
+	}
 	err = l.Run(ctx)
+	if progress != nil {
+		progress.finish(err)
+	}
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("interrupted: %w", err)
 	}
@@ -203,7 +218,9 @@ func startDetached(ctx context.Context, out io.Writer, o *landscapeOptions) erro
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	tail := &logTail{path: logPath, offset: offset, out: out}
+	progress := newLandscapeProgress(out, isTerminal(out))
+	defer progress.finish(errors.New("stopped"))
+	tail := &logTail{path: logPath, offset: offset, out: progress}
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	interrupted := false
@@ -211,6 +228,7 @@ func startDetached(ctx context.Context, out io.Writer, o *landscapeOptions) erro
 		select {
 		case err := <-exited:
 			tail.flush()
+			progress.finish(errors.New("exited"))
 			if interrupted {
 				return errors.New("interrupted; the landscape was stopped")
 			}
@@ -218,10 +236,12 @@ func startDetached(ctx context.Context, out io.Writer, o *landscapeOptions) erro
 		case <-sigs:
 			if !interrupted {
 				interrupted = true
+				progress.finish(errors.New("interrupted"))
 				fmt.Fprintln(out, "Interrupted: stopping the landscape...")
 				_ = child.Process.Signal(syscall.SIGTERM)
 			}
 		case <-ctx.Done():
+			progress.finish(ctx.Err())
 			_ = child.Process.Signal(syscall.SIGTERM)
 			if err := <-exited; err != nil {
 				return fmt.Errorf("%w (the landscape then exited: %w)", ctx.Err(), err)
@@ -235,10 +255,37 @@ func startDetached(ctx context.Context, out io.Writer, o *landscapeOptions) erro
 			if st, err := landscape.ReadStatus(layout.Dir); err == nil && st.State.Phase == controlplane.PhaseReady &&
 				st.State.Supervisor != nil && st.State.Supervisor.PID == child.Process.Pid {
 				tail.flush()
+				progress.finish(nil)
 				return nil
 			}
 		}
 	}
+}
+
+// watchReady calls ready once the landscape of dir records that it is
+// ready and run by the process pid, or never when ctx ends first; the
+// function it returns stops the watch.
+func watchReady(ctx context.Context, dir string, pid int, ready func()) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if st, err := landscape.ReadStatus(dir); err == nil && st.State.Phase == controlplane.PhaseReady &&
+					st.State.Supervisor != nil && st.State.Supervisor.PID == pid {
+					ready()
+					return
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // absPaths makes paths absolute against the working directory.
@@ -280,27 +327,50 @@ func newLandscapeDownCommand(o *landscapeOptions) *cobra.Command {
 		Short: "Stop the landscape and remove its state directory",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return landscape.Down(cmd.Context(), o.stateDir, cmd.OutOrStdout())
+			out := cmd.OutOrStdout()
+			progress := newLandscapeProgress(out, isTerminal(out))
+			err := landscape.Down(cmd.Context(), o.stateDir, progress)
+			progress.finish(err)
+			return err
 		},
 	}
 }
 
+// treeTimeout bounds reading the API servers for `status --tree`.
+const treeTimeout = 30 * time.Second
+
 func newLandscapeStatusCommand(o *landscapeOptions) *cobra.Command {
-	return &cobra.Command{
+	var tree bool
+	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the landscape's clusters, processes and kubeconfigs",
-		Args:  cobra.NoArgs,
+		Long: "Show the landscape's clusters, processes and kubeconfigs from its state directory. With --tree,\n" +
+			"draw a compact tree of the clusters and what their API servers hold (read only): the operator,\n" +
+			"providers and SFClusters on the platform cluster, control planes with their service objects and\n" +
+			"SFServiceInstances on the onboarding cluster, the workload cluster's nodes, and provisioned clusters.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := cmd.OutOrStdout()
 			st, err := landscape.ReadStatus(o.stateDir)
 			if errors.Is(err, controlplane.ErrNoState) {
-				fmt.Fprintf(cmd.OutOrStdout(), "No landscape in %s; 'marketplane landscape up' starts one.\n", o.stateDir)
+				fmt.Fprintf(out, "No landscape in %s; 'marketplane landscape up' starts one.\n", o.stateDir)
 				return nil
 			}
 			if err != nil {
 				return err
 			}
-			st.Print(cmd.Context(), cmd.OutOrStdout(), true)
+			if !tree {
+				st.Print(cmd.Context(), out, true)
+				return nil
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), treeTimeout)
+			defer cancel()
+			for _, line := range landscape.ReadTree(ctx, st).Lines(landscape.TreeLimit) {
+				fmt.Fprintln(out, line)
+			}
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&tree, "tree", false, fmt.Sprintf("draw a compact tree of the clusters and their objects, read from the API servers (at most %d objects of a kind beneath one parent)", landscape.TreeLimit))
+	return cmd
 }

@@ -53,3 +53,39 @@ func TestLandscapeUpRejectsBadFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestLandscapeStatusTree checks the wiring of `landscape status --tree`
+// on a landscape that is not running: the tree comes from state.json
+// alone (no API server is asked), with every cluster, and without --tree
+// the table is printed as before.
+func TestLandscapeStatusTree(t *testing.T) {
+	dir := t.TempDir()
+	st := &controlplane.State{Phase: controlplane.PhaseStopped, Clusters: map[string]*controlplane.Cluster{}}
+	for i, name := range []string{"platform", "onboarding", "workload"} {
+		st.Clusters[name] = &controlplane.Cluster{Name: name, Port: 1000 + i}
+	}
+	if err := controlplane.NewStore(dir, st).Update(func(*controlplane.State) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		cmd := NewRootCommand(&out)
+		cmd.SetErr(&out)
+		cmd.SetArgs(append([]string{"landscape", "status", "--state-dir", dir}, args...))
+		if err := cmd.ExecuteContext(t.Context()); err != nil {
+			t.Fatalf("landscape status %v: %v\n%s", args, err, out.String())
+		}
+		return out.String()
+	}
+	want := "landscape " + dir + " (not running, last phase Stopped)\n" +
+		"├── platform    https://127.0.0.1:1000  not running\n" +
+		"├── onboarding  https://127.0.0.1:1001  not running\n" +
+		"└── workload    https://127.0.0.1:1002  not running\n"
+	if got := run("--tree"); got != want {
+		t.Errorf("status --tree:\n%s\nwant\n%s", got, want)
+	}
+	if got := run(); !strings.Contains(got, "CLUSTER") || strings.Contains(got, "└──") {
+		t.Errorf("status without --tree is not the table:\n%s", got)
+	}
+}

@@ -22,8 +22,10 @@ func NewRootCommand(out io.Writer) *cobra.Command {
 	}
 	root.SetOut(out)
 	version.AddFlag(root)
+	root.AddCommand(newConsoleCommand())
 	root.AddCommand(newCRDsCommand())
 	root.AddCommand(newLandscapeCommand())
+	root.AddCommand(newOfferingsCommand())
 	root.AddCommand(newScaffoldCommand())
 	root.AddCommand(newKubeconfigFromCredentialsCommand())
 	root.AddCommand(newValidateCommand())

@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -348,111 +347,14 @@ func writeJUnitFile(path string, report *validation.Report) error {
 	return nil
 }
 
-// isTerminal reports whether w is a terminal (a character device), where
-// progress lines are rewritten in place.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-// spinnerFrames turn on a terminal while a step runs.
-var spinnerFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
-
-// progressPrinter shows the steps of a run. On a terminal the running step
-// has a line with a spinner and its elapsed seconds, redrawn by a ticker
-// and replaced by the outcome when the step ends; elsewhere (a file, CI)
-// each step gets one line when it ends.
-type progressPrinter struct {
-	out      io.Writer
-	tty      bool
-	interval time.Duration
-
-	mu      sync.Mutex
-	title   string
-	started time.Time
-	frame   int
-	// drawn is true while the terminal's last line is a running step's.
-	drawn bool
-	// stop ends the ticker goroutine, which closes done when it has.
-	stop, done chan struct{}
-}
-
-func newProgressPrinter(out io.Writer, tty bool) *progressPrinter {
-	return &progressPrinter{out: out, tty: tty, interval: 100 * time.Millisecond}
-}
-
-// event is the run's progress callback.
+// event is the run's progress callback: a step that starts gets the
+// running line, a step that ended its outcome.
 func (p *progressPrinter) event(e validation.Event) {
-	p.stopTicker()
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	if !e.Done {
-		if !p.tty {
-			return
-		}
-		p.title, p.started, p.frame = stepTitle(e.Step), time.Now(), 0
-		p.drawLocked()
-		p.stop, p.done = make(chan struct{}), make(chan struct{})
-		go p.tick(p.stop, p.done)
+		p.begin(stepTitle(e.Step))
 		return
 	}
-	if p.drawn {
-		fmt.Fprint(p.out, "\r\033[K")
-		p.drawn = false
-	}
-	fmt.Fprintln(p.out, stepLine(e.Step))
-}
-
-// tick redraws the running step's line until stop is closed.
-func (p *progressPrinter) tick(stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	t := time.NewTicker(p.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			p.mu.Lock()
-			p.frame++
-			p.drawLocked()
-			p.mu.Unlock()
-		}
-	}
-}
-
-// drawLocked (re)writes the running step's line; p.mu is held.
-func (p *progressPrinter) drawLocked() {
-	fmt.Fprintf(p.out, "\r\033[K%s %s (%ds)", spinnerFrames[p.frame%len(spinnerFrames)], p.title, int(time.Since(p.started).Seconds()))
-	p.drawn = true
-}
-
-// stopTicker stops the ticker goroutine, if one runs, and waits for it.
-func (p *progressPrinter) stopTicker() {
-	p.mu.Lock()
-	stop, done := p.stop, p.done
-	p.stop, p.done = nil, nil
-	p.mu.Unlock()
-	if stop != nil {
-		close(stop)
-		<-done
-	}
-}
-
-// close stops the ticker; a step line left running (the run was
-// interrupted) stays, ended by a line break.
-func (p *progressPrinter) close() {
-	p.stopTicker()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.drawn {
-		fmt.Fprintln(p.out)
-		p.drawn = false
-	}
+	p.end(stepLine(e.Step))
 }
 
 // stepTitle is what a progress line calls a step.

@@ -282,7 +282,7 @@ func healthy(ctx context.Context, l *landscape.Landscape, broker stack.BrokerInf
 }
 
 // stackBinaries returns a directory with what the whole landscape runs:
-// the broker, the inter-operator and the sample provider, built here (`make
+// the broker, the inter-operator, the marketplace and the sample provider, built here (`make
 // test` builds only the control plane into bin/), and links to the control
 // plane's binaries and the operator requireBinaries prepared.
 func stackBinaries(t *testing.T) string {
@@ -292,6 +292,7 @@ func stackBinaries(t *testing.T) string {
 	testenv.BuildBinaries(t, bin,
 		"github.com/marketplane/marketplane/cmd/marketplane-broker",
 		"github.com/marketplane/marketplane/cmd/marketplane-interoperator",
+		"github.com/marketplane/marketplane/cmd/marketplane-marketplace",
 		"github.com/marketplane/marketplane/providers/sample/cmd/sample")
 	src, err := controlplane.BinDir("")
 	must(t, err)

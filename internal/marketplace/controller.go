@@ -67,15 +67,17 @@ type Reconciler struct {
 
 var _ reconcile.Reconciler = &Reconciler{}
 
-// Setup registers the marketplace controller with mgr, a manager on the
-// platform cluster. onboarding is the onboarding cluster and must have
-// been added to mgr (mgr.Add) by the caller; it may be a cluster.Cluster
-// of the same API server. The controller watches ServiceProviders,
-// SFServices and SFPlans on the platform cluster and CRDs and Offerings on
-// the onboarding cluster (a deleted or edited Offering is put back).
-func Setup(mgr ctrl.Manager, onboarding cluster.Cluster, opts ...Option) error {
-	if mgr == nil || onboarding == nil {
-		return errors.New("setup marketplace controller: a manager and the onboarding cluster are required")
+// Setup registers the marketplace controller with mgr. platform and
+// onboarding are the two clusters; each is mgr itself (a Manager is a
+// cluster.Cluster) or a cluster the caller added to mgr (mgr.Add), and both
+// may be the same API server. A provider built on pkg/providerapp passes
+// its manager on the onboarding cluster and Env.Platform. The controller
+// watches ServiceProviders, SFServices and SFPlans on the platform cluster
+// and CRDs and Offerings on the onboarding cluster (a deleted or edited
+// Offering is put back).
+func Setup(mgr ctrl.Manager, platform, onboarding cluster.Cluster, opts ...Option) error {
+	if mgr == nil || platform == nil || onboarding == nil {
+		return errors.New("setup marketplace controller: a manager, the platform and the onboarding cluster are required")
 	}
 	o := options{name: DefaultControllerName}
 	for _, opt := range opts {
@@ -83,7 +85,7 @@ func Setup(mgr ctrl.Manager, onboarding cluster.Cluster, opts ...Option) error {
 			opt(&o)
 		}
 	}
-	r := &Reconciler{platform: mgr.GetClient(), onboarding: onboarding.GetClient()}
+	r := &Reconciler{platform: platform.GetClient(), onboarding: onboarding.GetClient()}
 	wake := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{everything}
 	})
@@ -93,9 +95,9 @@ func Setup(mgr ctrl.Manager, onboarding cluster.Cluster, opts ...Option) error {
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(o.name).
 		WithOptions(o.controller).
-		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&providerv1alpha1.ServiceProvider{}), wake)).
-		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&osbv1alpha1.SFService{}), wake)).
-		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&osbv1alpha1.SFPlan{}), wake)).
+		WatchesRawSource(source.Kind(platform.GetCache(), client.Object(&providerv1alpha1.ServiceProvider{}), wake)).
+		WatchesRawSource(source.Kind(platform.GetCache(), client.Object(&osbv1alpha1.SFService{}), wake)).
+		WatchesRawSource(source.Kind(platform.GetCache(), client.Object(&osbv1alpha1.SFPlan{}), wake)).
 		WatchesRawSource(source.Kind(onboarding.GetCache(), client.Object(&apiextensionsv1.CustomResourceDefinition{}), wake, crdChanged)).
 		WatchesRawSource(source.Kind(onboarding.GetCache(), client.Object(&marketplacev1alpha1.Offering{}), wake)).
 		Complete(r)

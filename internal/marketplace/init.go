@@ -91,6 +91,12 @@ func Init(ctx context.Context, c client.Client, timeout time.Duration) error {
 	if err := crdinstall.Apply(ctx, c, FieldOwner, timeout, list...); err != nil {
 		return fmt.Errorf("install marketplace CRDs: %w", err)
 	}
+	return applyViewerRBAC(ctx, c)
+}
+
+// applyViewerRBAC applies ViewerRole and ViewerBinding server-side as
+// FieldOwner.
+func applyViewerRBAC(ctx context.Context, c client.Client) error {
 	for _, obj := range []client.Object{ViewerRole(), ViewerBinding()} {
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 		if err != nil {

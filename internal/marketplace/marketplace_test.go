@@ -502,6 +502,7 @@ func TestKubectlGetOfferings(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: printed, Annotations: map[string]string{marketplacev1alpha1.AnnotationDisplayName: "Printed"}},
 		Spec:       providerv1alpha1.ServiceProviderSpec{DeploymentSpec: providerv1alpha1.DeploymentSpec{Image: "registry.example.com/printed:v9.8.7"}},
 	})
+	setProviderStatus(t, printed, metav1.GroupVersionKind{Group: "printed.example.com", Version: "v1", Kind: "Printed"}, metav1.ConditionFalse, "Starting")
 	waitOffering(t, "sp-"+printed, "to exist", func(*marketplacev1alpha1.Offering) string { return "" })
 	bin, err := testenv.BinaryDir()
 	if err != nil {
@@ -533,4 +534,32 @@ func TestKubectlGetOfferings(t *testing.T) {
 			t.Errorf("kubectl get %s: no row sp-printed in\n%s", resource, out)
 		}
 	}
+}
+
+// TestProviderWithoutKindsIsNoOffering: a ServiceProvider that registered
+// no kinds (the inter-operator, or any provider before its init) offers
+// nothing to order, so it has no Offering; once it registers a kind, it has.
+func TestProviderWithoutKindsIsNoOffering(t *testing.T) {
+	testenv.SkipIfShort(t)
+	t.Parallel()
+	bare, other := unique("bare"), unique("other")
+	for _, name := range []string{bare, other} {
+		create(t, &providerv1alpha1.ServiceProvider{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: providerv1alpha1.ServiceProviderSpec{DeploymentSpec: providerv1alpha1.DeploymentSpec{Image: "registry.example.com/" + name + ":v1"}}})
+	}
+	// One reconcile computes every Offering: once the other provider's
+	// appears, the bare one's would have too.
+	setProviderStatus(t, other, metav1.GroupVersionKind{Group: "other.example.com", Version: "v1", Kind: "Other"}, metav1.ConditionTrue, "Ready")
+	waitOffering(t, "sp-"+other, "to exist", func(*marketplacev1alpha1.Offering) string { return "" })
+	o := &marketplacev1alpha1.Offering{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Name: "sp-" + bare}, o); !apierrors.IsNotFound(err) {
+		t.Fatalf("Offering sp-%s of a provider without kinds: get = %v, want NotFound", bare, err)
+	}
+	setProviderStatus(t, bare, metav1.GroupVersionKind{Group: "bare.example.com", Version: "v1", Kind: "Bare"}, metav1.ConditionTrue, "Ready")
+	waitOffering(t, "sp-"+bare, "to exist once it registered a kind", func(o *marketplacev1alpha1.Offering) string {
+		if len(o.Spec.Kinds) != 1 || o.Spec.Kinds[0].Kind != "Bare" {
+			return fmt.Sprintf("kinds %+v", o.Spec.Kinds)
+		}
+		return ""
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,7 +56,10 @@ func wantedOfferings(src sources) map[string]wanted {
 	}
 	for i := range src.providers {
 		sp := &src.providers[i]
-		if sp.DeletionTimestamp != nil {
+		// A provider that registered no kinds (yet; init registers them)
+		// offers nothing a tenant can order: the inter-operator, whose
+		// services are offered one by one from its catalog, is one.
+		if sp.DeletionTimestamp != nil || len(sp.Status.Resources) == 0 {
 			continue
 		}
 		w := serviceProviderOffering(sp, crdByGK)
@@ -139,6 +143,7 @@ func serviceProviderOffering(sp *providerv1alpha1.ServiceProvider, crdByGK map[s
 	}
 	o.Spec.Description = sp.Annotations[marketplacev1alpha1.AnnotationDescription]
 	o.Spec.Version = imageVersion(sp.Spec.Image)
+	o.Spec.OSB = osbSettings(sp.Annotations)
 	for _, gvk := range sp.Status.Resources {
 		k := marketplacev1alpha1.OfferedKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind}
 		if crd := crdByGK[gvk.Group+"/"+gvk.Kind]; crd != nil {
@@ -159,6 +164,38 @@ func serviceProviderOffering(sp *providerv1alpha1.ServiceProvider, crdByGK map[s
 	}
 	o.Spec.Ready = ready.Status == metav1.ConditionTrue
 	return wanted{offering: o, ready: ready}
+}
+
+// osbSettings reads a ServiceProvider's opt-in to the OSB broker and the
+// rights of its bindings from its annotations (AnnotationOSB,
+// AnnotationBindingRules). It returns nil for a provider that did not opt
+// in. Binding rules that are not a JSON list of PolicyRules, or a rule
+// without verbs, keep the offering out of OSB with a message: a binding
+// with other rights than the platform operator meant is worse than none.
+func osbSettings(annotations map[string]string) *marketplacev1alpha1.OSBSettings {
+	if annotations[marketplacev1alpha1.AnnotationOSB] != "true" {
+		return nil
+	}
+	s := &marketplacev1alpha1.OSBSettings{Enabled: true}
+	raw := strings.TrimSpace(annotations[marketplacev1alpha1.AnnotationBindingRules])
+	if raw == "" {
+		return s
+	}
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var rules []rbacv1.PolicyRule
+	if err := dec.Decode(&rules); err != nil {
+		return &marketplacev1alpha1.OSBSettings{Message: fmt.Sprintf("annotation %s is not a JSON list of RBAC PolicyRules: %v",
+			marketplacev1alpha1.AnnotationBindingRules, err)}
+	}
+	for i, r := range rules {
+		if len(r.Verbs) == 0 || (len(r.Resources) == 0 && len(r.NonResourceURLs) == 0) {
+			return &marketplacev1alpha1.OSBSettings{Message: fmt.Sprintf("annotation %s: rule %d names no verbs or no resources",
+				marketplacev1alpha1.AnnotationBindingRules, i)}
+		}
+	}
+	s.BindingRules = rules
+	return s
 }
 
 // describeKind fills in k's plural, scope and spec schema from crd. The

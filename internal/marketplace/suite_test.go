@@ -82,7 +82,7 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := marketplace.Setup(mgr, onboarding); err != nil {
+	if err := marketplace.Setup(mgr, mgr, onboarding); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -56,6 +56,15 @@ type Provider struct {
 	// Setup registers the provider's controllers with mgr (a manager on
 	// the onboarding cluster) using what Env offers.
 	Setup func(ctx context.Context, mgr ctrl.Manager, env Env) error
+	// InitRules are what init asks for on the onboarding cluster in
+	// addition to installing the CRDs, for InitOnboarding. The operator
+	// grants them only within the provider's access policy.
+	InitRules []rbacv1.PolicyRule
+	// InitOnboarding, when set, runs at the end of init with the onboarding
+	// cluster's client (InitRules' rights), after the CRDs are installed:
+	// for what a provider sets up there once, such as RBAC for its
+	// tenants. Like init, it must be idempotent.
+	InitOnboarding func(ctx context.Context, onboarding client.Client) error
 }
 
 // Env is what run hands to Setup.
@@ -213,6 +222,11 @@ func (p Provider) init(ctx context.Context, f *flags) error {
 	if err := RegisterServiceKinds(ctx, platform, f.ProviderName, p.ServiceKinds...); err != nil {
 		return err
 	}
+	if p.InitOnboarding != nil {
+		if err := p.InitOnboarding(ctx, onboarding.Client()); err != nil {
+			return fmt.Errorf("initialize the onboarding cluster: %w", err)
+		}
+	}
 	log.Info("Initialized", "platformCRDs", len(platformCRDs), "onboardingCRDs", len(onboardingCRDs), "serviceKinds", len(p.ServiceKinds))
 	return nil
 }
@@ -313,7 +327,7 @@ func (p Provider) onboarding(ctx context.Context, f *flags, platform client.Clie
 // other purpose) ask for on the onboarding cluster. Init may read and
 // create CRDs, and update only its own onboarding CRDs, by name: the
 // operator's access policy refuses updating CRDs in general, which would let
-// one provider rewrite another's API.
+// one provider rewrite another's API. Init also asks for InitRules.
 func (p Provider) OnboardingPermissions(purpose string) clusteraccess.Permissions {
 	if purpose != "init" {
 		return p.runPermissions()
@@ -329,6 +343,7 @@ func (p Provider) OnboardingPermissions(purpose string) clusteraccess.Permission
 	if len(names) > 0 {
 		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{apiextensionsv1.GroupName}, Resources: []string{crdResource}, ResourceNames: names, Verbs: []string{"update", "patch"}})
 	}
+	rules = append(rules, p.InitRules...)
 	return clusteraccess.Permissions{Rules: rules}
 }
 

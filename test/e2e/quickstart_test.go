@@ -41,12 +41,14 @@ var toolBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager",
 
 // landscapeBinaries are the binaries of `make build` the quick start runs:
 // marketplane (the CLI, with the supervisor in it), the operator (two
-// replicas), the broker and the two providers the operator starts.
+// replicas), the broker and the two providers and the marketplace the
+// operator starts.
 var landscapeBinaries = []string{
 	"github.com/marketplane/marketplane/cmd/marketplane",
 	"github.com/marketplane/marketplane/cmd/marketplane-operator",
 	"github.com/marketplane/marketplane/cmd/marketplane-broker",
 	"github.com/marketplane/marketplane/cmd/marketplane-interoperator",
+	"github.com/marketplane/marketplane/cmd/marketplane-marketplace",
 	"github.com/marketplane/marketplane/providers/sample/cmd/sample",
 }
 
@@ -125,12 +127,19 @@ func TestQuickStart(t *testing.T) {
 	}
 	out := run(t, work, "the README quick start", "bash", "-c", script.String())
 	for _, want := range []string{
-		"condition met",               // MCP and Sample became Ready
-		"sampleobjects.domain.sample", // the provider's CRD is in the tenant's cluster
-		`"state":"succeeded"`,         // provisioning finished
-		"configmap/hello created",     // the bind credentials work in their namespace
-		"forbidden",                   // ... and nowhere else
-		"Removed the landscape",       // down
+		"sp-sample",              // the marketplace lists the sample provider ...
+		"sf-interoperator-",      // ... and the sample catalog's services, to any tenant
+		"KIND:      Sample",      // with the kind's schema ...
+		"Version is the version", // ... field by field
+		"pods\t<integer>",        // and the plan's parameters
+		"offering links for system:serviceaccount:console-demo:demo", // the console, signed in as the demo tenant
+		"condition met",                  // MCP and Sample became Ready
+		"sampleobjects.domain.sample",    // the provider's CRD is in the tenant's cluster
+		`"state":"succeeded"`,            // provisioning finished
+		"configmap/hello created",        // the bind credentials work in their namespace
+		"forbidden",                      // ... and nowhere else
+		`cannot list resource "secrets"`, // a code-based binding has only the offering's rights
+		"Removed the landscape",          // down
 	} {
 		if !strings.Contains(strings.ToLower(out), strings.ToLower(want)) {
 			t.Errorf("quick-start output lacks %q", want)

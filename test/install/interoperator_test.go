@@ -179,54 +179,8 @@ func TestInterOperatorInCluster(t *testing.T) {
 			t.Logf("inter-operator output ends:\n%s", tail(ioOut.String(), 12000))
 		}
 	})
-	binary := filepath.Join(dir, "marketplane-interoperator")
-
-	// init, as the operator's init Job runs it.
-	job := &batchv1.Job{}
-	eventually(t, "the init Job "+base+"/"+base+"-init", func(ctx context.Context) (bool, string, error) {
-		operatorRunning(t, "while waiting for the init Job")
-		err := c.Client.Get(ctx, client.ObjectKey{Namespace: base, Name: base + "-init"}, job)
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		return true, "", nil
-	})
-	initPod := job.Spec.Template.Spec
-	initSA := waitServiceAccountGranted(t, c, base, initPod.ServiceAccountName, operatorRunning)
-	initCreds := writeCredentials(t, c, t.TempDir(), base, serviceAccountToken(t, c, initSA))
-	initContainer := initPod.Containers[0]
-	noKubeconfigFlag(t, initContainer)
-	if err := runPodProcess(t, binary, initContainer.Args, podEnvOf(t, c, initContainer, base, job.Name+"-pod", initPod.ServiceAccountName, "inter-operator"),
-		initCreds, ioOut, initTimeout); err != nil {
-		t.Fatalf("marketplane-interoperator %s: %v", strings.Join(initContainer.Args, " "), err)
-	}
-	completeJob(t, c, job)
-
-	// run, as a pod of the operator's run Deployment runs it.
-	dep := &appsv1.Deployment{}
-	eventually(t, "the run Deployment "+base+"/"+base, func(ctx context.Context) (bool, string, error) {
-		operatorRunning(t, "while waiting for the run Deployment")
-		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: base, Name: base}, dep); err != nil {
-			return false, err.Error(), nil
-		}
-		return true, "", nil
-	})
-	runPod := dep.Spec.Template.Spec
-	runSA := waitServiceAccountGranted(t, c, base, runPod.ServiceAccountName, operatorRunning)
-	runCreds := writeCredentials(t, c, t.TempDir(), base, serviceAccountToken(t, c, runSA))
-	runContainer := runPod.Containers[0]
-	noKubeconfigFlag(t, runContainer)
-	chartBindsRunServiceAccount(t, ic, grantedTo(t, c, runSA))
-	runArgs, metricsPort := providerPorts(t, runContainer.Args)
-	io := startPodProcess(t, binary, runArgs, podEnvOf(t, c, runContainer, base, dep.Name+"-pod", runPod.ServiceAccountName, "inter-operator"), runCreds, ioOut)
-	running := func(t *testing.T, what string) {
-		t.Helper()
-		operatorRunning(t, what)
-		if done, err := io.exited(); done {
-			t.Fatalf("the inter-operator exited (%v) %s", err, what)
-		}
-	}
-	markAvailable(t, c, dep)
+	pc := runProviderInCluster(t, c, filepath.Join(dir, "marketplane-interoperator"), base, "inter-operator", ic.Objects, operatorRunning, ioOut)
+	initSA, runSA, running, metricsPort := pc.initSA, pc.runSA, pc.running, pc.metricsPort
 	eventually(t, "ServiceProvider "+sp.Name+" Ready", func(ctx context.Context) (bool, string, error) {
 		running(t, "while waiting for Ready")
 		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(sp), sp); err != nil {
@@ -268,6 +222,70 @@ func TestInterOperatorInCluster(t *testing.T) {
 			checkGrantsUsed(t, user, granted, readAudit(t, auditLog, user), scenario, sa.notReached, func(g grant) bool { return chartRoles[g.role()] })
 		})
 	}
+}
+
+// providerInCluster is a provider the test runs as the operator's init Job
+// and run Deployment would run it (runProviderInCluster).
+type providerInCluster struct {
+	initSA, runSA *corev1.ServiceAccount
+	// metricsPort is the run process's metrics port ("" when off).
+	metricsPort string
+	// running fails the test when the operator or the run process exited.
+	running func(t *testing.T, what string)
+}
+
+// runProviderInCluster runs binary, the provider whose objects the operator
+// deploys into the namespace base, as the operator's init Job and a pod of
+// its run Deployment would: with their arguments and environment, the
+// tokens of their ServiceAccounts and the in-cluster configuration. It
+// completes the Job after init succeeded, checks that every binding among
+// chartObjects binds the run ServiceAccount, and marks the Deployment
+// available once run started. who names the provider in messages.
+func runProviderInCluster(t *testing.T, c *testenv.Cluster, binary, base, who string, chartObjects []*unstructured.Unstructured, operatorRunning func(*testing.T, string), out *testenv.SyncBuffer) providerInCluster {
+	t.Helper()
+	job := &batchv1.Job{}
+	eventually(t, "the init Job "+base+"/"+base+"-init", func(ctx context.Context) (bool, string, error) {
+		operatorRunning(t, "while waiting for the init Job")
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: base, Name: base + "-init"}, job); err != nil {
+			return false, err.Error(), nil
+		}
+		return true, "", nil
+	})
+	initPod := job.Spec.Template.Spec
+	initSA := waitServiceAccountGranted(t, c, base, initPod.ServiceAccountName, operatorRunning)
+	initContainer := initPod.Containers[0]
+	noKubeconfigFlag(t, initContainer)
+	if err := runPodProcess(t, binary, initContainer.Args, podEnvOf(t, c, initContainer, base, job.Name+"-pod", initPod.ServiceAccountName, who),
+		writeCredentials(t, c, t.TempDir(), base, serviceAccountToken(t, c, initSA)), out, initTimeout); err != nil {
+		t.Fatalf("%s %s: %v", filepath.Base(binary), strings.Join(initContainer.Args, " "), err)
+	}
+	completeJob(t, c, job)
+
+	dep := &appsv1.Deployment{}
+	eventually(t, "the run Deployment "+base+"/"+base, func(ctx context.Context) (bool, string, error) {
+		operatorRunning(t, "while waiting for the run Deployment")
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: base, Name: base}, dep); err != nil {
+			return false, err.Error(), nil
+		}
+		return true, "", nil
+	})
+	runPod := dep.Spec.Template.Spec
+	runSA := waitServiceAccountGranted(t, c, base, runPod.ServiceAccountName, operatorRunning)
+	runContainer := runPod.Containers[0]
+	noKubeconfigFlag(t, runContainer)
+	chartBindsRunServiceAccount(t, chartObjects, who, grantedTo(t, c, runSA))
+	runArgs, metricsPort := providerPorts(t, runContainer.Args)
+	proc := startPodProcess(t, binary, runArgs, podEnvOf(t, c, runContainer, base, dep.Name+"-pod", runPod.ServiceAccountName, who),
+		writeCredentials(t, c, t.TempDir(), base, serviceAccountToken(t, c, runSA)), out)
+	running := func(t *testing.T, what string) {
+		t.Helper()
+		operatorRunning(t, what)
+		if done, err := proc.exited(); done {
+			t.Fatalf("the %s exited (%v) %s", who, err, what)
+		}
+	}
+	markAvailable(t, c, dep)
+	return providerInCluster{initSA: initSA, runSA: runSA, metricsPort: metricsPort, running: running}
 }
 
 // startOperatorInCluster runs `marketplane-operator init` and `run` as
@@ -364,13 +382,13 @@ func noKubeconfigFlag(t *testing.T, container corev1.Container) {
 	}
 }
 
-// chartBindsRunServiceAccount fails t unless every binding the chart
-// renders for the inter-operator binds the run ServiceAccount the operator
-// created (granted holds that ServiceAccount's bindings): a binding to
-// another name would grant nothing.
-func chartBindsRunServiceAccount(t *testing.T, ic *interoperatorChart, granted *operatorChart) {
+// chartBindsRunServiceAccount fails t unless every binding among the
+// chart's objects for a provider (who) binds the run ServiceAccount the
+// operator created (granted holds that ServiceAccount's bindings): a
+// binding to another name would grant nothing.
+func chartBindsRunServiceAccount(t *testing.T, objs []*unstructured.Unstructured, who string, granted *operatorChart) {
 	t.Helper()
-	for _, u := range ic.Objects {
+	for _, u := range objs {
 		kind := u.GetKind()
 		if kind != "ClusterRoleBinding" && kind != "RoleBinding" {
 			continue
@@ -381,7 +399,7 @@ func chartBindsRunServiceAccount(t *testing.T, ic *interoperatorChart, granted *
 			return kind == "RoleBinding" && b.Namespace == u.GetNamespace() && b.Name == u.GetName()
 		})
 		if !found {
-			t.Errorf("the chart's %s %s does not bind the inter-operator's run ServiceAccount %s/%s", kind, client.ObjectKeyFromObject(u),
+			t.Errorf("the chart's %s %s does not bind the %s's run ServiceAccount %s/%s", kind, client.ObjectKeyFromObject(u), who,
 				granted.ServiceAccount.Namespace, granted.ServiceAccount.Name)
 		}
 	}

@@ -5,6 +5,7 @@ Copyright 2026 The Marketplane Authors.
 package v1alpha1
 
 import (
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -42,6 +43,17 @@ const (
 	AnnotationDisplayName = "marketplace.services.openmcp.cloud/display-name"
 	// AnnotationDescription is the offering's description.
 	AnnotationDescription = "marketplace.services.openmcp.cloud/description"
+	// AnnotationOSB set to "true" opts the ServiceProvider's offering into
+	// the OSB broker's catalog (spec.osb.enabled). Any other value, or
+	// none, leaves it out: a provider is ordered through OSB only when the
+	// platform operator says so.
+	AnnotationOSB = "marketplace.services.openmcp.cloud/osb"
+	// AnnotationBindingRules is a JSON list of RBAC PolicyRules
+	// (rbac.authorization.k8s.io/v1): what the credentials of an OSB
+	// binding may do on the tenant's ManagedControlPlane
+	// (spec.osb.bindingRules). Without it, the offering's instances cannot
+	// be bound.
+	AnnotationBindingRules = "marketplace.services.openmcp.cloud/binding-rules"
 )
 
 // ConditionReady is the condition of an Offering that mirrors the health of
@@ -92,6 +104,26 @@ type OfferedKind struct {
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:pruning:PreserveUnknownFields
 	Schema *apiextensionsv1.JSON `json:"schema,omitempty"`
+}
+
+// OSBSettings say whether and how the OSB broker serves a ServiceProvider's
+// offering, as the platform operator declared it in the ServiceProvider's
+// annotations (AnnotationOSB, AnnotationBindingRules).
+type OSBSettings struct {
+	// enabled is true when the broker lists the offering in its catalog.
+	// +optional
+	Enabled bool `json:"enabled"`
+	// bindingRules are the RBAC rules a binding's credentials get on the
+	// ManagedControlPlane of the instance, as one ClusterRole there. Empty:
+	// the offering is not bindable.
+	// +optional
+	// +listType=atomic
+	BindingRules []rbacv1.PolicyRule `json:"bindingRules,omitempty"`
+	// message says why the offering is not served through OSB although the
+	// ServiceProvider asks for it (e.g. binding rules that are not a JSON
+	// list of PolicyRules).
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // PlanSchemas are the JSON Schemas of a plan's parameters (OSB's
@@ -174,6 +206,11 @@ type OfferingSpec struct {
 	// +optional
 	// +listType=atomic
 	Kinds []OfferedKind `json:"kinds,omitempty"`
+	// osb says whether and how the OSB broker serves the kinds of a
+	// ServiceProvider (absent for SFServices, which the broker serves
+	// anyway, and for providers that did not opt in).
+	// +optional
+	OSB *OSBSettings `json:"osb,omitempty"`
 
 	// serviceId is an SFService's OSB id.
 	// +optional

@@ -89,3 +89,6 @@ imagePullSecrets:
 
 {{/* The provider namespace and run ServiceAccount the operator gives the inter-operator (docs/operator.md). */}}
 {{- define "marketplane.interoperator.account" -}}sp-{{ .Values.interoperator.name }}{{- end -}}
+
+{{/* The marketplace's run ServiceAccount and namespace: ps-<name>. */}}
+{{- define "marketplane.marketplace.account" -}}ps-{{ .Values.marketplace.name }}{{- end -}}

@@ -89,6 +89,13 @@ type Options struct {
 	SyncTimeout time.Duration
 	// TombstoneTTL is how long a finished deletion answers "succeeded".
 	TombstoneTTL time.Duration
+	// CodeOfferingsNamespace, when set, also serves the code-based
+	// offerings (ServiceProviders that opted into OSB, read from the
+	// Offerings of the onboarding cluster): it is the broker's namespace
+	// on the platform cluster that holds the AccessRequests of their
+	// bindings and the kubeconfig Secrets they are granted. Empty (the
+	// default): SFServices only.
+	CodeOfferingsNamespace string
 
 	// Server timeouts. WriteTimeout 0 means SyncTimeout plus 15s;
 	// ShutdownTimeout 0 means SyncTimeout plus 10s.
@@ -183,6 +190,7 @@ $` + EnvPassword + `, or --username/--password. They are never logged.`,
 	f.StringVar(&o.MinAPIVersion, "min-api-version", o.MinAPIVersion, "oldest X-Broker-API-Version accepted (412 for older or missing)")
 	f.Int64Var(&o.MaxBodyBytes, "max-body-bytes", o.MaxBodyBytes, "largest request body accepted (413 beyond)")
 	f.DurationVar(&o.SyncTimeout, "sync-timeout", o.SyncTimeout, "how long a request for a synchronous plan waits for the provisioner")
+	f.StringVar(&o.CodeOfferingsNamespace, "code-offerings-namespace", o.CodeOfferingsNamespace, "also serve the ServiceProviders that opted into OSB (their Offerings on the onboarding cluster); the namespace on the platform cluster for the AccessRequests of their bindings. Empty: SFServices only")
 	f.DurationVar(&o.TombstoneTTL, "tombstone-ttl", o.TombstoneTTL, "how long last_operation reports a finished deletion as succeeded before 410 Gone")
 	f.DurationVar(&o.ReadHeaderTimeout, "read-header-timeout", o.ReadHeaderTimeout, "server read-header timeout")
 	f.DurationVar(&o.ReadTimeout, "read-timeout", o.ReadTimeout, "server read timeout")
@@ -312,9 +320,30 @@ func Run(ctx context.Context, o Options) error {
 	if o.RecheckInterval > 0 {
 		serverOpts = append(serverOpts, broker.WithRecheckInterval(o.RecheckInterval))
 	}
-	handler, err := broker.New(watcher, store, auth, serverOpts...)
+	var cat broker.Catalog = watcher
+	var offeringCache cache.Cache
+	var offerings *catalog.OfferingWatcher
+	if o.CodeOfferingsNamespace != "" {
+		if offeringCache, err = cache.New(onboardingCfg, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()}); err != nil {
+			return fmt.Errorf("offering cache: %w", err)
+		}
+		offerings = catalog.NewOfferingWatcher(offeringCache, log.WithName("offerings"))
+		cat = broker.NewMergedCatalog(watcher, offerings.Snapshot, log.WithName("catalog"))
+	}
+	sfHandler, err := broker.New(cat, store, auth, serverOpts...)
 	if err != nil {
 		return err
+	}
+	var handler http.Handler = sfHandler
+	if offerings != nil {
+		code, err := broker.NewCodeOfferings(cat, onboardingClient, platformClient, o.CodeOfferingsNamespace,
+			broker.WithSFStore(store), broker.WithBindTimeout(o.SyncTimeout), broker.WithCodeLogger(log.WithName("code")))
+		if err != nil {
+			return err
+		}
+		if handler, err = broker.NewRouter(sfHandler, code); err != nil {
+			return err
+		}
 	}
 
 	// The caches, the catalog watcher and the reaper outlive ctx: on
@@ -327,12 +356,17 @@ func Run(ctx context.Context, o Options) error {
 	g.Go(func() error { return catalogCache.Start(gctx) })
 	g.Go(func() error { return storeCache.Start(gctx) })
 	g.Go(func() error { return watcher.Start(gctx) })
+	if offerings != nil {
+		g.Go(func() error { return offeringCache.Start(gctx) })
+		g.Go(func() error { return offerings.Start(gctx) })
+	}
 	if err := store.Informers(gctx); err != nil {
 		cancel()
 		return errors.Join(err, g.Wait())
 	}
 	syncCtx, syncCancel := context.WithTimeout(gctx, o.CacheSyncTimeout)
-	synced := storeCache.WaitForCacheSync(syncCtx) && waitFor(syncCtx, watcher.Synced)
+	synced := storeCache.WaitForCacheSync(syncCtx) && waitFor(syncCtx, watcher.Synced) &&
+		(offerings == nil || waitFor(syncCtx, offerings.Synced))
 	syncCancel()
 	if !synced {
 		cancel()

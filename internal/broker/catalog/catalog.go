@@ -96,6 +96,8 @@ type Snapshot struct {
 
 	services map[string]*Service
 	plans    map[string]*Plan
+	// code are the code-based offerings Merge added; nil otherwise.
+	code *CodeSnapshot
 }
 
 // Service returns the offering with the given OSB id, or nil.

@@ -9,4 +9,8 @@
 // the catalog namespace trigger a rebuild on every change, and readers load
 // the latest snapshot with one atomic pointer read, so serving the catalog
 // costs no allocation and no lock.
+//
+// The code-based offerings (ServiceProviders that opted into OSB) come from
+// the Offerings of the onboarding cluster (BuildCode, OfferingWatcher) and
+// are appended to the SF catalog by Merge.
 package catalog

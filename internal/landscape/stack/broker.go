@@ -19,7 +19,6 @@ import (
 
 	"github.com/marketplane/marketplane/internal/landscape"
 	"github.com/marketplane/marketplane/internal/landscape/controlplane"
-	"github.com/marketplane/marketplane/internal/supervisor"
 )
 
 // BrokerCredentialsFile is the file in the state directory that holds the
@@ -40,6 +39,11 @@ type BrokerInfo struct {
 
 const brokerSecret = "broker-credentials"
 
+// BrokerAccessNamespace is the broker's namespace on the platform cluster
+// for the AccessRequests of bindings of code-based offerings
+// (--code-offerings-namespace).
+const BrokerAccessNamespace = "broker-access"
+
 // startBroker starts marketplane-broker on a loopback port with generated
 // credentials (kept in a Secret on the platform cluster, which the broker
 // reads, and in broker.json for the user), and waits until it serves the
@@ -56,6 +60,10 @@ func startBroker(ctx context.Context, l *landscape.Landscape, timeout time.Durat
 	}); err != nil {
 		return err
 	}
+	access := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: BrokerAccessNamespace}}
+	if err := ensure(ctx, l.Platform.Client, access, func() {}); err != nil {
+		return err
+	}
 	binary := filepath.Join(l.Binaries.Dir, "marketplane-broker")
 	addr := info.URL[len("http://"):]
 	proc, err := l.StartProcess("broker", binary, []string{
@@ -65,6 +73,7 @@ func startBroker(ctx context.Context, l *landscape.Landscape, timeout time.Durat
 		"--bind-address=" + addr,
 		"--metrics-bind-address=0",
 		"--credentials-secret=" + landscape.Namespace + "/" + brokerSecret,
+		"--code-offerings-namespace=" + BrokerAccessNamespace,
 	})
 	if err != nil {
 		return fmt.Errorf("start the broker: %w", err)
@@ -72,30 +81,9 @@ func startBroker(ctx context.Context, l *landscape.Landscape, timeout time.Durat
 	if err := l.SetEndpoint("broker", info.URL); err != nil {
 		return err
 	}
-	var last lastError
-	if err := waitFor(ctx, timeout, "the broker's catalog at "+info.URL, func(ctx context.Context) (bool, error) {
-		// A broker that exited (say, its port was taken) will not
-		// answer: fail with its log now rather than at the timeout.
-		if proc.Exited() {
-			return false, proc.ExitError()
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, info.URL+"/v2/catalog", nil)
-		if err != nil {
-			return false, err
-		}
+	if err := waitServing(ctx, timeout, "the broker's catalog", info.URL+"/v2/catalog", proc, func(req *http.Request) {
 		req.SetBasicAuth(info.Username, info.Password)
 		req.Header.Set("X-Broker-API-Version", "2.17")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return last.note(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return last.note(fmt.Errorf("GET /v2/catalog: %s", resp.Status))
-		}
-		return true, nil
-	}, func() string {
-		return joinSeen(last.String(), fmt.Sprintf("last lines of %s:\n%s", proc.Record.Log, supervisor.LogTail(proc.Record.Log, 10)))
 	}); err != nil {
 		return err
 	}

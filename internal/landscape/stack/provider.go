@@ -3,6 +3,7 @@ package stack
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,11 +16,14 @@ import (
 	"github.com/marketplane/marketplane/internal/landscape"
 )
 
-// provider is a ServiceProvider the landscape starts, and its
-// ProviderConfig.
+// provider is a ServiceProvider (or PlatformService) the landscape starts,
+// and its ProviderConfig.
 type provider struct {
 	// name of the ServiceProvider and of its ProviderConfig.
 	name string
+	// platformService deploys it as a PlatformService rather than a
+	// ServiceProvider.
+	platformService bool
 	// binary in bin/ that the image maps to.
 	binary string
 	// config is the ProviderConfig to create once its CRD is installed.
@@ -29,6 +33,9 @@ type provider struct {
 	// policy is the ServiceProvider's spec.accessPolicy; nil for the
 	// defaults.
 	policy *providerv1alpha1.AccessPolicy
+	// annotations are set on the ServiceProvider (or PlatformService),
+	// e.g. the marketplace's opt-in into OSB.
+	annotations map[string]string
 }
 
 // start creates the ServiceProvider (the operator then runs its init and
@@ -36,18 +43,35 @@ type provider struct {
 // installed its CRD, and waits until the provider is Ready.
 func (p provider) start(ctx context.Context, l *landscape.Landscape, timeout time.Duration) error {
 	c := l.Platform.Client
-	sp := &providerv1alpha1.ServiceProvider{ObjectMeta: metav1.ObjectMeta{Name: p.name}}
-	if err := ensure(ctx, c, sp, func() {
-		sp.Spec.Image = landscape.Image(p.binary)
+	kind := "ServiceProvider"
+	var obj client.Object
+	var spec *providerv1alpha1.DeploymentSpec
+	if p.platformService {
+		ps := &providerv1alpha1.PlatformService{ObjectMeta: metav1.ObjectMeta{Name: p.name}}
+		kind, obj, spec = "PlatformService", ps, &ps.Spec.DeploymentSpec
+	} else {
+		sp := &providerv1alpha1.ServiceProvider{ObjectMeta: metav1.ObjectMeta{Name: p.name}}
+		obj, spec = sp, &sp.Spec.DeploymentSpec
+	}
+	if err := ensure(ctx, c, obj, func() {
+		spec.Image = landscape.Image(p.binary)
 		// Nothing scrapes a landscape's providers and the process
 		// deployer puts no Service in front of them; a fixed port could
 		// be taken by another program on the machine.
-		sp.Spec.Metrics = &providerv1alpha1.MetricsConfiguration{Disabled: true}
-		sp.Spec.AccessPolicy = p.policy
+		spec.Metrics = &providerv1alpha1.MetricsConfiguration{Disabled: true}
+		spec.AccessPolicy = p.policy
+		if len(p.annotations) > 0 {
+			a := obj.GetAnnotations()
+			if a == nil {
+				a = map[string]string{}
+			}
+			maps.Copy(a, p.annotations)
+			obj.SetAnnotations(a)
+		}
 	}); err != nil {
 		return err
 	}
-	watch := newProviderWatch(l, "ServiceProvider", p.name)
+	watch := newProviderWatch(l, kind, p.name)
 	if p.config != nil {
 		// The ProviderConfig's kind is served once init installed its CRD
 		// and the CRD is Established; a provider whose init fails ends

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	marketplacev1alpha1 "github.com/marketplane/marketplane/api/marketplace/v1alpha1"
 	"github.com/marketplane/marketplane/internal/landscape"
 )
 
@@ -21,12 +22,13 @@ const SampleServerImage = "registry.invalid/marketplane/sample-server:v1"
 const DefaultTimeout = 3 * time.Minute
 
 // Configure adds the stack's steps to l, in order: the sample provider
-// together with the inter-operator and the sample catalog, then the broker.
+// together with the inter-operator, the sample catalog and the marketplace,
+// then the broker, then the web console.
 func Configure(l *landscape.Landscape) error {
 	// The two providers do not depend on each other, and starting one is
 	// mostly waiting (for its init, its run process, its CRDs to be
 	// served): at once, the landscape is ready seconds sooner.
-	l.AddStep("sample provider, inter-operator and the sample catalog", func(ctx context.Context, l *landscape.Landscape) error {
+	l.AddStep("sample provider, inter-operator, the sample catalog and the marketplace", func(ctx context.Context, l *landscape.Landscape) error {
 		g, gctx := errgroup.WithContext(ctx)
 		g.Go(func() error {
 			if err := sampleProvider().start(gctx, l, DefaultTimeout); err != nil {
@@ -40,10 +42,19 @@ func Configure(l *landscape.Landscape) error {
 			}
 			return nil
 		})
+		g.Go(func() error {
+			if err := startMarketplace(gctx, l, DefaultTimeout); err != nil {
+				return fmt.Errorf("marketplace: %w", err)
+			}
+			return nil
+		})
 		return g.Wait()
 	})
 	l.AddStep("OSB broker", func(ctx context.Context, l *landscape.Landscape) error {
 		return startBroker(ctx, l, DefaultTimeout)
+	})
+	l.AddStep("web console", func(ctx context.Context, l *landscape.Landscape) error {
+		return startConsole(ctx, l, DefaultTimeout)
 	})
 	return nil
 }
@@ -69,5 +80,16 @@ func sampleProvider() provider {
 		binary:    "sample",
 		config:    cfg,
 		configCRD: "providerconfigs.sample.services.openmcp.cloud",
+		// Ordered through OSB too (docs/marketplace.md): a binding may
+		// manage the SampleObjects of the tenant's control plane.
+		annotations: map[string]string{
+			marketplacev1alpha1.AnnotationOSB:          "true",
+			marketplacev1alpha1.AnnotationBindingRules: SampleBindingRules,
+		},
 	}
 }
+
+// SampleBindingRules are what an OSB binding of the sample provider's
+// offering may do on the instance's control plane: manage SampleObjects,
+// the sample's DomainServiceAPI, and nothing else.
+const SampleBindingRules = `[{"apiGroups":["domain.sample.services.openmcp.cloud"],"resources":["sampleobjects"],"verbs":["get","list","watch","create","update","patch","delete"]}]`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +21,7 @@ import (
 
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/landscape"
+	"github.com/marketplane/marketplane/internal/landscape/controlplane"
 	"github.com/marketplane/marketplane/internal/supervisor"
 	"github.com/marketplane/marketplane/pkg/crdinstall"
 )
@@ -258,4 +260,35 @@ func (p *providerWatch) failed(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// waitServing waits until GET url (prepared by prepare, e.g. with basic
+// auth) answers 200, failing at once with proc's exit when the process that
+// should serve it exited (say, its port was taken), and naming the last
+// answer and the tail of proc's log at the timeout.
+func waitServing(ctx context.Context, timeout time.Duration, what, url string, proc *controlplane.Proc, prepare func(*http.Request)) error {
+	var last lastError
+	return waitFor(ctx, timeout, what+" at "+url, func(ctx context.Context) (bool, error) {
+		if proc.Exited() {
+			return false, proc.ExitError()
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
+		if prepare != nil {
+			prepare(req)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return last.note(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return last.note(fmt.Errorf("GET %s: %s", req.URL.Path, resp.Status))
+		}
+		return true, nil
+	}, func() string {
+		return joinSeen(last.String(), fmt.Sprintf("last lines of %s:\n%s", proc.Record.Log, supervisor.LogTail(proc.Record.Log, 10)))
+	})
 }
