@@ -273,7 +273,7 @@ chromium: ## Unpack Debian's chromium and the libraries this machine lacks into 
 	echo "unpacking chromium $$want and its missing libraries into $(CHROMIUM_ROOT) (first time about a minute)..."; \
 	debs=$$(mktemp -d); chmod 755 "$$debs"; trap 'rm -rf "$$debs"' EXIT; \
 	pkgs=$$(apt-get $(APT_OPTS) install --simulate --no-install-recommends chromium | awk '/^Inst / {print $$2}'); \
-	(cd "$$debs" && apt-get $(APT_OPTS) download -q $$pkgs chromium); \
+	(cd "$$debs" && apt-get $(APT_OPTS) download -qq $$pkgs chromium); \
 	rm -rf $(CHROMIUM_ROOT) && mkdir -p $(CHROMIUM_ROOT); \
 	for deb in "$$debs"/*.deb; do dpkg -x "$$deb" $(CHROMIUM_ROOT); done; \
 	printf '%s\n' \

@@ -47,7 +47,9 @@ func TestMain(m *testing.M) {
 	if addr := os.Getenv(fakeProviderEnv); addr != "" {
 		os.Exit(fakeProvider(addr, os.Args[1:]))
 	}
-	if len(os.Args) > 1 && os.Args[1] == "landscape" {
+	// Run as the CLI: by landscape tests of the commands, and as the web
+	// console's process of a whole landscape (stackBinaries).
+	if len(os.Args) > 1 && (os.Args[1] == "landscape" || os.Args[1] == "console") {
 		if err := cli.NewRootCommand(os.Stdout).Execute(); err != nil {
 			os.Exit(1)
 		}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -74,6 +75,24 @@ func TestSupervision(t *testing.T) {
 			return s.Clusters[landscape.ClusterOnboarding].APIServer
 		}, nil},
 		{"broker", func(s *controlplane.State) *controlplane.Process { return s.Processes["broker"] }, nil},
+		{"console", func(s *controlplane.State) *controlplane.Process { return s.Processes["console"] }, func(ctx context.Context) error {
+			// The web console serves its sign-in page again, on its
+			// recorded URL.
+			url := l.State().Endpoints["console"]
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/login", nil)
+			if err != nil {
+				return err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return fmt.Errorf("the console at %q: %w", url, err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("the console's sign-in page: %s", resp.Status)
+			}
+			return nil
+		}},
 		{leader, func(s *controlplane.State) *controlplane.Process { return s.Processes[leader] }, func(ctx context.Context) error {
 			now := &coordinationv1.Lease{}
 			if err := l.Platform.Client.Get(ctx, client.ObjectKeyFromObject(lease), now); err != nil {
@@ -282,23 +301,43 @@ func healthy(ctx context.Context, l *landscape.Landscape, broker stack.BrokerInf
 }
 
 // stackBinaries returns a directory with what the whole landscape runs:
-// the broker, the inter-operator, the marketplace and the sample provider, built here (`make
-// test` builds only the control plane into bin/), and links to the control
-// plane's binaries and the operator requireBinaries prepared.
+// the broker, the inter-operator, the marketplace and the sample provider,
+// built here once for the package's tests (`make test` builds only the
+// control plane into bin/); links to the control plane's binaries and the
+// operator requireBinaries prepared; and the test binary itself as
+// `marketplane`, which TestMain turns into the CLI for the web console's
+// process (`marketplane console`).
 func stackBinaries(t *testing.T) string {
 	t.Helper()
 	requireBinaries(t)
-	bin := t.TempDir()
-	testenv.BuildBinaries(t, bin,
-		"github.com/marketplane/marketplane/cmd/marketplane-broker",
-		"github.com/marketplane/marketplane/cmd/marketplane-interoperator",
-		"github.com/marketplane/marketplane/cmd/marketplane-marketplace",
-		"github.com/marketplane/marketplane/providers/sample/cmd/sample")
-	src, err := controlplane.BinDir("")
-	must(t, err)
-	must(t, linkTools(src, bin))
-	return bin
+	stackOnce.Do(func() {
+		dir := filepath.Join(testBinDir, "stack")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		testenv.BuildBinaries(t, dir,
+			"github.com/marketplane/marketplane/cmd/marketplane-broker",
+			"github.com/marketplane/marketplane/cmd/marketplane-interoperator",
+			"github.com/marketplane/marketplane/cmd/marketplane-marketplace",
+			"github.com/marketplane/marketplane/providers/sample/cmd/sample")
+		self, err := os.Executable()
+		must(t, err)
+		must(t, os.Symlink(self, filepath.Join(dir, "marketplane")))
+		must(t, linkTools(testBinDir, dir))
+		stackDir = dir
+	})
+	if stackDir == "" {
+		t.Fatal("the stack's binaries could not be built (see the first test that asked for them)")
+	}
+	return stackDir
 }
+
+var (
+	stackOnce sync.Once
+	// stackDir is the directory stackBinaries prepared, under testBinDir
+	// (which TestMain removes); empty until it is complete.
+	stackDir string
+)
 
 // startStack starts the whole landscape (providers, catalog, broker) for a
 // test, stops it when the test ends, and returns it with its progress
