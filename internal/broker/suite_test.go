@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -221,7 +222,19 @@ type reply struct {
 	body   map[string]any
 }
 
-func (r reply) String() string { return fmt.Sprintf("%d %s", r.status, r.raw) }
+// String describes the reply for messages, with the credentials of a bind
+// reply left out: test output is a log, and logs never hold secrets.
+func (r reply) String() string {
+	if creds, ok := r.body["credentials"].(map[string]any); ok {
+		redacted := maps.Clone(r.body)
+		redacted["credentials"] = fmt.Sprintf("redacted (%d keys)", len(creds))
+		if raw, err := json.Marshal(redacted); err == nil {
+			return fmt.Sprintf("%d %s", r.status, raw)
+		}
+		return fmt.Sprintf("%d <a bind reply with credentials>", r.status)
+	}
+	return fmt.Sprintf("%d %s", r.status, r.raw)
+}
 
 // str returns a top-level string field of the body.
 func (r reply) str(field string) string {
