@@ -39,15 +39,11 @@ type bindCredentials struct {
 // answers 201 with its kubeconfig. An identical re-sent bind answers 200
 // with the same credentials.
 func (c *CodeOfferings) bind(x *exchange, r *http.Request) (int, any, error) {
-	ctx := r.Context()
-	id, err := pathID(r, "instance_id")
+	call, err := parseCall(x, r, parseBinding)
 	if err != nil {
 		return 0, nil, err
 	}
-	bid, err := pathID(r, "binding_id")
-	if err != nil {
-		return 0, nil, err
-	}
+	ctx, id, bid := call.ctx, call.instanceID, call.bindingID
 	var req bindRequest
 	if err := decodeBody(r, &req); err != nil {
 		return 0, nil, err
@@ -198,25 +194,11 @@ func (c *CodeOfferings) awaitGrant(ctx context.Context, key client.ObjectKey) ([
 // unbind deletes the binding's AccessRequest, which revokes its
 // credentials on the control plane, and waits until it is gone.
 func (c *CodeOfferings) unbind(x *exchange, r *http.Request) (int, any, error) {
-	ctx := r.Context()
-	id, err := pathID(r, "instance_id")
+	call, err := parseCall(x, r, parseBinding|parseDelete)
 	if err != nil {
 		return 0, nil, err
 	}
-	bid, err := pathID(r, "binding_id")
-	if err != nil {
-		return 0, nil, err
-	}
-	q, err := parseQuery(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	if _, err := q.required("service_id"); err != nil {
-		return 0, nil, err
-	}
-	if _, err := q.required("plan_id"); err != nil {
-		return 0, nil, err
-	}
+	ctx, id, bid := call.ctx, call.instanceID, call.bindingID
 	key := client.ObjectKey{Namespace: c.accessNamespace, Name: BindingAccessRequestName(bid)}
 	ar := &clustersv1alpha1.AccessRequest{}
 	if err := c.platform.Get(ctx, key, ar); err != nil {

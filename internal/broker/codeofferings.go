@@ -238,19 +238,11 @@ type controlPlaneRef struct {
 // and the provider's object with the parameters as spec. It answers 202;
 // last_operation follows the object's Ready condition.
 func (c *CodeOfferings) provision(x *exchange, r *http.Request) (int, any, error) {
-	ctx := r.Context()
-	id, err := pathID(r, "instance_id")
+	call, err := parseCall(x, r, parseAsync)
 	if err != nil {
 		return 0, nil, err
 	}
-	q, err := parseQuery(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	incomplete, err := q.acceptsIncomplete()
-	if err != nil {
-		return 0, nil, err
-	}
+	ctx, id, incomplete := call.ctx, call.instanceID, call.async
 	var req provisionRequest
 	if err := decodeBody(r, &req); err != nil {
 		return 0, nil, err
@@ -527,16 +519,12 @@ type codeOperationState struct {
 // cleans up in the control plane), then the ManagedControlPlane the broker
 // created, then the namespace; once the namespace is gone the poll is 410,
 // which OSB defines as success for a deletion.
-func (c *CodeOfferings) lastOperation(_ *exchange, r *http.Request) (int, any, error) {
-	ctx := r.Context()
-	id, err := pathID(r, "instance_id")
+func (c *CodeOfferings) lastOperation(x *exchange, r *http.Request) (int, any, error) {
+	call, err := parseCall(x, r, 0)
 	if err != nil {
 		return 0, nil, err
 	}
-	q, err := parseQuery(r)
-	if err != nil {
-		return 0, nil, err
-	}
+	ctx, id, q := call.ctx, call.instanceID, call.query
 	op := q.operationV.value
 	if q.operationV.present && op != operationProvision && op != operationDeprovision {
 		return 0, nil, badRequest("operation %q is not an operation of this instance.", truncate(op, 100))
@@ -612,26 +600,11 @@ func (c *CodeOfferings) deleteObject(ctx context.Context, rec *record) error {
 // the provider's object, and answers 202: the rest follows the polls of
 // last_operation.
 func (c *CodeOfferings) deprovision(x *exchange, r *http.Request) (int, any, error) {
-	ctx := r.Context()
-	id, err := pathID(r, "instance_id")
+	call, err := parseCall(x, r, parseDelete|parseAsync)
 	if err != nil {
 		return 0, nil, err
 	}
-	q, err := parseQuery(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	serviceID, err := q.required("service_id")
-	if err != nil {
-		return 0, nil, err
-	}
-	if _, err := q.required("plan_id"); err != nil {
-		return 0, nil, err
-	}
-	incomplete, err := q.acceptsIncomplete()
-	if err != nil {
-		return 0, nil, err
-	}
+	ctx, id, serviceID, incomplete := call.ctx, call.instanceID, call.serviceID, call.async
 	rec, err := c.getRecord(ctx, id)
 	if err != nil {
 		return 0, nil, err

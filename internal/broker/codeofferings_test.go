@@ -5,14 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,7 +66,7 @@ type codeLandscape struct {
 func startCodeLandscape(t *testing.T) *codeLandscape {
 	t.Helper()
 	testenv.SkipIfShort(t)
-	ctrl.SetLogger(testLogger(t))
+	ctrl.SetLogger(testenv.Logger())
 	bin := t.TempDir()
 	testenv.BuildBinaries(t, bin, "github.com/marketplane/marketplane/providers/sample/cmd/sample")
 	l := providertest.Start(t, providertest.WithProviderImages(map[string]string{sampleProviderImage: filepath.Join(bin, "sample")}),
@@ -116,7 +113,7 @@ func startCodeLandscape(t *testing.T) *codeLandscape {
 	if err != nil {
 		t.Fatal(err)
 	}
-	watcher := catalog.NewOfferingWatcher(offeringCache, testLogger(t).WithName("offerings"))
+	watcher := catalog.NewOfferingWatcher(offeringCache, testenv.Logger().WithName("offerings"))
 	store := kubestore.New(storeCache, l.Onboarding.Client)
 	go func() { _ = offeringCache.Start(bctx) }()
 	go func() { _ = storeCache.Start(bctx) }()
@@ -136,13 +133,13 @@ func startCodeLandscape(t *testing.T) *codeLandscape {
 	// broker before and after a restart, since a broker keeps nothing in
 	// memory but caches.
 	newBroker := func() string {
-		merged := broker.NewMergedCatalog(broker.CatalogFn(func() *catalog.Snapshot { return empty }), watcher.Snapshot, testLogger(t).WithName("catalog"))
+		merged := broker.NewMergedCatalog(broker.CatalogFn(func() *catalog.Snapshot { return empty }), watcher.Snapshot, testenv.Logger().WithName("catalog"))
 		sf, err := broker.New(merged, store, auth, broker.WithSyncTimeout(testSyncTimeout))
 		if err != nil {
 			t.Fatal(err)
 		}
 		code, err := broker.NewCodeOfferings(merged, l.Onboarding.Client, l.Platform.Client, brokerAccessNamespace,
-			broker.WithSFStore(store), broker.WithBindTimeout(codeTimeout), broker.WithCodeLogger(testLogger(t).WithName("code")))
+			broker.WithSFStore(store), broker.WithBindTimeout(codeTimeout), broker.WithCodeLogger(testenv.Logger().WithName("code")))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -539,14 +536,6 @@ func awaitCond(t *testing.T, what string, cond func(context.Context) (bool, erro
 	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, codeTimeout, true, cond); err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
-}
-
-// testLogger logs to stderr with TEST_LOG set, else nowhere.
-func testLogger(*testing.T) logr.Logger {
-	if os.Getenv("TEST_LOG") == "" {
-		return logr.Discard()
-	}
-	return funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{Verbosity: 1})
 }
 
 // failedProvision provisions a version the provider does not offer: the

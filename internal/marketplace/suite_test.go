@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -41,11 +39,7 @@ func runSuite(m *testing.M) int {
 	if testenv.Short() {
 		return m.Run()
 	}
-	if os.Getenv("TEST_LOG") != "" {
-		ctrl.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{Verbosity: 2, LogTimestamp: true}))
-	} else {
-		ctrl.SetLogger(logr.Discard())
-	}
+	ctrl.SetLogger(testenv.Logger())
 	var err error
 	env, err = testenv.New(testenv.WithName("marketplace"))
 	if err != nil {

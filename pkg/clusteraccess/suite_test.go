@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -37,11 +35,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	log := logr.Discard()
-	if os.Getenv("TEST_LOG") != "" {
-		log = funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{Verbosity: 2})
-	}
-	logf.SetLogger(log)
+	logf.SetLogger(testenv.Logger())
 	code := m.Run()
 	if landscape != nil {
 		if err := landscape.Stop(); err != nil {

@@ -107,29 +107,16 @@ func brokerInfo(l *landscape.Landscape) (BrokerInfo, error) {
 		if err := json.Unmarshal(raw, &info); err != nil {
 			return info, fmt.Errorf("read %s: %w", path, err)
 		}
-		u, err := url.Parse(info.URL)
-		if err != nil {
-			return info, fmt.Errorf("read %s: url: %w", path, err)
-		}
-		port, err := strconv.Atoi(u.Port())
-		if err != nil {
-			return info, fmt.Errorf("read %s: url %q has no port: %w", path, info.URL, err)
-		}
-		if controlplane.CheckPortFree(port, "broker") == nil {
-			return info, nil
-		}
-		if port, err = controlplane.FreePort(); err != nil {
+		moved, err := keepOrMove(l, "broker", info.URL, path, "; "+l.Layout.Path(BrokerEnvFile)+" has the new URL")
+		if err != nil || moved == info.URL {
 			return info, err
 		}
-		old := info.URL
-		info.URL = fmt.Sprintf("http://127.0.0.1:%d", port)
-		l.Logger().Info("The broker's recorded port is taken by another process; moving the broker", "from", old, "to", info.URL)
-		l.AddSummary(fmt.Sprintf("The broker moved from %s (taken by another process) to %s; %s has the new URL.", old, info.URL, l.Layout.Path(BrokerEnvFile)))
+		info.URL = moved
 		return info, writeBrokerInfo(l, info)
 	case !errors.Is(err, os.ErrNotExist):
 		return info, fmt.Errorf("read %s: %w", path, err)
 	}
-	port, err := controlplane.FreePort()
+	freeURL, err := loopbackURL()
 	if err != nil {
 		return info, err
 	}
@@ -137,7 +124,7 @@ func brokerInfo(l *landscape.Landscape) (BrokerInfo, error) {
 	if _, err := rand.Read(secret); err != nil {
 		return info, fmt.Errorf("generate broker password: %w", err)
 	}
-	info = BrokerInfo{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Username: "marketplane", Password: hex.EncodeToString(secret)}
+	info = BrokerInfo{URL: freeURL, Username: "marketplane", Password: hex.EncodeToString(secret)}
 	return info, writeBrokerInfo(l, info)
 }
 
@@ -156,4 +143,38 @@ func writeBrokerInfo(l *landscape.Landscape, info BrokerInfo) error {
 		return fmt.Errorf("write %s: %w", BrokerEnvFile, err)
 	}
 	return nil
+}
+
+// keepOrMove returns recorded, the URL (http://127.0.0.1:<port>) that the
+// state file path records for the landscape's process what, while its port
+// is free; else the URL of a free port, which the log and the summary
+// (with note appended) announce. The caller records the new URL.
+func keepOrMove(l *landscape.Landscape, what, recorded, path, note string) (string, error) {
+	u, err := url.Parse(recorded)
+	if err != nil {
+		return "", fmt.Errorf("read %s: url: %w", path, err)
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return "", fmt.Errorf("read %s: url %q has no port: %w", path, recorded, err)
+	}
+	if controlplane.CheckPortFree(port, what) == nil {
+		return recorded, nil
+	}
+	moved, err := loopbackURL()
+	if err != nil {
+		return "", err
+	}
+	l.Logger().Info("A recorded port is taken by another process; moving "+what, "from", recorded, "to", moved)
+	l.AddSummary(fmt.Sprintf("The %s moved from %s (taken by another process) to %s%s.", what, recorded, moved, note))
+	return moved, nil
+}
+
+// loopbackURL returns the URL of a free loopback port.
+func loopbackURL() (string, error) {
+	port, err := controlplane.FreePort()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d", port), nil
 }

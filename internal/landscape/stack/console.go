@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/marketplane/marketplane/internal/landscape"
-	"github.com/marketplane/marketplane/internal/landscape/controlplane"
 )
 
 // ConsoleURLFile is the file in the state directory that holds the web
@@ -74,43 +72,24 @@ func startConsole(ctx context.Context, l *landscape.Landscape, timeout time.Dura
 
 // consoleAddress reads ConsoleURLFile, or picks a free port and writes it.
 // A recorded port that another process took while the landscape was
-// stopped is replaced, and the summary says so.
+// stopped is replaced (keepOrMove).
 func consoleAddress(l *landscape.Landscape) (string, error) {
 	path := l.Layout.Path(ConsoleURLFile)
 	raw, err := os.ReadFile(path)
+	var consoleURL string
 	switch {
 	case err == nil:
 		recorded := strings.TrimSpace(string(raw))
-		u, err := url.Parse(recorded)
-		if err != nil {
-			return "", fmt.Errorf("read %s: %w", path, err)
+		if consoleURL, err = keepOrMove(l, "console", recorded, path, ""); err != nil || consoleURL == recorded {
+			return consoleURL, err
 		}
-		port, err := strconv.Atoi(u.Port())
-		if err != nil {
-			return "", fmt.Errorf("read %s: url %q has no port: %w", path, recorded, err)
-		}
-		if controlplane.CheckPortFree(port, "console") == nil {
-			return recorded, nil
-		}
-		moved, err := newConsoleAddress(path)
-		if err != nil {
+	case errors.Is(err, os.ErrNotExist):
+		if consoleURL, err = loopbackURL(); err != nil {
 			return "", err
 		}
-		l.Logger().Info("The console's recorded port is taken by another process; moving the console", "from", recorded, "to", moved)
-		l.AddSummary(fmt.Sprintf("The console moved from %s (taken by another process) to %s.", recorded, moved))
-		return moved, nil
-	case !errors.Is(err, os.ErrNotExist):
+	default:
 		return "", fmt.Errorf("read %s: %w", path, err)
 	}
-	return newConsoleAddress(path)
-}
-
-func newConsoleAddress(path string) (string, error) {
-	port, err := controlplane.FreePort()
-	if err != nil {
-		return "", err
-	}
-	consoleURL := fmt.Sprintf("http://127.0.0.1:%d", port)
 	if err := os.WriteFile(path, []byte(consoleURL+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -64,11 +62,7 @@ func runSuite(m *testing.M) int {
 		// The tests that need the API server skip themselves.
 		return m.Run()
 	}
-	if os.Getenv("TEST_LOG") != "" {
-		ctrl.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{Verbosity: 2, LogTimestamp: true}))
-	} else {
-		ctrl.SetLogger(logr.Discard())
-	}
+	ctrl.SetLogger(testenv.Logger())
 	var err error
 	platform, err = testenv.New(testenv.WithName("platform"), testenv.WithControllerManager())
 	if err != nil {

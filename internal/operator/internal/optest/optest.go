@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,11 +48,7 @@ var (
 // Main runs the tests of a package and stops the shared API servers; call
 // it from TestMain.
 func Main(m *testing.M) {
-	if os.Getenv("TEST_LOG") != "" {
-		logf.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{Verbosity: 2}))
-	} else {
-		logf.SetLogger(logr.Discard())
-	}
+	logf.SetLogger(testenv.Logger())
 	code := m.Run()
 	for _, c := range []*testenv.Cluster{Platform, Target} {
 		if c != nil {
