@@ -8,7 +8,11 @@
 // that forked it, not to the process; the Go runtime may end other threads,
 // so forking from a thread that lives as long as the Spawner makes
 // Pdeathsig mean "the supervising program died". Spawner.Close kills what
-// still runs. Each child leads a process
+// still runs. A command that its caller waits for and stops itself (a
+// test's kube-controller-manager) goes through StartCmd, whose thread lives
+// as long as the program: a plain exec.Cmd.Start with Pdeathsig would fork
+// from whatever thread it runs on, and a Spawner that later locks that
+// thread ends it on Close, killing the process. Each child leads a process
 // group of its own, so that Process.Stop (SIGTERM, a grace period, then
 // SIGKILL) also reaches whatever the child started.
 //

@@ -9,14 +9,9 @@ import (
 	"syscall"
 )
 
-// SysProcAttr returns the attributes Start gives a process: a process
-// group of its own, so that a stop reaches what it started too, and
-// Pdeathsig, so that the kernel kills it when the thread that forked it
-// ends. For commands that are run without a Spawner, like tests.
-func SysProcAttr() *syscall.SysProcAttr { return withGroup(nil) }
-
-// withGroup adds a process group and Pdeathsig to attr (a new one when
-// nil) and returns it.
+// withGroup adds a process group (so that a stop reaches what the process
+// started too) and Pdeathsig (so that the kernel kills it when the thread
+// that forked it ends) to attr, a new one when nil, and returns it.
 func withGroup(attr *syscall.SysProcAttr) *syscall.SysProcAttr {
 	if attr == nil {
 		attr = &syscall.SysProcAttr{}

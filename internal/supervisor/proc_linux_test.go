@@ -5,8 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // helperEnv makes the test binary the supervising program of
@@ -96,5 +98,79 @@ func TestRunning(t *testing.T) {
 	}
 	if n, err := ResidentMemory(self); err != nil || n <= 0 {
 		t.Errorf("ResidentMemory(self) = %d, %v; want a size", n, err)
+	}
+}
+
+// onEndingThread runs f on a goroutine locked to an OS thread other than
+// the main one and returns once that thread has ended: the goroutine never
+// unlocks, so the runtime ends the thread with it (the main thread would be
+// parked instead, so a goroutine that lands there tries again).
+func onEndingThread(t *testing.T, f func()) {
+	t.Helper()
+	for {
+		tids := make(chan int, 1)
+		go func() {
+			runtime.LockOSThread()
+			tid := syscall.Gettid()
+			if tid != os.Getpid() {
+				f()
+			}
+			tids <- tid
+		}()
+		tid := <-tids
+		if tid == os.Getpid() {
+			continue
+		}
+		task := fmt.Sprintf("/proc/self/task/%d", tid)
+		waitFor(t, "the locked thread "+task+" to end with its goroutine", func() bool {
+			_, err := os.Stat(task)
+			return os.IsNotExist(err)
+		})
+		return
+	}
+}
+
+// TestStartCmdOutlivesCallerThread: a process that StartCmd started keeps
+// running when the thread of its caller ends, while one that a plain Start
+// with the same attributes forked there is killed by the kernel
+// (Pdeathsig) at that moment, which nobody asked for.
+func TestStartCmdOutlivesCallerThread(t *testing.T) {
+	kept, plain := exec.Command("sleep", "300"), exec.Command("sleep", "300")
+	onEndingThread(t, func() {
+		if err := StartCmd(kept); err != nil {
+			t.Errorf("StartCmd: %v", err)
+		}
+		plain.SysProcAttr = withGroup(nil)
+		if err := plain.Start(); err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	})
+	if kept.Process == nil || plain.Process == nil {
+		t.FailNow()
+	}
+	done := func(cmd *exec.Cmd) <-chan struct{} {
+		ch := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(ch) }()
+		t.Cleanup(func() { _ = cmd.Process.Kill(); <-ch })
+		return ch
+	}
+	keptDone, plainDone := done(kept), done(plain)
+	// Both got their signal, if any, when the thread ended; the plain one
+	// being reaped shows the kernel sent it.
+	select {
+	case <-plainDone:
+	case <-time.After(waitTimeout):
+		t.Fatalf("the process a plain Start forked from the ended thread still runs after %s", waitTimeout)
+	}
+	if got := plain.ProcessState.String(); got != "signal: killed" {
+		t.Errorf("plain Start: process ended with %q, want signal: killed", got)
+	}
+	select {
+	case <-keptDone:
+		t.Fatalf("the process StartCmd started ended with %s when its caller's thread ended", kept.ProcessState)
+	default:
+	}
+	if state, _, err := procStat(kept.Process.Pid); err != nil || state == 'Z' {
+		t.Errorf("the process StartCmd started: state %c, %v; want it running", state, err)
 	}
 }

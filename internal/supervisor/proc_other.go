@@ -11,12 +11,9 @@ import (
 // errNoProc: without /proc, processes cannot be identified beyond their PID.
 var errNoProc = errors.New("process details need /proc (Linux)")
 
-// SysProcAttr returns empty attributes: process groups and Pdeathsig are
-// Unix features, so a stop reaches the process only, and processes outlive
-// a supervising program that is killed.
-func SysProcAttr() *syscall.SysProcAttr { return withGroup(nil) }
-
-// withGroup returns attr, a new one when nil.
+// withGroup returns attr, a new one when nil: process groups and Pdeathsig
+// are Unix features, so a stop reaches the process only, and processes
+// outlive a supervising program that is killed.
 func withGroup(attr *syscall.SysProcAttr) *syscall.SysProcAttr {
 	if attr == nil {
 		attr = &syscall.SysProcAttr{}

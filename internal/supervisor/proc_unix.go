@@ -10,13 +10,9 @@ import (
 // errNoProc: without /proc, processes cannot be identified beyond their PID.
 var errNoProc = errors.New("process details need /proc (Linux)")
 
-// SysProcAttr returns the attributes Start gives a process: a process
-// group of its own, so that a stop reaches what it started too. Without
+// withGroup adds a process group to attr (a new one when nil), so that a
+// stop reaches what the process started too, and returns it. Without
 // Pdeathsig, processes outlive a supervising program that is killed.
-func SysProcAttr() *syscall.SysProcAttr { return withGroup(nil) }
-
-// withGroup adds a process group to attr (a new one when nil) and returns
-// it.
 func withGroup(attr *syscall.SysProcAttr) *syscall.SysProcAttr {
 	if attr == nil {
 		attr = &syscall.SysProcAttr{}

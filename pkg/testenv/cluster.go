@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -57,13 +58,16 @@ type Cluster struct {
 	// kube-controller-manager log.
 	Dir string
 
-	env      *envtest.Environment
-	apiMu    sync.Mutex // serialises StopAPIServer and StartAPIServer
-	apiDown  bool       // the API server was stopped by StopAPIServer
-	kcm      *exec.Cmd
-	kcmDone  chan struct{}
-	stopOnce sync.Once
-	stopErr  error
+	env     *envtest.Environment
+	apiMu   sync.Mutex // serialises StopAPIServer and StartAPIServer
+	apiDown bool       // the API server was stopped by StopAPIServer
+	kcm     *exec.Cmd
+	kcmDone chan struct{}
+	// kcmStopping is set by Stop, so that an exit before it is written
+	// to the controller manager's log.
+	kcmStopping atomic.Bool
+	stopOnce    sync.Once
+	stopErr     error
 }
 
 // Option configures a Cluster before it starts.
@@ -354,6 +358,7 @@ func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
 		var errs []error
 		if c.kcm != nil && c.kcm.Process != nil {
+			c.kcmStopping.Store(true)
 			_ = c.kcm.Process.Signal(syscall.SIGTERM)
 			select {
 			case <-c.kcmDone:
@@ -403,17 +408,22 @@ func (c *Cluster) startControllerManager(path string, controllers []string) erro
 		"--v=1",
 	)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// The controller manager must not outlive a test binary that crashes:
-	// on Linux the supervisor's attributes include Pdeathsig (other
-	// systems have none, see internal/supervisor).
-	cmd.SysProcAttr = supervisor.SysProcAttr()
-	if err := cmd.Start(); err != nil {
+	// The controller manager must not outlive a test binary that crashes
+	// (on Linux StartCmd gives it Pdeathsig; other systems have none, see
+	// internal/supervisor), nor die before its cluster: StartCmd forks
+	// from a thread that lasts, where a plain Start could fork from one
+	// that a closing Spawner of a parallel test ends.
+	if err := supervisor.StartCmd(cmd); err != nil {
 		_ = logFile.Close()
 		return fmt.Errorf("start kube-controller-manager for %q: %w", c.Name, err)
 	}
 	c.kcm, c.kcmDone = cmd, make(chan struct{})
 	go func() {
-		_ = cmd.Wait()
+		_ = cmd.Wait() // the outcome is in ProcessState
+		if !c.kcmStopping.Load() {
+			// Namespaces stop being deleted from now on; the log says why.
+			fmt.Fprintf(logFile, "--- %s kube-controller-manager ended before its cluster was stopped: %s\n", time.Now().UTC().Format(time.RFC3339), cmd.ProcessState)
+		}
 		_ = logFile.Close()
 		close(c.kcmDone)
 	}()

@@ -62,9 +62,10 @@ func TestStartManyIndependent(t *testing.T) {
 }
 
 // TestControllerManager shows that with a kube-controller-manager attached,
-// namespaces are really deleted and owner references are garbage collected.
+// namespaces are really deleted and owner references are garbage collected,
+// also when the thread that started the cluster has ended.
 func TestControllerManager(t *testing.T) {
-	c := testenv.Start(t, testenv.WithName("kcm"), testenv.WithCRDs(), testenv.WithControllerManager())
+	c := startOnEndingThread(t, testenv.WithName("kcm"), testenv.WithCRDs(), testenv.WithControllerManager())
 	ctx := t.Context()
 
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "doomed"}}

@@ -78,8 +78,6 @@ func startPodProcess(t *testing.T, binary string, args, env []string, creds podC
 	cmd := exec.Command(binary, args...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = out, out
-	// A crashed test binary must not leave the operator running.
-	cmd.SysProcAttr = supervisor.SysProcAttr()
 	files := process.PodFiles{Namespace: creds.Namespace, Token: creds.TokenFile, CA: creds.CAFile}
 	if err := process.WithPodFiles(t.Context(), cmd, files); err != nil {
 		if errors.Is(err, process.ErrNoMountNamespace) {
@@ -87,7 +85,9 @@ func startPodProcess(t *testing.T, binary string, args, env []string, creds podC
 		}
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	// A crashed test binary must not leave the operator running
+	// (StartCmd: Pdeathsig from a thread that lasts).
+	if err := supervisor.StartCmd(cmd); err != nil {
 		t.Fatalf("start %s: %v", binary, err)
 	}
 	p := &podProcess{cmd: cmd, out: out, done: make(chan struct{})}

@@ -99,6 +99,9 @@ func inUserNamespace(attr *syscall.SysProcAttr) bool {
 
 // withNamespaces adds the namespaces of ns to attr and returns attr.
 func withNamespaces(attr, ns *syscall.SysProcAttr) *syscall.SysProcAttr {
+	if attr == nil {
+		attr = &syscall.SysProcAttr{}
+	}
 	attr.Cloneflags |= ns.Cloneflags
 	attr.UidMappings = slices.Clone(ns.UidMappings)
 	attr.GidMappings = slices.Clone(ns.GidMappings)

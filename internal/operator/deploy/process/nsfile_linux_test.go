@@ -27,13 +27,16 @@ func runWrapped(t *testing.T, attr *syscall.SysProcAttr, spec nsHelperSpec, scri
 	t.Helper()
 	cmd := exec.Command("/bin/sh", "-c", script)
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	cmd.SysProcAttr = supervisor.SysProcAttr()
 	if err := wrapWithNamespaceFile(cmd, spec, attr); err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
+	// StartCmd adds the process group and Pdeathsig a deployer gives.
+	if err := supervisor.StartCmd(cmd); err != nil {
+		t.Fatalf("start the wrapped process: %v", err)
+	}
+	if err := cmd.Wait(); err != nil {
 		t.Fatalf("wrapped process failed: %v\n%s", err, out.String())
 	}
 	return out.String()
@@ -115,7 +118,6 @@ func TestWrapMissingBinary(t *testing.T) {
 	}
 	for _, bin := range []string{"/nonexistent/provider", notExecutable, t.TempDir()} {
 		cmd := exec.Command(bin)
-		cmd.SysProcAttr = supervisor.SysProcAttr()
 		if err := wrapWithNamespaceFile(cmd, nsHelperSpec{Namespace: "ns"}, userNamespaceAttr()); err == nil {
 			t.Errorf("wrapping %s: no error, want one as the file cannot be executed", bin)
 		}
