@@ -73,21 +73,42 @@ func isStateDir(l controlplane.Layout) (bool, error) {
 	return len(entries) == 0, nil
 }
 
-// acquire takes the state directory's lock for this supervisor.
+// lockReleaseWait is how long acquire waits for the lock of a recorded
+// supervisor that is no longer alive.
+const lockReleaseWait = 30 * time.Second
+
+// acquire takes the state directory's lock for this supervisor. A lock
+// held while the recorded supervisor is no longer alive is waited for, up
+// to lockReleaseWait: a supervisor killed with SIGKILL shows as a zombie
+// as soon as its main thread has exited, but its files (and with them the
+// lock) are closed only when its last thread has, which on a busy machine
+// can take a moment.
 func (l *Landscape) acquire() error {
-	f, err := lockFile(l.Layout, syscall.LOCK_NB)
-	if errors.Is(err, syscall.EWOULDBLOCK) {
+	deadline := time.Now().Add(lockReleaseWait)
+	for {
+		f, err := lockFile(l.Layout, syscall.LOCK_NB)
+		if err == nil {
+			l.lock = f
+			return nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return err
+		}
+		s, serr := controlplane.ReadState(l.Layout.Dir)
+		dying := serr == nil && s.Supervisor != nil && !controlplane.Alive(s.Supervisor)
+		if dying && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond) // polling the lock: flock has no timeout
+			continue
+		}
 		msg := fmt.Sprintf("%v: %s", ErrRunning, l.Layout.Dir)
-		if s, err := controlplane.ReadState(l.Layout.Dir); err == nil && s.Supervisor != nil {
+		switch {
+		case dying:
+			msg += fmt.Sprintf(" (its supervisor, pid %d, has exited, but the lock was still held after %s)", s.Supervisor.PID, lockReleaseWait)
+		case serr == nil && s.Supervisor != nil:
 			msg += fmt.Sprintf(" (pid %d)", s.Supervisor.PID)
 		}
 		return fmt.Errorf("%s; 'marketplane landscape status' shows it, 'marketplane landscape down' stops it: %w", msg, ErrRunning)
 	}
-	if err != nil {
-		return err
-	}
-	l.lock = f
-	return nil
 }
 
 // release gives the lock up.

@@ -96,7 +96,7 @@ func TestInvalidProviderConfig(t *testing.T) {
 	if bad.managed(t, "svc") != nil {
 		t.Errorf("the service was created under an invalid ProviderConfig")
 	}
-	n := bad.reconciles(t)
+	n := bad.settledReconciles(t)
 	stays(t, "no retries while the ProviderConfig is invalid", func() bool { return bad.reconciles(t) <= n+1 })
 
 	// Fixing the ProviderConfig reconciles the object at once.

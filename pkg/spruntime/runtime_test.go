@@ -384,7 +384,7 @@ func testMissingConfig(t *testing.T) {
 	if obj.Status.Phase != string(spruntime.PhasePending) {
 		t.Errorf("phase = %q, want Pending", obj.Status.Phase)
 	}
-	n := p.reconciles(t)
+	n := p.settledReconciles(t)
 	stays(t, "no retries without a ProviderConfig", func() bool { return p.reconciles(t) <= n+1 })
 
 	cfg := p.createConfig(t, testapi.ProviderConfigSpec{})
@@ -435,7 +435,8 @@ func testInvalidInput(t *testing.T) {
 		t.Errorf("phase = %q, want Failed", obj.Status.Phase)
 	}
 	p.waitEvent(t, "svc", corev1.EventTypeWarning, "InvalidValue")
-	calls, n := p.domain.createCalls("svc"), p.reconciles(t)
+	n := p.settledReconciles(t)
+	calls := p.domain.createCalls("svc")
 	stays(t, "no retries of invalid input", func() bool {
 		return p.domain.createCalls("svc") == calls && p.reconciles(t) <= n+1
 	})

@@ -293,6 +293,14 @@ func (p *provider) reconciles(t *testing.T) float64 {
 	return testenv.ReconcileCount(t, p.name)
 }
 
+// settledReconciles waits until the provider's controller is idle and
+// returns reconciles: the baseline of a check that nothing more happens,
+// which then counts no reconcile that was already running.
+func (p *provider) settledReconciles(t *testing.T) float64 {
+	t.Helper()
+	return testenv.SettledReconcileCount(t, p.name, pollTimeout)
+}
+
 // waitFor polls cond until it is true, failing the test with what after
 // returns when it does not become true in time.
 func waitFor(t *testing.T, what string, cond func() bool) {

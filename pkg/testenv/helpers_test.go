@@ -91,29 +91,7 @@ func TestMetricValue(t *testing.T) {
 func TestReconcileCount(t *testing.T) {
 	const name = "testenv-reconcile-count"
 	reconciled := make(chan struct{}, 10)
-	c, err := controller.NewUnmanaged(name, controller.Options{
-		Reconciler: reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
-			reconciled <- struct{}{}
-			return reconcile.Result{}, nil
-		}),
-		SkipNameValidation: ptr.To(true),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	events := make(chan event.TypedGenericEvent[*corev1.ConfigMap])
-	if err := c.Watch(source.Channel(events, &handler.TypedEnqueueRequestForObject[*corev1.ConfigMap]{})); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- c.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("controller: %v", err)
-		}
-	})
+	events := startChannelController(t, name, func() { reconciled <- struct{}{} })
 
 	before := testenv.ReconcileCount(t, name)
 	for i := range 3 {
@@ -161,4 +139,60 @@ func TestStartSkipsUnderShort(t *testing.T) {
 			t.Errorf("%s under -short: skipped=%v, returned clusters=%v; want the test skipped before anything starts", name, skipped, returned)
 		}
 	}
+}
+
+// TestSettledReconcileCount: while a reconcile runs, SettledReconcileCount
+// waits for it to return and counts it.
+func TestSettledReconcileCount(t *testing.T) {
+	const name = "testenv-settled-reconcile-count"
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	events := startChannelController(t, name, func() {
+		started <- struct{}{}
+		<-release
+	})
+
+	before := testenv.SettledReconcileCount(t, name, 30*time.Second)
+	events <- event.TypedGenericEvent[*corev1.ConfigMap]{Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "cm"}}}
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the reconcile did not start within 30s")
+	}
+	// The reconcile returns a little later: a count that did not wait for
+	// it would miss it; the settled count has it whatever the delay.
+	time.AfterFunc(200*time.Millisecond, func() { close(release) })
+	if got := testenv.SettledReconcileCount(t, name, 30*time.Second) - before; got != 1 {
+		t.Errorf("SettledReconcileCount grew by %v while a reconcile ran, want 1 (it waits for it)", got)
+	}
+}
+
+// startChannelController runs a real controller named name, fed from the
+// returned channel rather than an API server, whose reconciler calls
+// reconciled; it stops when the test ends.
+func startChannelController(t *testing.T, name string, reconciled func()) chan<- event.TypedGenericEvent[*corev1.ConfigMap] {
+	t.Helper()
+	c, err := controller.NewUnmanaged(name, controller.Options{
+		Reconciler: reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+			reconciled()
+			return reconcile.Result{}, nil
+		}),
+		SkipNameValidation: ptr.To(true),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := make(chan event.TypedGenericEvent[*corev1.ConfigMap])
+	if err := c.Watch(source.Channel(events, &handler.TypedEnqueueRequestForObject[*corev1.ConfigMap]{})); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	})
+	return events
 }

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"testing"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -59,4 +60,33 @@ func MetricValue(t testing.TB, name string, labels map[string]string) float64 {
 		}
 	}
 	return total
+}
+
+// ActiveWorkersMetric and WorkQueueDepthMetric are controller-runtime's
+// gauges of a controller's running reconciles and of its queued requests.
+const (
+	ActiveWorkersMetric  = "controller_runtime_active_workers"
+	WorkQueueDepthMetric = "workqueue_depth"
+)
+
+// SettledReconcileCount waits, up to timeout, until the controller named
+// controller runs no reconcile and has nothing queued, then returns
+// ReconcileCount. A test that read what a reconcile wrote may run before
+// that reconcile has returned and been counted; a count taken here
+// includes it, so that "at most one more" afterwards allows only the
+// reconcile the last write's own event may still bring.
+func SettledReconcileCount(t testing.TB, controller string, timeout time.Duration) float64 {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		active := MetricValue(t, ActiveWorkersMetric, map[string]string{"controller": controller})
+		queued := MetricValue(t, WorkQueueDepthMetric, map[string]string{"name": controller})
+		if active == 0 && queued == 0 {
+			return ReconcileCount(t, controller)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testenv: controller %s still busy after %s (%v reconciles running, %v queued)", controller, timeout, active, queued)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
