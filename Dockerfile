@@ -5,7 +5,7 @@
 #     --build-arg BUILD_DATE=$(git log -1 --format=%cI) -t registry.example.com/marketplane/marketplane-broker:0.2.0 .
 #
 # BINARY (what is compiled) and --target (which entrypoint the image gets)
-# name the same directory under cmd/; `make image` builds all four with any
+# name the same directory under cmd/; `make image` builds all five with any
 # engine that reads Dockerfiles (docker, podman, buildah). The binary is
 # built as `make release` builds it (hack/release: CGO_ENABLED=0, -trimpath,
 # -buildvcs=false, the same -ldflags) and runs on scratch as an unprivileged

@@ -89,8 +89,8 @@ func valueSets() []valueSet {
 				mustFind(t, objs, "ServiceProvider", "io-marketplane")
 				mustFind(t, objs, "PodDisruptionBudget", "marketplane-operator")
 				mustFind(t, objs, "PodDisruptionBudget", "marketplane-broker")
-				if n := count(objs, "NetworkPolicy"); n != 3 {
-					t.Errorf("%d NetworkPolicies, want 3", n)
+				if n := count(objs, "NetworkPolicy"); n != 4 {
+					t.Errorf("%d NetworkPolicies, want 4 (default deny, operator, broker, console)", n)
 				}
 				for _, kind := range []string{"Ingress", "ServiceMonitor"} {
 					if n := count(objs, kind); n != 0 {

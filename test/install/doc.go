@@ -44,6 +44,17 @@
 // the provider contract and the inter-operator leaves unused is listed in
 // the test's log.
 //
-// The three tests build their binary and start an API server: `go test
-// -short` skips them.
+// TestMarketplaceInCluster does the same for the marketplace PlatformService
+// (marketplane-marketplace as the operator's init Job and run Deployment,
+// with only the chart's RBAC), and shows that a tenant without bindings
+// reads the Offering it keeps.
+//
+// TestConsoleInCluster runs `marketplane console` with the arguments of the
+// chart's console Deployment (default values, and an onboarding kubeconfig
+// Secret) and no ServiceAccount token, as its pod has none: a tenant signs
+// in with their own token and sees their namespace and the offerings, not
+// another namespace; a token the API server refuses gets no session.
+//
+// These tests build their binary and start an API server: `go test -short`
+// skips them.
 package install

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -57,6 +58,7 @@ type runOptions struct {
 	tenancies      map[string]string
 	onboardingWait time.Duration
 	provisioner    string
+	tenantRoles    bool
 }
 
 func newRunCommand(o *options) *cobra.Command {
@@ -93,6 +95,7 @@ func newRunCommand(o *options) *cobra.Command {
 	f.StringToStringVar(&ro.tenancies, "tenancy", nil, "purpose=Exclusive|Shared overrides of the ClusterRequest tenancy (default mcp=Exclusive, others Shared)")
 	f.StringVar(&ro.provisioner, "cluster-provisioner", "", "unix:///path of a cluster provider that creates Exclusive clusters when none is free (the local landscape's; see package socketprovisioner); without it such requests are Denied")
 	f.DurationVar(&ro.onboardingWait, "onboarding-retry-interval", 10*time.Second, "how often to look for the onboarding Cluster until it is registered")
+	f.BoolVar(&ro.tenantRoles, "aggregate-tenant-roles", true, "keep, on the onboarding cluster, ClusterRoles that add each ServiceProvider's service kinds to the built-in view, edit and admin roles")
 	return cmd
 }
 
@@ -155,6 +158,7 @@ func run(ctx context.Context, o *options, ro *runOptions) error {
 		Provisioner:       provisioner,
 		OnboardingConfig:  onboardingConfigSource(o.onboardingKubeconfig),
 		OnboardingRetries: ro.onboardingWait,
+		TenantRoles:       ro.tenantRoles,
 	})
 	if err != nil {
 		return err
@@ -187,6 +191,10 @@ type Config struct {
 	OnboardingConfig func(ctx context.Context, platform client.Reader) (*rest.Config, error)
 	// OnboardingRetries is how often OnboardingConfig is retried.
 	OnboardingRetries time.Duration
+	// TenantRoles makes the ServiceProvider reconciler keep aggregated
+	// ClusterRoles for each provider's service kinds on the onboarding
+	// cluster (--aggregate-tenant-roles); it needs OnboardingConfig.
+	TenantRoles bool
 }
 
 // Setup registers every operator controller with mgr, a manager on the
@@ -201,6 +209,11 @@ func Setup(mgr ctrl.Manager, cfg Config) (func(), error) {
 	popts := []provider.Option{provider.WithEnvironment(cfg.Environment), provider.WithOperatorNamespace(cfg.Namespace)}
 	if notifier != nil {
 		popts = append(popts, provider.WithNotifier(notifier))
+	}
+	var tenantRoles *onboardingClient
+	if cfg.TenantRoles && cfg.OnboardingConfig != nil {
+		tenantRoles = &onboardingClient{}
+		popts = append(popts, provider.WithTenantRoles(tenantRoles.get))
 	}
 	if err := provider.Setup(mgr, d, popts...); err != nil {
 		closeFn()
@@ -233,7 +246,7 @@ func Setup(mgr ctrl.Manager, cfg Config) (func(), error) {
 		}
 	}
 	if cfg.OnboardingConfig != nil {
-		if err := mgr.Add(&onboardingStarter{mgr: mgr, cfg: cfg}); err != nil {
+		if err := mgr.Add(&onboardingStarter{mgr: mgr, cfg: cfg, tenantRoles: tenantRoles}); err != nil {
 			closeFn()
 			return nil, fmt.Errorf("add onboarding starter: %w", err)
 		}
@@ -270,10 +283,33 @@ func newDeployer(mgr ctrl.Manager, cfg Config) (deploy.Deployer, *provider.Notif
 
 // onboardingStarter waits, as the leader, until the onboarding cluster is
 // known, installs the ManagedControlPlane CRD there and adds the
-// ManagedControlPlane controller to the running manager.
+// ManagedControlPlane controller to the running manager. It hands the
+// ServiceProvider reconciler the onboarding cluster's client for the
+// tenants' roles, when they are on.
 type onboardingStarter struct {
-	mgr ctrl.Manager
-	cfg Config
+	mgr         ctrl.Manager
+	cfg         Config
+	tenantRoles *onboardingClient
+}
+
+// onboardingClient holds the onboarding cluster's client once the
+// onboardingStarter found the cluster; until then it holds none.
+type onboardingClient struct {
+	mu sync.Mutex
+	c  client.Client
+}
+
+// get implements provider.OnboardingClient.
+func (o *onboardingClient) get(context.Context) (client.Client, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.c, nil
+}
+
+func (o *onboardingClient) set(c client.Client) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.c = c
 }
 
 var _ manager.LeaderElectionRunnable = &onboardingStarter{}
@@ -312,6 +348,9 @@ func (s *onboardingStarter) Start(ctx context.Context) error {
 	}
 	if err := installOnboardingCRDs(ctx, direct); err != nil {
 		return err
+	}
+	if s.tenantRoles != nil {
+		s.tenantRoles.set(direct)
 	}
 	oc, err := cluster.New(onboarding, func(o *cluster.Options) { o.Scheme = s.mgr.GetScheme() })
 	if err != nil {

@@ -24,6 +24,10 @@ import (
 type removalStep struct {
 	what    string
 	objects func(context.Context) ([]client.Object, error)
+	// onboarding, when set, says that the objects live on the onboarding
+	// cluster, not the platform cluster; a nil client from it (the
+	// cluster is not known) skips the step.
+	onboarding OnboardingClient
 }
 
 // removalSteps lists, in the order of docs/operator.md, everything the
@@ -36,25 +40,31 @@ func (r *Reconciler[T]) removalSteps(w *deploy.Workload, n names) []removalStep 
 		return func(context.Context) ([]client.Object, error) { return objs, nil }
 	}
 	ns := w.Namespace
-	return []removalStep{
-		{"image pull secret copies", func(ctx context.Context) ([]client.Object, error) { return r.pullSecretCopies(ctx, w) }},
-		{"role bindings", fixed(
+	var steps []removalStep
+	if r.opts.tenantRoles != nil && r.kind.Resources != nil {
+		// First, so that tenants lose the kinds before the provider that
+		// serves them goes.
+		steps = append(steps, removalStep{what: "tenant roles on the onboarding cluster", objects: fixed(tenantRoleObjects(n)...), onboarding: r.opts.tenantRoles})
+	}
+	return append(steps, []removalStep{
+		{what: "image pull secret copies", objects: func(ctx context.Context) ([]client.Object, error) { return r.pullSecretCopies(ctx, w) }},
+		{what: "role bindings", objects: fixed(
 			&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n.Init}},
 			&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n.Run}})},
-		{"roles", fixed(
+		{what: "roles", objects: fixed(
 			&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n.Init}},
 			&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n.Run}})},
-		{"cluster role bindings", fixed(
+		{what: "cluster role bindings", objects: fixed(
 			&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: n.InitClusterRole}},
 			&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: n.RunClusterRole}})},
-		{"cluster roles", fixed(
+		{what: "cluster roles", objects: fixed(
 			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: n.InitClusterRole}},
 			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: n.RunClusterRole}})},
-		{"service accounts", fixed(
+		{what: "service accounts", objects: fixed(
 			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: w.InitServiceAccount}},
 			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: w.RunServiceAccount}})},
-		{"namespace", fixed(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})},
-	}
+		{what: "namespace", objects: fixed(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})},
+	}...)
 }
 
 // reconcileDelete removes everything created for obj, step by step, and
@@ -82,12 +92,25 @@ func (r *Reconciler[T]) reconcileDelete(ctx context.Context, obj T, n names) (re
 		return ctrl.Result{RequeueAfter: r.opts.waitInterval}, false, nil
 	}
 	for _, step := range r.removalSteps(w, n) {
+		c, reader := r.client, r.opts.reader
+		if step.onboarding != nil {
+			oc, err := step.onboarding(ctx)
+			if err != nil {
+				setConditionf(st, gen, providerv1alpha1.ConditionUninstalled, metav1.ConditionFalse, providerv1alpha1.ReasonUninstallFailed, "removing the %s failed: %v", step.what, err)
+				return ctrl.Result{}, false, fmt.Errorf("remove %s of %s %s: onboarding cluster: %w", step.what, r.kind.Name, obj.GetName(), err)
+			}
+			if oc == nil {
+				log.V(1).Info("Onboarding cluster not known; nothing to remove there", "what", step.what)
+				continue
+			}
+			c, reader = oc, oc
+		}
 		objs, err := step.objects(ctx)
 		if err != nil {
 			setConditionf(st, gen, providerv1alpha1.ConditionUninstalled, metav1.ConditionFalse, providerv1alpha1.ReasonUninstallFailed, "removing the %s failed: %v", step.what, err)
 			return ctrl.Result{}, false, err
 		}
-		left, err := r.deleteAll(ctx, objs)
+		left, err := deleteAllIn(ctx, c, reader, objs)
 		if err != nil {
 			setConditionf(st, gen, providerv1alpha1.ConditionUninstalled, metav1.ConditionFalse, providerv1alpha1.ReasonUninstallFailed, "removing the %s failed: %v", step.what, err)
 			return ctrl.Result{}, false, fmt.Errorf("remove %s of %s %s: %w", step.what, r.kind.Name, obj.GetName(), err)
@@ -111,14 +134,14 @@ func (r *Reconciler[T]) reconcileDelete(ctx context.Context, obj T, n names) (re
 	return ctrl.Result{}, true, nil
 }
 
-// deleteAll deletes the objects that still exist and returns the names of
-// those still there afterwards (for example a namespace whose content is
-// being removed). Objects someone else created under the same name are
-// left alone.
-func (r *Reconciler[T]) deleteAll(ctx context.Context, objs []client.Object) (left []string, err error) {
+// deleteAllIn deletes, with c, the objects that still exist and returns the
+// names of those still there afterwards, as reader sees them (for example
+// a namespace whose content is being removed). Objects someone else
+// created under the same name are left alone.
+func deleteAllIn(ctx context.Context, c client.Client, reader client.Reader, objs []client.Object) (left []string, err error) {
 	for _, o := range objs {
 		key := client.ObjectKeyFromObject(o)
-		if err := r.opts.reader.Get(ctx, key, o); err != nil {
+		if err := reader.Get(ctx, key, o); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}
@@ -128,11 +151,11 @@ func (r *Reconciler[T]) deleteAll(ctx context.Context, objs []client.Object) (le
 			continue
 		}
 		if o.GetDeletionTimestamp() == nil {
-			err := r.client.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: ptr.To(o.GetUID())})
+			err := c.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: ptr.To(o.GetUID())})
 			if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
 				return nil, fmt.Errorf("delete %s: %w", key, err)
 			}
-			if err := r.opts.reader.Get(ctx, key, o); apierrors.IsNotFound(err) {
+			if err := reader.Get(ctx, key, o); apierrors.IsNotFound(err) {
 				continue
 			}
 		}

@@ -42,6 +42,12 @@ type names struct {
 	// ClusterRoleBindings, marketplane:<prefix>-N-init and
 	// marketplane:<prefix>-N.
 	InitClusterRole, RunClusterRole string
+	// TenantViewRole and TenantEditRole name the aggregated ClusterRoles
+	// on the onboarding cluster that give tenants a ServiceProvider's
+	// service kinds (tenantroles.go), marketplane:<prefix>-N:view and
+	// marketplane:<prefix>-N:edit. Provider names hold no colon, so they
+	// never meet the names above.
+	TenantViewRole, TenantEditRole string
 	// LabelValue is the provider's name as a label value.
 	LabelValue string
 }
@@ -58,6 +64,8 @@ func newNames(prefix, name string) names {
 		MetricsService:  dnsLabel(base + "-metrics"),
 		InitClusterRole: shortnames.Shorten("marketplane:"+base+"-init", validation.DNS1123SubdomainMaxLength),
 		RunClusterRole:  shortnames.Shorten("marketplane:"+base, validation.DNS1123SubdomainMaxLength),
+		TenantViewRole:  shortnames.Shorten("marketplane:"+base+":view", validation.DNS1123SubdomainMaxLength),
+		TenantEditRole:  shortnames.Shorten("marketplane:"+base+":edit", validation.DNS1123SubdomainMaxLength),
 		LabelValue:      shortnames.Shorten(name, validation.LabelValueMaxLength),
 	}
 }

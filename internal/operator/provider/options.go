@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"time"
 
 	"k8s.io/client-go/tools/events"
@@ -38,6 +39,7 @@ type options struct {
 	waitInterval          time.Duration
 	missingSecretInterval time.Duration
 	notifier              *Notifier
+	tenantRoles           OnboardingClient
 }
 
 func defaultOptions() options {
@@ -94,4 +96,16 @@ func WithWaitInterval(d time.Duration) Option {
 // looked for again (see DefaultMissingSecretInterval).
 func WithMissingSecretInterval(d time.Duration) Option {
 	return func(o *options) { o.missingSecretInterval = d }
+}
+
+// OnboardingClient returns a client of the onboarding cluster, or nil while
+// that cluster is not known yet.
+type OnboardingClient func(ctx context.Context) (client.Client, error)
+
+// WithTenantRoles makes the ServiceProvider reconciler keep, on the
+// onboarding cluster that onboarding returns, the aggregated ClusterRoles
+// that add each provider's service kinds to the built-in view, edit and
+// admin roles (tenantroles.go). Without it the reconciler writes none.
+func WithTenantRoles(onboarding OnboardingClient) Option {
+	return func(o *options) { o.tenantRoles = onboarding }
 }

@@ -152,8 +152,12 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (res ct
 // image pull secrets and RBAC, runs init and, once init succeeded for the
 // current generation, run. It records the outcome in the conditions of
 // obj's status; the caller writes them.
-func (r *Reconciler[T]) reconcileNormal(ctx context.Context, obj T, n names) (ctrl.Result, error) {
+func (r *Reconciler[T]) reconcileNormal(ctx context.Context, obj T, n names) (res ctrl.Result, err error) {
 	log := logf.FromContext(ctx)
+	// The tenants' roles and the provider's deployment wait for nothing of
+	// each other; how the roles went joins the outcome at the end.
+	var tenants tenantRolesResult
+	defer func() { res, err = tenants.join(res, err) }()
 	st := r.kind.Status(obj)
 	gen := obj.GetGeneration()
 	initialized := func(status metav1.ConditionStatus, reason providerv1alpha1.ConditionReason, format string, args ...any) {
@@ -212,6 +216,7 @@ func (r *Reconciler[T]) reconcileNormal(ctx context.Context, obj T, n names) (ct
 		return ctrl.Result{}, err
 	}
 	r.setResourcesAccepted(ctx, st, obj, own)
+	tenants = r.ensureTenantRoles(ctx, obj, w, n, own)
 	// Before init runs: init may write CRDs, but only of groups the
 	// provider owns or can still claim.
 	if err := r.ensureCRDGroupsPolicy(ctx, own); err != nil {
