@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/marketplane/marketplane/api/common"
 	interoperatorv1alpha1 "github.com/marketplane/marketplane/api/interoperator/v1alpha1"
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	"github.com/marketplane/marketplane/internal/interoperator/catalog"
@@ -409,14 +410,26 @@ func TestNoClusterAvailable(t *testing.T) {
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == clusters.ReasonNoClusterAvailable
 	})
 	e.expectQuiet(t, "while waiting for a cluster")
-	if s := e.instance(t, "inst").Status.State; s.IsTerminal() {
+	waiting := e.instance(t, "inst")
+	if s := waiting.Status.State; s.IsTerminal() {
 		t.Errorf("state = %q while waiting for a cluster, want it unchanged", s)
+	}
+	// Waiting is not failing: a client (the validation flow, a tenant)
+	// that sees phase Failed gives up on an instance that a cluster
+	// registered a moment later would have placed.
+	if p := common.Phase(waiting.Status.Phase); p != common.PhasePending {
+		t.Errorf("phase = %q while waiting for a cluster, want Pending", p)
 	}
 	e.createCluster(t, "late")
 	inst := e.waitInstance(t, "inst", osbv1alpha1.StateSucceeded)
 	if inst.Spec.ClusterID != "late" {
 		t.Errorf("spec.clusterId = %q, want late", inst.Spec.ClusterID)
 	}
+	waitFor(t, "Ready=True and phase Ready once placed", func() bool {
+		i := e.instance(t, "inst")
+		c := readyCondition(i.Status.Conditions)
+		return c != nil && c.Status == metav1.ConditionTrue && common.Phase(i.Status.Phase) == common.PhaseReady
+	})
 }
 
 // TestCatalogValidation shows the catalog's verdicts on SFServices and

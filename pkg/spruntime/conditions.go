@@ -73,15 +73,20 @@ func readyForGeneration(obj API) bool {
 
 // readyOwnedByRuntime reports whether the Ready condition is absent or was
 // written by the runtime rather than the author: a waiting reason, or the
-// Failed status mirroring an invalid input that Synced still reports.
+// status mirroring an invalid input (phase Failed) or a WaitingError (phase
+// Pending or Progressing) that Synced still reports.
 func readyOwnedByRuntime(obj API) bool {
 	ready := findCondition(obj, ConditionReady)
 	if ready == nil || runtimeReadyReasons[ready.Reason] {
 		return true
 	}
 	synced := findCondition(obj, ConditionSynced)
-	return obj.GetPhase() == PhaseFailed && ready.Status == metav1.ConditionFalse &&
-		synced != nil && synced.Status == metav1.ConditionFalse && synced.Reason == ready.Reason
+	switch obj.GetPhase() {
+	case PhaseFailed, PhasePending, PhaseProgressing:
+		return ready.Status == metav1.ConditionFalse &&
+			synced != nil && synced.Status == metav1.ConditionFalse && synced.Reason == ready.Reason
+	}
+	return false
 }
 
 // statusSnapshot is the status of an object before a reconcile changed it.

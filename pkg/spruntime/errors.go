@@ -37,3 +37,36 @@ func AsInvalidUserInput(err error) (*InvalidUserInputError, bool) {
 	}
 	return nil, false
 }
+
+// WaitingError says that an object cannot proceed until something outside
+// it changes, such as a cluster to place it on being registered or
+// capacity being freed: not the user's mistake, and nothing a retry would
+// fix sooner. The runtime sets Ready=False and Synced=False with Reason,
+// phase Pending (Progressing for an object that was Ready before), and does
+// not requeue: the provider's watch on what the object waits for brings it
+// back.
+type WaitingError struct {
+	// Reason is the condition reason, PascalCase.
+	Reason string
+	// Message says what the object waits for.
+	Message string
+}
+
+// Error implements error.
+func (e *WaitingError) Error() string { return e.Message }
+
+// Waiting returns a WaitingError with the given reason and a formatted
+// message.
+func Waiting(reason, format string, args ...any) error {
+	return &WaitingError{Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// AsWaiting reports whether err is or wraps a WaitingError, and returns
+// it.
+func AsWaiting(err error) (*WaitingError, bool) {
+	var e *WaitingError
+	if errors.As(err, &e) {
+		return e, true
+	}
+	return nil, false
+}

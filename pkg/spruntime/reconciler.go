@@ -217,10 +217,11 @@ func (r *APIReconciler[T, C]) reconcileCreateOrUpdate(ctx context.Context, obj T
 
 	clusters, ready, err := r.access.Clusters(ctx, obj)
 	if err != nil {
-		if _, ok := AsInvalidUserInput(err); ok {
-			// For example: no ManagedControlPlane of this name. The MCP
-			// watch (WithManagedControlPlaneWatch) reconciles again
-			// when it appears.
+		_, invalid := AsInvalidUserInput(err)
+		if _, waiting := AsWaiting(err); invalid || waiting {
+			// For example: no ManagedControlPlane of this name (the MCP
+			// watch, WithManagedControlPlaneWatch, reconciles again when
+			// it appears), or no cluster to place the object on yet.
 			return r.authorFailed(ctx, obj, "get clusters", err)
 		}
 		setSynced(obj, metav1.ConditionFalse, ReasonClusterAccessFailed, fmt.Sprintf("Cannot get access to the clusters: %v", err))
@@ -479,11 +480,25 @@ func waitOrFail(err error) (ctrl.Result, string, error) {
 // authorFailed handles an error from the provider author's code. Invalid
 // user input sets Ready=False (phase Failed) and Synced=False with its
 // reason and is not retried: a change of the object or its ProviderConfig
-// triggers the next reconcile. Any other error sets Synced=False and is
+// triggers the next reconcile. A WaitingError does the same with phase
+// Pending or Progressing: the provider's watch triggers it. Any other error sets Synced=False and is
 // returned, so controller-runtime retries it with backoff.
 //
 //nolint:unparam // it returns a reconcile step's outcome, so that each step ends in one return
 func (r *APIReconciler[T, C]) authorFailed(ctx context.Context, obj T, step string, err error) (ctrl.Result, string, error) {
+	if w, ok := AsWaiting(err); ok {
+		logf.FromContext(ctx).V(1).Info("Waiting for a change", "step", step, "reason", w.Reason, "message", w.Message)
+		phase := PhasePending
+		switch {
+		case obj.GetDeletionTimestamp() != nil:
+			phase = PhaseTerminating
+		case obj.GetPhase() == PhaseReady || obj.GetPhase() == PhaseProgressing:
+			phase = PhaseProgressing
+		}
+		setReady(obj, phase, metav1.ConditionFalse, w.Reason, w.Message)
+		setSynced(obj, metav1.ConditionFalse, w.Reason, w.Message)
+		return ctrl.Result{}, ResultWaiting, nil
+	}
 	if uerr, ok := AsInvalidUserInput(err); ok {
 		logf.FromContext(ctx).V(1).Info("Invalid user input; waiting for a change", "step", step, "reason", uerr.Reason, "message", uerr.Message)
 		phase := PhaseFailed

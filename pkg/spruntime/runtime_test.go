@@ -59,6 +59,7 @@ func TestRuntime(t *testing.T) {
 		t.Run("InvalidUserInputNoHotLoop", testInvalidInput)
 		t.Run("TransientErrorRetried", testTransientError)
 		t.Run("ClusterAccessPendingAndFailing", testClusterAccess)
+		t.Run("WaitingIsNotFailing", testWaiting)
 	})
 	t.Run("Metrics", testMetrics)
 }
@@ -443,6 +444,43 @@ func testInvalidInput(t *testing.T) {
 
 	p.update(t, "svc", func(o *testapi.TestService) { o.Spec.Value = "valid" })
 	p.waitReady(t, "svc")
+}
+
+// A WaitingError (here from cluster access: no capacity) sets
+// Ready=False with its reason and phase Progressing for a service that was
+// Ready (Pending for a new one), without retries; once the wait is over,
+// the next reconcile finds the service up to date (Observe, no
+// CreateOrUpdate) and sets it Ready again, because that Ready=False was the
+// runtime's, not the author's.
+func testWaiting(t *testing.T) {
+	t.Parallel()
+	p := startProvider(t)
+	p.createConfig(t, testapi.ProviderConfigSpec{})
+	p.createService(t, "svc", "one")
+	p.waitReady(t, "svc")
+	p.access.set(false, spruntime.Waiting("NoCapacity", "no cluster has room (simulated)"))
+	// A label change reconciles without changing what CreateOrUpdate
+	// would write.
+	p.update(t, "svc", func(o *testapi.TestService) { o.Labels = map[string]string{"wait": "1"} })
+	var obj *testapi.TestService
+	waitFor(t, "Ready=False/NoCapacity", func() bool {
+		obj = p.get(t, "svc")
+		return hasCond(obj, spruntime.ConditionReady, metav1.ConditionFalse, "NoCapacity") &&
+			hasCond(obj, spruntime.ConditionSynced, metav1.ConditionFalse, "NoCapacity")
+	})
+	if obj.Status.Phase != string(spruntime.PhaseProgressing) {
+		t.Errorf("phase = %q while waiting, want Progressing", obj.Status.Phase)
+	}
+	n := p.settledReconciles(t)
+	stays(t, "no retries while waiting", func() bool { return p.reconciles(t) <= n+1 })
+
+	p.access.set(false, nil)
+	calls := p.domain.createCalls("svc")
+	p.update(t, "svc", func(o *testapi.TestService) { o.Labels = map[string]string{"wait": "over"} })
+	p.waitReady(t, "svc")
+	if got := p.domain.createCalls("svc"); got != calls {
+		t.Errorf("CreateOrUpdate calls went from %d to %d; want none: the service was up to date", calls, got)
+	}
 }
 
 // A transient error sets Synced=False/ReconcileError and is retried with

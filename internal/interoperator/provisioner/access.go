@@ -134,7 +134,10 @@ func (a *InstanceAccess) schedule(ctx context.Context, inst *osbv1alpha1.SFServi
 		return "", fail(ReasonNoClusterMatches, "%s", noMatch.Message)
 	case errors.As(err, &none):
 		inst.Status.Description = none.Message
-		return "", spruntime.InvalidUserInput(clusters.ReasonNoClusterAvailable, "%s", none.Message)
+		// It waits, phase Pending: the SFCluster watch places it when a
+		// cluster appears or changes (the inter-operator registers the
+		// SFClusters of openMCP workload Clusters only after it started).
+		return "", spruntime.Waiting(clusters.ReasonNoClusterAvailable, "%s", none.Message)
 	case err != nil:
 		return "", err
 	}
