@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -146,16 +145,15 @@ func needsClusters(t *testing.T) {
 func buildBinary(dir string) func() (string, error) {
 	bin := filepath.Join(dir, "marketplane-interoperator")
 	done := make(chan struct{})
-	var out []byte
 	var err error
 	go func() {
 		defer close(done)
-		out, err = exec.Command("go", "build", "-o", bin, "../../cmd/marketplane-interoperator").CombinedOutput()
+		err = testenv.Build(dir, "github.com/marketplane/marketplane/cmd/marketplane-interoperator")
 	}()
 	return func() (string, error) {
 		<-done
 		if err != nil {
-			return "", fmt.Errorf("go build: %w\n%s", err, out)
+			return "", err
 		}
 		return bin, nil
 	}

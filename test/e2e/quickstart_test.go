@@ -63,6 +63,10 @@ func TestQuickStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds Marketplane and runs the README quick start on a landscape; run without -short")
 	}
+	// Beside the validation tests: each has a directory, a landscape and
+	// ports of its own, and the package takes the time of its longest
+	// test rather than the sum.
+	t.Parallel()
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -77,11 +76,8 @@ func TestOperator(t *testing.T) {
 
 	// The provider binary: the process deployer's contract probe.
 	dir := t.TempDir()
-	probe := filepath.Join(dir, "probe")
-	build := exec.Command("go", "build", "-o", probe, "github.com/marketplane/marketplane/internal/operator/deploy/process/internal/contractprobe")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build probe: %v\n%s", err, out)
-	}
+	testenv.BuildBinaries(t, dir, "github.com/marketplane/marketplane/internal/operator/deploy/process/internal/contractprobe")
+	probe := filepath.Join(dir, "contractprobe")
 	images := filepath.Join(dir, "images.yaml")
 	must(t, os.WriteFile(images, fmt.Appendf(nil, "images:\n- image: %q\n  binary: %q\n", probeImage, probe), 0o600))
 	reports := filepath.Join(dir, "reports")

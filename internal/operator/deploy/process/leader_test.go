@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/marketplane/marketplane/internal/operator/deploy"
 	"github.com/marketplane/marketplane/internal/operator/deploy/process"
+	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // leaderImage is the image the leader-election test maps to leaderprobe.
@@ -37,11 +37,7 @@ func buildLeaderProbe(t *testing.T) string {
 	probe, _ := setup(t) // shared.dir exists from here on
 	leaderProbe.once.Do(func() {
 		leaderProbe.path = filepath.Join(filepath.Dir(probe), "leaderprobe")
-		out, err := exec.Command("go", "build", "-o", leaderProbe.path,
-			"github.com/marketplane/marketplane/internal/operator/deploy/process/internal/leaderprobe").CombinedOutput()
-		if err != nil {
-			leaderProbe.err = fmt.Errorf("build leaderprobe: %w\n%s", err, out)
-		}
+		leaderProbe.err = testenv.Build(filepath.Dir(probe), "github.com/marketplane/marketplane/internal/operator/deploy/process/internal/leaderprobe")
 	})
 	if leaderProbe.err != nil {
 		t.Fatal(leaderProbe.err)

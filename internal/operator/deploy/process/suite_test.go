@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -76,12 +75,7 @@ func startShared() error {
 	shared.probe = filepath.Join(shared.dir, "contractprobe")
 	built := make(chan error, 1)
 	go func() {
-		out, err := exec.Command("go", "build", "-o", shared.probe,
-			"github.com/marketplane/marketplane/internal/operator/deploy/process/internal/contractprobe").CombinedOutput()
-		if err != nil {
-			err = fmt.Errorf("build contract probe: %w\n%s", err, out)
-		}
-		built <- err
+		built <- testenv.Build(shared.dir, "github.com/marketplane/marketplane/internal/operator/deploy/process/internal/contractprobe")
 	}()
 	shared.platform, err = testenv.New(testenv.WithName("platform"), testenv.WithCRDs())
 	return errors.Join(err, <-built)
