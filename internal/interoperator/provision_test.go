@@ -450,6 +450,14 @@ func TestCatalogValidation(t *testing.T) {
 	e.createPlan(t, "valid", "svc", provision, schema(`{"$schema":"http://json-schema.org/draft-06/schema#","type":"object","properties":{"size":{"type":"integer"}}}`))
 	e.createPlan(t, "unknown-service", "no-such-service", provision)
 	e.createPlan(t, "dup-1", "svc", provision, func(p *osbv1alpha1.SFPlan) { p.Spec.ID = "dup" })
+	// dup-1 is valid, with a specHash, until dup-2 exists: the hash must
+	// go when it turns invalid (a CI run once saw the verdict before the
+	// hash of the first reconcile was gone).
+	waitFor(t, "dup-1 valid with a specHash before dup-2 exists", func() bool {
+		var plan osbv1alpha1.SFPlan
+		must(t, platform.Client.Get(ctx, client.ObjectKey{Namespace: e.catalog, Name: "dup-1"}, &plan))
+		return plan.Status.SpecHash != ""
+	})
 	e.createPlan(t, "dup-2", "svc", provision, func(p *osbv1alpha1.SFPlan) { p.Spec.ID = "dup" })
 	e.createPlan(t, "bad-schema", "svc", provision, schema(`{"$schema":"http://json-schema.org/draft-06/schema#","type":12}`))
 	e.createPlan(t, "no-schema-version", "svc", provision, schema(`{"type":"object"}`))

@@ -154,6 +154,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		problem := ValidatePlan(plan, services.Items, plans.Items)
 		setReady(&plan.Status.Conditions, plan.Generation, problem)
 		plan.Status.ObservedGeneration = plan.Generation
+		// Only a valid plan has a specHash: one that turns invalid (a
+		// second plan with its id appeared) loses the hash of its last
+		// valid spec.
+		plan.Status.SpecHash = ""
 		if problem == nil {
 			plan.Status.SpecHash = SpecHash(plan)
 		}
