@@ -233,9 +233,9 @@ func TestSeedPostgresPlan(t *testing.T) {
 	must(t, err)
 	verbatim := objs[0]
 	verbatim.SetNamespace(e.catalog)
-	must(t, platform.Client.Create(ctx, verbatim))
 	const serviceID = "24731fb8-7b84-5f57-914f-c3d55d793dd4"
 	e.createService(t, serviceID)
+	must(t, platform.Client.Create(ctx, verbatim))
 
 	fixed := verbatim.DeepCopy()
 	fixed.SetResourceVersion("")
@@ -247,6 +247,19 @@ func TestSeedPostgresPlan(t *testing.T) {
 	must(t, unstructured.SetNestedField(fixed.Object, "fixed-plan", "spec", "id"))
 	must(t, unstructured.SetNestedField(fixed.Object, "v9.4-dev-large-fixed", "spec", "name"))
 	must(t, platform.Client.Create(ctx, fixed))
+	// Both plans are valid catalog entries (the verbatim one fails only
+	// when applied). An instance that comes before the catalog's verdict
+	// may meet an earlier one (ServiceNotFound, while the catalog's cache
+	// had the plan but not yet the service) and fail with PlanInvalid, as
+	// a loaded run once saw.
+	for _, name := range []string{verbatim.GetName(), fixed.GetName()} {
+		waitFor(t, "SFPlan "+name+" valid in the catalog", func() bool {
+			var plan osbv1alpha1.SFPlan
+			must(t, platform.Client.Get(ctx, client.ObjectKey{Namespace: e.catalog, Name: name}, &plan))
+			c := readyCondition(plan.Status.Conditions)
+			return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == plan.Generation
+		})
+	}
 
 	params := map[string]any{"foo": "bar"}
 	e.createInstance(t, "pg-verbatim", serviceID, "29d7d4c8-6fe2-4c2a-a5ca-a826937d5a88", params)
