@@ -76,7 +76,7 @@ func testMCPNamespace(t *testing.T, e *policyEnv) {
 	gadget.SetGroupVersionKind(gadgetKind)
 	gadget.SetNamespace(e.tenantMCP.Namespace)
 	gadget.SetName(e.tenantMCP.Name)
-	create(t, optest.Target.Client, gadget)
+	createServed(t, optest.Target.Client, gadget)
 
 	// The MCP controller's own AccessRequest in that namespace: labelled
 	// with the MCP, not with a provider. It is not a provider's and is not

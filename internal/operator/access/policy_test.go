@@ -13,10 +13,12 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -110,7 +112,7 @@ func startPolicyEnv(t *testing.T) *policyEnv {
 	widget.SetGroupVersionKind(widgetKind)
 	widget.SetNamespace(e.tenantMCP.Namespace)
 	widget.SetName(e.tenantMCP.Name)
-	create(t, optest.Target.Client, widget)
+	createServed(t, optest.Target.Client, widget)
 
 	// The MCPs' ClusterRequests on the platform, as the MCP controller
 	// makes them, granted their clusters.
@@ -130,6 +132,25 @@ func create(t *testing.T, c client.Client, obj client.Object) {
 	t.Helper()
 	if err := c.Create(t.Context(), obj); err != nil {
 		t.Fatalf("create %T %s: %v", obj, client.ObjectKeyFromObject(obj), err)
+	}
+}
+
+// createServed creates obj, of a kind whose CRD was just installed: the
+// CRD is Established, but the API server's discovery, which the client's
+// REST mapper reads, may list the kind a moment later ("no matches for
+// kind", seen on a loaded machine); it retries that for up to 30 s.
+func createServed(t *testing.T, c client.Client, obj client.Object) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		last = c.Create(ctx, obj)
+		if apimeta.IsNoMatchError(last) {
+			return false, nil
+		}
+		return true, last
+	})
+	if err != nil {
+		t.Fatalf("create %T %s (its kind served by discovery): %v; last error: %v", obj, client.ObjectKeyFromObject(obj), err, last)
 	}
 }
 
