@@ -481,8 +481,9 @@ func waitOrFail(err error) (ctrl.Result, string, error) {
 // user input sets Ready=False (phase Failed) and Synced=False with its
 // reason and is not retried: a change of the object or its ProviderConfig
 // triggers the next reconcile. A WaitingError does the same with phase
-// Pending or Progressing: the provider's watch triggers it. Any other error sets Synced=False and is
-// returned, so controller-runtime retries it with backoff.
+// Pending or Progressing: the provider's watch triggers it. Any other
+// error sets Synced=False and is returned, so controller-runtime retries
+// it with backoff.
 //
 //nolint:unparam // it returns a reconcile step's outcome, so that each step ends in one return
 func (r *APIReconciler[T, C]) authorFailed(ctx context.Context, obj T, step string, err error) (ctrl.Result, string, error) {
