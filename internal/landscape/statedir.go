@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/marketplane/marketplane/internal/filelock"
 	"github.com/marketplane/marketplane/internal/landscape/controlplane"
 )
 
@@ -121,18 +122,7 @@ func (l *Landscape) release() {
 
 // lockFile opens and flocks the lock file; flags may add LOCK_NB.
 func lockFile(layout controlplane.Layout, flags int) (*os.File, error) {
-	f, err := os.OpenFile(layout.LockFile(), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open lock: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|flags); err != nil {
-		_ = f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("lock %s: %w", layout.LockFile(), err)
-	}
-	return f, nil
+	return filelock.Lock(layout.LockFile(), flags)
 }
 
 // recover returns the state to start from. Without a state.json it is a

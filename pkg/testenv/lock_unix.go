@@ -2,30 +2,15 @@
 
 package testenv
 
-import (
-	"errors"
-	"fmt"
-	"os"
-	"syscall"
-)
+import "github.com/marketplane/marketplane/internal/filelock"
 
 // lockFile takes an exclusive lock on path (created if missing), waiting
 // for another process that holds it, and returns its release. The lock
 // goes with the process, so a test binary that dies releases it.
 func lockFile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := filelock.Lock(path, 0)
 	if err != nil {
-		return nil, fmt.Errorf("open lock %s: %w", path, err)
-	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+		return nil, err
 	}
 	return func() { _ = f.Close() }, nil
 }
