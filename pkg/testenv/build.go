@@ -153,10 +153,36 @@ func sharedDir() (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("build directory: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, moduleFile), []byte(module), 0o600); err != nil {
+	if err := writeModuleFile(dir, module); err != nil {
 		return "", fmt.Errorf("build directory: %w", err)
 	}
 	return dir, nil
+}
+
+// writeModuleFile records module in dir's moduleFile, unless it is there
+// already. It writes a temporary file and renames it into place: another
+// test process pruning (pruneShared) reads the file at any moment, and a
+// file caught truncated named no module, which had it remove the
+// directory of a build in progress.
+func writeModuleFile(dir, module string) error {
+	path := filepath.Join(dir, moduleFile)
+	if b, err := os.ReadFile(path); err == nil && string(b) == module {
+		return nil
+	}
+	f, err := os.CreateTemp(dir, moduleFile+".*")
+	if err != nil {
+		return err
+	}
+	_, werr := f.WriteString(module)
+	if err := errors.Join(werr, f.Close()); err != nil {
+		_ = os.Remove(f.Name())
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		_ = os.Remove(f.Name())
+		return err
+	}
+	return nil
 }
 
 // moduleFile, in a shared build directory, names the module directory it
@@ -176,7 +202,7 @@ func pruneShared(parent string) {
 	for _, e := range entries {
 		dir := filepath.Join(parent, e.Name())
 		module, err := os.ReadFile(filepath.Join(dir, moduleFile))
-		if err != nil {
+		if err != nil || len(module) == 0 {
 			continue
 		}
 		if _, err := os.Stat(string(module)); errors.Is(err, fs.ErrNotExist) {
