@@ -22,6 +22,7 @@ import (
 
 	"github.com/marketplane/marketplane/api/crds"
 	"github.com/marketplane/marketplane/api/install"
+	"github.com/marketplane/marketplane/internal/apiserverprofile"
 	"github.com/marketplane/marketplane/internal/supervisor"
 )
 
@@ -80,6 +81,8 @@ type options struct {
 	controllers []string
 	// apiServerArgs are extra kube-apiserver flags (WithAPIServerArgs).
 	apiServerArgs []string
+	// fullAPI: the API server serves every API group (WithFullAPI).
+	fullAPI bool
 }
 
 // WithName names the cluster (for messages and the scratch directory).
@@ -90,6 +93,18 @@ func WithName(name string) Option { return func(o *options) { o.name = name } }
 func WithCRDs(crds ...*apiextensionsv1.CustomResourceDefinition) Option {
 	return func(o *options) { o.crds, o.crdsSet = crds, true }
 }
+
+// WithFullAPI makes the cluster's API server serve every built-in API group
+// and run every default admission plugin and API Priority and Fairness, as
+// a production cluster does. Without it a cluster runs the small profile of
+// the local landscape's provisioned clusters (internal/apiserverprofile):
+// the core, apps, batch, policy, RBAC, apiextensions, coordination,
+// authentication, authorization, admissionregistration, events, discovery
+// and networking groups; the groups of storage, scheduling, autoscaling,
+// certificates, nodes, dynamic resources and flow control are not served.
+// That costs each start less CPU, which a suite starting a hundred API
+// servers on a small machine notices.
+func WithFullAPI() Option { return func(o *options) { o.fullAPI = true } }
 
 // WithControllerManager attaches a kube-controller-manager running the given
 // controllers, or DefaultControllers when none are given.
@@ -132,7 +147,11 @@ func New(opts ...Option) (*Cluster, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("create API server certificate directory: %w", err)
 	}
-	if c.env, err = startEnvironment(o.name, certDir, binDir, scheme, o.crds, o.apiServerArgs); err != nil {
+	apiServerArgs := o.apiServerArgs
+	if !o.fullAPI {
+		apiServerArgs = append(apiserverprofile.Args(), apiServerArgs...)
+	}
+	if c.env, err = startEnvironment(o.name, certDir, binDir, scheme, o.crds, apiServerArgs); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}

@@ -11,14 +11,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/marketplane/marketplane/api/crds"
+	"github.com/marketplane/marketplane/internal/apiserverprofile"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // TestStartManyIndependent starts four API servers at once (the cluster roles
-// of DESIGN.md §1) and shows that each has every CRD and its own storage.
+// of DESIGN.md §1) and shows that each has every CRD and its own storage,
+// and serves the small profile's API groups only.
 func TestStartManyIndependent(t *testing.T) {
 	names := []string{"platform", "onboarding", "mcp", "workload"}
 	clusters := testenv.StartMany(t, names)
@@ -42,6 +45,17 @@ func TestStartManyIndependent(t *testing.T) {
 		}
 		if len(list.Items) != len(all) {
 			t.Errorf("%s: %d CRDs installed, want %d", name, len(list.Items), len(all))
+		}
+		served := servedGroupVersions(t, c)
+		for _, gv := range apiserverprofile.Groups {
+			if !served[gv] {
+				t.Errorf("%s: %s is not served", name, gv)
+			}
+		}
+		for _, gv := range notSmall {
+			if served[gv] {
+				t.Errorf("%s: %s is served; without WithFullAPI a cluster runs the small profile", name, gv)
+			}
 		}
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "only-in-" + name}}
 		if err := c.Client.Create(ctx, ns); err != nil {
@@ -153,4 +167,28 @@ func TestNewManyReportsFailures(t *testing.T) {
 	if clusters != nil {
 		t.Errorf("NewMany returned clusters %v along with its error; they should be stopped and dropped", clusters)
 	}
+}
+
+// notSmall are group versions a full kube-apiserver serves and a small one
+// does not.
+var notSmall = []string{"storage.k8s.io/v1", "scheduling.k8s.io/v1", "autoscaling/v2", "certificates.k8s.io/v1", "flowcontrol.apiserver.k8s.io/v1"}
+
+// servedGroupVersions returns the group versions c's API server serves.
+func servedGroupVersions(t *testing.T, c *testenv.Cluster) map[string]bool {
+	t.Helper()
+	dc, err := discovery.NewDiscoveryClientForConfig(c.Config)
+	if err != nil {
+		t.Fatalf("%s: discovery client: %v", c.Name, err)
+	}
+	groups, err := dc.ServerGroups()
+	if err != nil {
+		t.Fatalf("%s: discovery: %v", c.Name, err)
+	}
+	served := map[string]bool{}
+	for _, g := range groups.Groups {
+		for _, v := range g.Versions {
+			served[v.GroupVersion] = true
+		}
+	}
+	return served
 }

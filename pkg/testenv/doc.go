@@ -8,7 +8,10 @@
 // onboarding, MCP and workload clusters. A test can stop a cluster's API
 // server and start it again with the same address and certificates
 // (Cluster.StopAPIServer, StartAPIServer), or cut the network to it with a
-// Proxy.
+// Proxy. An API server serves the small set of API groups the local
+// landscape's provisioned clusters serve (no storage, scheduling,
+// autoscaling, certificates or flow control), which makes each start
+// cheaper; WithFullAPI serves them all.
 //
 // The binaries are looked up in $KUBEBUILDER_ASSETS or, failing that, in the
 // nearest bin/ directory above the working directory that contains

@@ -20,9 +20,11 @@ import (
 // while it is down a client made before gets errors; afterwards the same
 // client, a client from the kubeconfig and the API server's serving
 // certificate are unchanged, and the object created before is still there
-// (etcd kept running).
+// (etcd kept running). The cluster serves every API group (WithFullAPI),
+// before and after the restart.
 func TestAPIServerRestart(t *testing.T) {
-	c := testenv.Start(t, testenv.WithName("restart"), testenv.WithCRDs())
+	c := testenv.Start(t, testenv.WithName("restart"), testenv.WithCRDs(), testenv.WithFullAPI())
+	checkFullAPI(t, c)
 	ctx := t.Context()
 
 	fromKubeconfig, err := clientcmd.RESTConfigFromKubeConfig(c.Kubeconfig)
@@ -53,6 +55,7 @@ func TestAPIServerRestart(t *testing.T) {
 	must(t, c.StartAPIServer(ctx))
 	t.Logf("API server started again and ready in %s", time.Since(start).Round(time.Millisecond))
 	must(t, c.StartAPIServer(ctx)) // a second start does nothing
+	checkFullAPI(t, c)
 
 	if certAfter := servingCert(t, c); !bytes.Equal(certBefore, certAfter) {
 		t.Errorf("the API server serves a different certificate after the restart")
@@ -83,4 +86,15 @@ func servingCert(t *testing.T, c *testenv.Cluster) []byte {
 		t.Fatalf("the API server at %s presented no certificate", u.Host)
 	}
 	return certs[0].Raw
+}
+
+// checkFullAPI fails t unless c serves the groups a small cluster lacks.
+func checkFullAPI(t *testing.T, c *testenv.Cluster) {
+	t.Helper()
+	served := servedGroupVersions(t, c)
+	for _, gv := range notSmall {
+		if !served[gv] {
+			t.Errorf("%s is not served by a cluster started WithFullAPI", gv)
+		}
+	}
 }

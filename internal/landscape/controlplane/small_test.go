@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/marketplane/marketplane/internal/apiserverprofile"
 	"github.com/marketplane/marketplane/internal/supervisor"
 )
 
@@ -87,7 +88,7 @@ func TestSmallProfile(t *testing.T) {
 				served[v.GroupVersion] = true
 			}
 		}
-		for _, gv := range SmallAPIGroups {
+		for _, gv := range apiserverprofile.Groups {
 			if !served[gv] {
 				t.Errorf("%s is not served; served: %v", gv, served)
 			}
