@@ -52,9 +52,12 @@ const (
 // TestSampleDedicatedClusterPlan checks that the plan refuses them.)
 func TestDedicatedClusterPlan(t *testing.T) {
 	requireBinaries(t)
+	useSharedStack(t)
 	t.Parallel()
 	ctx := t.Context()
-	l, _, dir := startStack(t)
+	// The shared landscape: what this test creates is its own (the
+	// instance, its binding and cluster, the probe) and it stops nothing.
+	l, dir := sharedStack(t)
 	var broker stack.BrokerInfo
 	raw, err := os.ReadFile(filepath.Join(dir, stack.BrokerCredentialsFile))
 	must(t, err)
@@ -86,7 +89,7 @@ func TestDedicatedClusterPlan(t *testing.T) {
 		// the inter-operator's policy: reading every Secret of the
 		// onboarding cluster is beyond the ceiling.
 		probe := &clustersv1alpha1.AccessRequest{
-			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: stack.DedicatedClustersNamespace},
+			ObjectMeta: metav1.ObjectMeta{Name: sharedName("probe"), Namespace: stack.DedicatedClustersNamespace},
 			Spec: clustersv1alpha1.AccessRequestSpec{
 				ClusterRef: &common.ObjectReference{Name: landscape.ClusterOnboarding, Namespace: landscape.Namespace},
 				Token: &clustersv1alpha1.TokenConfig{Permissions: []clustersv1alpha1.PermissionsRequest{{
@@ -109,7 +112,7 @@ func TestDedicatedClusterPlan(t *testing.T) {
 	})
 
 	var (
-		instance = "dc-1"
+		instance = sharedName("dc-1")
 		request  = &clustersv1alpha1.ClusterRequest{ObjectMeta: metav1.ObjectMeta{Name: instance, Namespace: stack.DedicatedClustersNamespace}}
 		cluster  *controlplane.Cluster
 		kubecfg  []byte

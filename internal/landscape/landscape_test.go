@@ -59,6 +59,17 @@ func TestMain(m *testing.M) {
 	// of controller-runtime logs in these tests.
 	ctrl.SetLogger(logr.Discard())
 	code := m.Run()
+	// Before the binaries go: should a test have ended without its
+	// cleanups, the shared landscape still runs them.
+	shared.mu.Lock()
+	err := stopSharedStack()
+	shared.mu.Unlock()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		if code == 0 {
+			code = 1
+		}
+	}
 	if testBinDir != "" {
 		_ = os.RemoveAll(testBinDir)
 	}

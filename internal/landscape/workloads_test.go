@@ -31,9 +31,14 @@ import (
 // nodes' allocatable as its capacity. The other clusters have no nodes.
 func TestSimulatedWorkloads(t *testing.T) {
 	requireBinaries(t)
+	useSharedStack(t)
 	t.Parallel()
 	ctx := t.Context()
-	l, _, _ := startStack(t)
+	// The shared landscape: this test only adds objects of its own (a
+	// Deployment, a tenant namespace with its ManagedControlPlane and
+	// Sample) and reads the workload cluster's nodes and SFCluster, which
+	// no other test on it changes.
+	l, _ := sharedStack(t)
 
 	state := l.State()
 	workload := state.Clusters[landscape.ClusterWorkload]
@@ -76,9 +81,10 @@ func TestSimulatedWorkloads(t *testing.T) {
 
 	t.Run("a Deployment applied to the workload cluster becomes Available", func(t *testing.T) {
 		const replicas = 3
-		labels := map[string]string{"app": "simulated"}
+		name := sharedName("simulated")
+		labels := map[string]string{"app": name}
 		deploy := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: "simulated", Namespace: corev1.NamespaceDefault},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: corev1.NamespaceDefault},
 			Spec: appsv1.DeploymentSpec{
 				Replicas: ptr.To[int32](replicas),
 				Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -152,7 +158,8 @@ func TestSimulatedWorkloads(t *testing.T) {
 // made ready by kwok.
 func checkSampleServer(t *testing.T, l *landscape.Landscape) {
 	ctx := t.Context()
-	const tenant, name = "tenant-server", "server"
+	const name = "server"
+	tenant := sharedName("tenant-server")
 	must(t, l.Onboarding.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}))
 	mcp := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "core.openmcp.cloud/v2alpha1", "kind": "ManagedControlPlane",
