@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"sync"
 	"testing"
@@ -308,6 +309,11 @@ func (l *Landscape) setupDeployer(mgr ctrl.Manager) error {
 // the providers' logs and state (one directory per provider), or "" without
 // WithProviderImages.
 func (l *Landscape) ProviderLogDir() string { return l.stateDir }
+
+// ProviderImages returns a copy of the image map of WithProviderImages
+// (provider image to binary), which the landscape's operator deploys by, or
+// nil without it.
+func (l *Landscape) ProviderImages() map[string]string { return maps.Clone(l.opts.images) }
 
 // register creates the Clusters and their kubeconfig Secrets and waits until
 // every Cluster is Ready.

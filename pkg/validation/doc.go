@@ -10,8 +10,10 @@
 // on the onboarding cluster. SpecFromFiles reads them from manifests. A
 // Target is where the flow runs: InProcess starts API servers and the
 // operator's process deployer in this process (no container runtime
-// needed), ExistingLandscape connects to a running local landscape, and
-// Kubeconfigs to real clusters whose operator deploys the provider.
+// needed), InProcessLandscape runs on such a landscape that the caller
+// started once for many flows (providertest), ExistingLandscape connects to
+// a running local landscape, and Kubeconfigs to real clusters whose
+// operator deploys the provider.
 //
 // Run executes the steps in order (see StepIDs) and returns a Report: per
 // step what it waited for, how long it took and, for a failed step, the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -19,7 +20,7 @@ import (
 )
 
 // Target is where a run takes place. The package's constructors make them:
-// InProcess, ExistingLandscape and Kubeconfigs.
+// InProcess, InProcessLandscape, ExistingLandscape and Kubeconfigs.
 type Target interface {
 	// Name names the target in reports.
 	Name() string
@@ -103,7 +104,8 @@ func imageMapOf(images map[string]string, source string) process.ImageMap {
 // own options (WithProviderImages, WithWorkloadControllers). The API servers
 // come from KUBEBUILDER_ASSETS or the nearest bin/ directory. Note that
 // providertest registers its Clusters in the namespace
-// providertest.ClustersNamespace.
+// providertest.ClustersNamespace. Each run starts (and its teardown stops)
+// its own landscape; InProcessLandscape runs many flows on one.
 func InProcess(opts ...providertest.Option) Target { return &inProcess{opts: opts} }
 
 type inProcess struct {
@@ -153,6 +155,83 @@ func (t *inProcess) stop(context.Context) error {
 	}
 	return t.l.Stop()
 }
+
+// InProcessLandscape is a target on a landscape the caller already started
+// in this process (providertest.New or providertest.Start), so that a test
+// package can run many flows on one set of API servers instead of starting
+// four for each flow as InProcess does. The landscape must run the
+// operator's process deployer (providertest.WithProviderImages), and it
+// should have a workload cluster with a controller manager
+// (providertest.WithWorkloadControllers) as InProcess's has. The
+// ServiceProvider's image must be in the landscape's image map
+// (Landscape.ProviderImages): Spec.Images is not used, and an unmapped image
+// fails the setup step. Failures carry the provider's logs, as with
+// InProcess. Teardown leaves the landscape running; the caller stops it.
+//
+// A flow expects the clusters as a fresh landscape has them with respect to
+// its Spec: no ServiceProvider of its name, no service object or control
+// plane of its names, and no namespace of its objects still being deleted.
+// A flow leaves them so when it passes (the namespaces it created on the
+// onboarding cluster may still be terminating for a moment; the CRDs the
+// provider's init installed stay by design). Flows may run concurrently on
+// one landscape only when their ServiceProviders, the API groups they
+// register and their control planes differ and the landscape has an MCP
+// cluster for each control plane at a time (MCP clusters are Exclusive).
+func InProcessLandscape(l *providertest.Landscape) Target { return &inProcessLandscape{l: l} }
+
+type inProcessLandscape struct {
+	l *providertest.Landscape
+	// once builds cl (or err) for every run: concurrent runs share them.
+	once sync.Once
+	cl   clusters
+	err  error
+}
+
+func (t *inProcessLandscape) Name() string { return "in-process landscape" }
+
+func (t *inProcessLandscape) start(context.Context, Spec) (*clusters, error) {
+	t.once.Do(func() { t.cl, t.err = t.connect() })
+	if t.err != nil {
+		return nil, t.err
+	}
+	cl := t.cl
+	return &cl, nil
+}
+
+// connect builds the clusters of the landscape once.
+func (t *inProcessLandscape) connect() (clusters, error) {
+	l := t.l
+	if l == nil || l.Platform == nil || l.Onboarding == nil {
+		return clusters{}, errors.New("no running providertest.Landscape given")
+	}
+	images := l.ProviderImages()
+	if images == nil || l.ProviderLogDir() == "" {
+		return clusters{}, errors.New("the landscape runs no provider deployer: start it with providertest.WithProviderImages")
+	}
+	cl := clusters{
+		logDir:    l.ProviderLogDir(),
+		binaryOf:  imageMapOf(images, "providertest.WithProviderImages").Binary,
+		imageHint: "the landscape's operator deploys only the images of providertest.WithProviderImages given when it started",
+	}
+	for _, c := range []struct {
+		dst  **cluster
+		name string
+		tc   *testenv.Cluster
+	}{{&cl.platform, clusterPlatform, l.Platform}, {&cl.onboarding, clusterOnboarding, l.Onboarding}, {&cl.workload, clusterWorkload, l.Workload}} {
+		if c.tc == nil {
+			continue
+		}
+		path, err := c.tc.KubeconfigPath()
+		if err != nil {
+			return clusters{}, err
+		}
+		*c.dst = &cluster{name: c.name, config: c.tc.Config, client: c.tc.Client, kubeconfig: path}
+	}
+	return cl, nil
+}
+
+// stop leaves the landscape running: its caller started it.
+func (t *inProcessLandscape) stop(context.Context) error { return nil }
 
 // ExistingLandscape connects to the local landscape running from stateDir
 // (`marketplane landscape up`). Its operator loaded its image map
