@@ -43,6 +43,12 @@ GENERATED = { find api $(COMPAT)/api $(TESTAPI) -name 'zz_generated.deepcopy.go'
 	find charts/marketplane/crds config -name '*.yaml' 2>/dev/null || true; } | sort
 
 TEST_FLAGS ?= -count=1 -timeout=30m
+# `make test` runs the tests with hack/testrun rather than `go test`: it takes go test's
+# flags (TEST_FLAGS: -run, -skip, -v, -short, -count, -timeout, -failfast, -race, -tags, ...)
+# but keeps the linked test binaries in TESTBIN, so that a package that did not change
+# is not linked again on the next run.
+TESTRUN := $(BIN)/testrun
+TESTBIN := $(BIN)/testbin
 # Test packages run at once. The tests mostly wait on API servers, controllers and
 # processes (a full run keeps two cores about half busy), so more packages than cores
 # overlap those waits; the openMCP compatibility module runs alongside them.
@@ -108,9 +114,10 @@ build: ## Build every binary (cmd/* and the sample provider) into bin/.
 
 .PHONY: test
 test: tools chromium verify-generate lint ## Build the API-server binaries if missing, then run all tests against real API servers (the README quick start and the openMCP compatibility test included).
+	@$(GO) build -o $(TESTRUN) ./hack/testrun
 	@compat_log=$$(mktemp); status=0; \
-	(cd $(COMPAT) && KUBEBUILDER_ASSETS=$(BIN) $(GO) test $(TEST_FLAGS) ./... >"$$compat_log" 2>&1) & compat=$$!; \
-	KUBEBUILDER_ASSETS=$(BIN) $(GO) test $(TEST_FLAGS) -p $(TEST_PACKAGES) $(TEST_FIRST) ./... || status=$$?; \
+	(cd $(COMPAT) && KUBEBUILDER_ASSETS=$(BIN) $(TESTRUN) -bindir $(TESTBIN)/openmcp-compat $(TEST_FLAGS) ./... >"$$compat_log" 2>&1) & compat=$$!; \
+	KUBEBUILDER_ASSETS=$(BIN) $(TESTRUN) -bindir $(TESTBIN)/main $(TEST_FLAGS) -p $(TEST_PACKAGES) $(TEST_FIRST) ./... || status=$$?; \
 	wait $$compat || status=$$((status == 0 ? 1 : status)); \
 	echo "openMCP compatibility test ($(COMPAT)), run alongside:"; cat "$$compat_log"; rm -f "$$compat_log"; \
 	exit $$status
