@@ -314,7 +314,15 @@ func TestReplicateUnreachableSister(t *testing.T) {
 	})
 	e.createService(t, "svc")
 	e.createPlan(t, "plan", "svc", replicatePlan)
-	e.createInstance(t, "inst", "svc", "plan", nil)
+	// The instance is placed on the sister (spec.clusterId), and only
+	// after the status controller has found the sister unreachable: a
+	// placer asked to choose skips a cluster that is not Ready (the
+	// instance then waits with NoClusterAvailable), which a loaded run saw
+	// happen before the instance got here.
+	e.waitSFCluster(t, "sister", "Ready=False Unreachable", func(c *resourcev1alpha1.SFCluster) bool {
+		return isReady(c, metav1.ConditionFalse, resourcev1alpha1.SFClusterReasonUnreachable)
+	})
+	e.createInstance(t, "inst", "svc", "plan", nil, func(i *osbv1alpha1.SFServiceInstance) { i.Spec.ClusterID = "sister" })
 	waitFor(t, "the instance to report the unreachable sister", func() bool {
 		r := readyCondition(e.instance(t, "inst").Status.Conditions)
 		return r != nil && r.Reason == replicate.ReasonClusterUnreachable
