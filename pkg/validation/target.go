@@ -126,17 +126,21 @@ func (t *inProcess) start(_ context.Context, spec Spec) (*clusters, error) {
 		return nil, err
 	}
 	t.l = l
-	cl := &clusters{
-		logDir:    l.ProviderLogDir(),
-		imageHint: "map it to a binary in Spec.Images (marketplane validate: --binary or --image-map IMAGE=BINARY)",
-	}
-	m := imageMapOf(images, "Spec.Images")
-	cl.binaryOf = m.Binary
+	cl, err := landscapeClusters(l, imageMapOf(images, "Spec.Images"),
+		"map it to a binary in Spec.Images (marketplane validate: --binary or --image-map IMAGE=BINARY)")
+	return &cl, err
+}
+
+// landscapeClusters returns the clusters of the in-process landscape l,
+// whose operator deploys providers by images, with the hint a report gives
+// for an unmapped image.
+func landscapeClusters(l *providertest.Landscape, images process.ImageMap, imageHint string) (clusters, error) {
+	cl := clusters{logDir: l.ProviderLogDir(), binaryOf: images.Binary, imageHint: imageHint}
 	for _, c := range []struct {
 		dst  **cluster
 		name string
 		tc   *testenv.Cluster
-	}{{&cl.platform, "platform", l.Platform}, {&cl.onboarding, "onboarding", l.Onboarding}, {&cl.workload, "workload", l.Workload}} {
+	}{{&cl.platform, clusterPlatform, l.Platform}, {&cl.onboarding, clusterOnboarding, l.Onboarding}, {&cl.workload, clusterWorkload, l.Workload}} {
 		if c.tc == nil {
 			continue
 		}
@@ -208,26 +212,8 @@ func (t *inProcessLandscape) connect() (clusters, error) {
 	if images == nil || l.ProviderLogDir() == "" {
 		return clusters{}, errors.New("the landscape runs no provider deployer: start it with providertest.WithProviderImages")
 	}
-	cl := clusters{
-		logDir:    l.ProviderLogDir(),
-		binaryOf:  imageMapOf(images, "providertest.WithProviderImages").Binary,
-		imageHint: "the landscape's operator deploys only the images of providertest.WithProviderImages given when it started",
-	}
-	for _, c := range []struct {
-		dst  **cluster
-		name string
-		tc   *testenv.Cluster
-	}{{&cl.platform, clusterPlatform, l.Platform}, {&cl.onboarding, clusterOnboarding, l.Onboarding}, {&cl.workload, clusterWorkload, l.Workload}} {
-		if c.tc == nil {
-			continue
-		}
-		path, err := c.tc.KubeconfigPath()
-		if err != nil {
-			return clusters{}, err
-		}
-		*c.dst = &cluster{name: c.name, config: c.tc.Config, client: c.tc.Client, kubeconfig: path}
-	}
-	return cl, nil
+	return landscapeClusters(l, imageMapOf(images, "providertest.WithProviderImages"),
+		"the landscape's operator deploys only the images of providertest.WithProviderImages given when it started")
 }
 
 // stop leaves the landscape running: its caller started it.
