@@ -10,8 +10,10 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -22,10 +24,17 @@ const DefaultTimeout = time.Minute
 // Apply creates or updates crds with server-side apply as fieldOwner and
 // waits until every one is Established, or timeout passes (DefaultTimeout when
 // zero). It fails with the names of the CRDs that did not make it.
+//
+// An API server that is overloaded or still starting answers some requests
+// with a timeout, 429, 503 or 500 ("etcdserver: request timed out"), or drops
+// the connection. Apply repeats such a request, which is safe because a
+// server-side apply is idempotent, until timeout has passed since the first
+// apply; errors about the CRD itself (an invalid name or schema) end it at once.
 func Apply(ctx context.Context, c client.Client, fieldOwner string, timeout time.Duration, crds ...*apiextensionsv1.CustomResourceDefinition) error {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
+	retryUntil := time.Now().Add(timeout)
 	for _, crd := range crds {
 		desired := crd.DeepCopy()
 		desired.APIVersion, desired.Kind = apiextensionsv1.SchemeGroupVersion.String(), "CustomResourceDefinition"
@@ -37,7 +46,10 @@ func Apply(ctx context.Context, c client.Client, fieldOwner string, timeout time
 		delete(u, "status")
 		unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
 		ac := client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u})
-		if err := c.Apply(ctx, ac, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+		err = retryTransient(ctx, retryUntil, func() error {
+			return c.Apply(ctx, ac, client.FieldOwner(fieldOwner), client.ForceOwnership)
+		})
+		if err != nil {
 			return fmt.Errorf("apply CRD %s: %w", crd.Name, err)
 		}
 	}
@@ -47,6 +59,11 @@ func Apply(ctx context.Context, c client.Client, fieldOwner string, timeout time
 		for _, crd := range crds {
 			got := &apiextensionsv1.CustomResourceDefinition{}
 			if err := c.Get(ctx, client.ObjectKey{Name: crd.Name}, got); err != nil {
+				if Transient(err) {
+					// Asked again at the next poll, within the same timeout.
+					pending = append(pending, crd.Name)
+					continue
+				}
 				return false, fmt.Errorf("get CRD %s: %w", crd.Name, err)
 			}
 			if !Established(got) {
@@ -62,6 +79,39 @@ func Apply(ctx context.Context, c client.Client, fieldOwner string, timeout time
 		return err
 	}
 	return nil
+}
+
+// Transient reports whether err is one an overloaded or starting API server
+// gives for a request that may succeed when sent again unchanged: a server or
+// client timeout, 429 Too Many Requests, 503 Service Unavailable, 500 Internal
+// Error (etcd timeouts arrive as one), or a connection reset or cut short.
+func Transient(err error) bool {
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err) ||
+		apierrors.IsInternalError(err) ||
+		utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
+}
+
+// retryTransient calls do until it returns nil or an error that is not
+// Transient, or until the deadline passes or ctx ends; then it returns the
+// last error. Waits between calls grow from 200 ms to 5 s.
+func retryTransient(ctx context.Context, deadline time.Time, do func() error) error {
+	delay := 200 * time.Millisecond
+	for {
+		err := do()
+		if err == nil || !Transient(err) {
+			return err
+		}
+		if time.Now().Add(delay).After(deadline) {
+			return fmt.Errorf("gave up retrying: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
 }
 
 // Established reports whether the API server serves crd.

@@ -1,11 +1,19 @@
 package crdinstall_test
 
 import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/marketplane/marketplane/api/crds"
@@ -47,4 +55,101 @@ func TestApply(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "wrong.name.example.com") {
 		t.Fatalf("Apply of an invalid CRD: want an error naming it, got %v", err)
 	}
+}
+
+// TestApplyRetriesOverloadedServer puts a proxy in front of the API server
+// that answers the first CRD applies as an overloaded server does (504
+// Timeout, then 429), as seen when a loaded machine started a landscape.
+// Apply must send the idempotent apply again and succeed, and must not
+// repeat an apply the server refused for the CRD itself.
+func TestApplyRetriesOverloadedServer(t *testing.T) {
+	c := testenv.Start(t, testenv.WithName("crdinstall-retry"), testenv.WithCRDs())
+	platform, err := crds.ForCluster(crds.ClusterPlatform)
+	if err != nil || len(platform) == 0 {
+		t.Fatalf("platform CRDs: %d, %v", len(platform), err)
+	}
+	transport, err := rest.TransportFor(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream, err := url.Parse(c.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(upstream)
+	proxy.Transport = transport
+	var (
+		mu      sync.Mutex
+		patches int
+		refuse  = []int{http.StatusGatewayTimeout, http.StatusTooManyRequests}
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPatch && strings.Contains(r.URL.Path, "/customresourcedefinitions/") {
+			mu.Lock()
+			patches++
+			n := patches
+			mu.Unlock()
+			if n <= len(refuse) {
+				writeStatus(w, refuse[n-1])
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	sentApplies := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return patches
+	}
+	cl, err := client.New(&rest.Config{Host: srv.URL}, client.Options{Scheme: c.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+
+	crd := platform[0]
+	if err := crdinstall.Apply(ctx, cl, "marketplane-test", 30*time.Second, crd); err != nil {
+		t.Fatalf("Apply through an overloaded server: %v", err)
+	}
+	if n := sentApplies(); n != len(refuse)+1 {
+		t.Errorf("the proxy saw %d applies; want %d (two refused, one passed)", n, len(refuse)+1)
+	}
+	got := &apiextensionsv1.CustomResourceDefinition{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Name: crd.Name}, got); err != nil || !crdinstall.Established(got) {
+		t.Fatalf("%s after Apply: established=%v, %v", crd.Name, crdinstall.Established(got), err)
+	}
+
+	// A CRD the server refuses (422 Invalid) is not sent again.
+	mu.Lock()
+	patches = len(refuse) // nothing more is refused by the proxy
+	mu.Unlock()
+	bad := platform[0].DeepCopy()
+	bad.Name = "wrong.name.example.com"
+	if err := crdinstall.Apply(ctx, cl, "marketplane-test", 30*time.Second, bad); err == nil {
+		t.Fatal("Apply of an invalid CRD succeeded")
+	}
+	if sent := sentApplies() - len(refuse); sent != 1 {
+		t.Errorf("an invalid CRD was applied %d times; want once", sent)
+	}
+}
+
+// writeStatus answers as the API server does when it gives up on a request.
+func writeStatus(w http.ResponseWriter, code int) {
+	reason := metav1.StatusReasonTimeout
+	if code == http.StatusTooManyRequests {
+		reason = metav1.StatusReasonTooManyRequests
+	}
+	body, err := json.Marshal(metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure, Code: int32(code), Reason: reason,
+		Message: "request did not complete within requested timeout",
+	})
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
 }

@@ -164,6 +164,10 @@ func applyManifest(ctx context.Context, c client.Client, timeout time.Duration, 
 		case apimeta.IsNoMatchError(err):
 			crdSeen = kindCRDState(ctx, c, gvk.Group, gvk.Kind)
 			return last.note(err)
+		case crdinstall.Transient(err):
+			// An overloaded API server; the apply is idempotent, so it is
+			// sent again at the next poll.
+			return last.note(err)
 		}
 		return false, fmt.Errorf("apply %s: %w", m, err)
 	}, func() string { return joinSeen(crdSeen, last.String()) })
