@@ -17,8 +17,10 @@ const (
 	// spec.planId (an instance without spec, which the CRD accepts as
 	// Service Fabrik's does). It fails.
 	ReasonMissingServiceOrPlan Reason = "MissingServiceOrPlan"
-	// ReasonPlanInvalid: the catalog found the plan invalid. The object
-	// waits for the plan to be fixed.
+	// ReasonPlanInvalid: the catalog found the plan invalid for its
+	// current generation. The operation fails, as the plan's templates
+	// would (docs/interoperator.md); an update of the instance, or a plan
+	// change when the plan has autoUpdateInstances, tries again.
 	ReasonPlanInvalid Reason = "PlanInvalid"
 	// ReasonInstanceNotFound: the binding's instance does not exist.
 	ReasonInstanceNotFound Reason = "InstanceNotFound"
