@@ -535,14 +535,15 @@ func (c *ControlPlane) waitControllerManager(ctx context.Context, rc *RunningClu
 	})
 }
 
-// poll runs cond until it is true, one of procs exits (an error with the
+// poll runs cond until it is true, one of procs fails (it exits and is not
+// restarted, or exits after maxStartRestarts restarts: an error with the
 // end of its log) or the start timeout passes.
 func (c *ControlPlane) poll(ctx context.Context, what string, procs []*Proc, cond wait.ConditionWithContextFunc) error {
 	tctx, cancel := context.WithTimeout(ctx, c.startTimeout)
 	defer cancel()
 	err := wait.PollUntilContextCancel(tctx, pollInterval, true, func(ctx context.Context) (bool, error) {
 		for _, p := range procs {
-			if p.Exited() {
+			if p.startFailed() {
 				return false, p.ExitError()
 			}
 		}
@@ -556,7 +557,7 @@ func (c *ControlPlane) poll(ctx context.Context, what string, procs []*Proc, con
 		return fmt.Errorf("waiting for %s: %w; last lines of %s:\n%s", what, ctx.Err(), last.Log, supervisor.LogTail(last.Log, 15))
 	}
 	for _, p := range procs {
-		if p.Exited() {
+		if p.startFailed() {
 			return p.ExitError()
 		}
 	}

@@ -82,9 +82,19 @@ type Proc struct {
 	Record Process
 
 	sup *supervisor.Supervised
-	mu  sync.Mutex
-	cur Process
+	// restarting: the Runner starts the process again when it exits.
+	restarting bool
+	mu         sync.Mutex
+	cur        Process
 }
+
+// maxStartRestarts is how often a process of a restarting Runner may be
+// started again while a start waits for it to become ready. kube-apiserver
+// exits when a post-start hook does not finish in time (say, creating the
+// system priority classes while etcd answers slowly on a loaded machine)
+// and comes up when started again, as it does under a kubelet; a process
+// that exits more often than this is broken.
+const maxStartRestarts = 2
 
 // Start starts binary with args, its output appended to logPath, and
 // returns it with its record named name.
@@ -113,6 +123,7 @@ func (r *Runner) StartWithEnv(name, binary string, args, extraEnv []string, logP
 	if r.restarts != nil {
 		cmd.Backoff = r.backoff // nil: the default
 		cmd.OnEvent = func(e supervisor.Event) { r.restarted(p, e) }
+		p.restarting = true
 	}
 	sup, err := r.spawner.Supervise(cmd)
 	if err != nil {
@@ -191,6 +202,17 @@ func (p *Proc) Restarts() int { return p.sup.Restarts() }
 // it: a process that exits while it starts is broken, not unlucky.
 func (p *Proc) Exited() bool {
 	return p.sup.LastExit() != nil || p.sup.Process().Exited()
+}
+
+// startFailed reports whether a wait for p to become ready should give up
+// because of p's exits: p exited and is not restarted, or it exited again
+// after maxStartRestarts restarts. One or two exits of a restarted process
+// are waited out, within the start's timeout.
+func (p *Proc) startFailed() bool {
+	if !p.restarting {
+		return p.Exited()
+	}
+	return p.sup.Process().Exited() && (p.Restarts() >= maxStartRestarts || p.Stopping())
 }
 
 // ExitError describes the last exit without Stop (or the exit after Stop),
