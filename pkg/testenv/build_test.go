@@ -1,6 +1,7 @@
 package testenv_test
 
 import (
+	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,5 +71,16 @@ func TestBuildBinariesLinksOnce(t *testing.T) {
 	}
 	if got := run(third); got != "two" {
 		t.Errorf("third build runs %q, want %q", got, "two")
+	}
+	// Linked without DWARF and symbol table (-s -w), which costs less CPU.
+	bin, err := elf.Open(filepath.Join(third, "hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bin.Close()
+	for _, section := range []string{".debug_info", ".symtab"} {
+		if bin.Section(section) != nil {
+			t.Errorf("the binary has a %s section; want it linked with -ldflags=-s -w", section)
+		}
 	}
 }

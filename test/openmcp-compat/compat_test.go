@@ -79,7 +79,8 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binary = filepath.Join(dir, "compat-provider")
-	build := exec.Command("go", "build", "-o", binary, "./cmd/compat-provider")
+	// Stripped, as Marketplane's test builds are: linking costs less.
+	build := exec.Command("go", "build", "-ldflags=-s -w", "-o", binary, "./cmd/compat-provider")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build the compatibility provider:", err)
