@@ -28,13 +28,13 @@ const DefaultTimeout = time.Minute
 // An API server that is overloaded or still starting answers some requests
 // with a timeout, 429, 503 or 500 ("etcdserver: request timed out"), or drops
 // the connection. Apply repeats such a request, which is safe because a
-// server-side apply is idempotent, until timeout has passed since the first
-// apply; errors about the CRD itself (an invalid name or schema) end it at once.
+// server-side apply is idempotent, for up to timeout after its first failure
+// (which may itself be the server's own 60-second request timeout); errors
+// about the CRD itself (an invalid name or schema) end it at once.
 func Apply(ctx context.Context, c client.Client, fieldOwner string, timeout time.Duration, crds ...*apiextensionsv1.CustomResourceDefinition) error {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	retryUntil := time.Now().Add(timeout)
 	for _, crd := range crds {
 		desired := crd.DeepCopy()
 		desired.APIVersion, desired.Kind = apiextensionsv1.SchemeGroupVersion.String(), "CustomResourceDefinition"
@@ -46,7 +46,7 @@ func Apply(ctx context.Context, c client.Client, fieldOwner string, timeout time
 		delete(u, "status")
 		unstructured.RemoveNestedField(u, "metadata", "creationTimestamp")
 		ac := client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: u})
-		err = retryTransient(ctx, retryUntil, func() error {
+		err = retryTransient(ctx, timeout, func() error {
 			return c.Apply(ctx, ac, client.FieldOwner(fieldOwner), client.ForceOwnership)
 		})
 		if err != nil {
@@ -93,14 +93,19 @@ func Transient(err error) bool {
 }
 
 // retryTransient calls do until it returns nil or an error that is not
-// Transient, or until the deadline passes or ctx ends; then it returns the
-// last error. Waits between calls grow from 200 ms to 5 s.
-func retryTransient(ctx context.Context, deadline time.Time, do func() error) error {
+// Transient, or until window has passed since its first error or ctx ends;
+// then it returns the last error. Waits between calls grow from 200 ms to
+// 5 s.
+func retryTransient(ctx context.Context, window time.Duration, do func() error) error {
 	delay := 200 * time.Millisecond
+	var deadline time.Time
 	for {
 		err := do()
 		if err == nil || !Transient(err) {
 			return err
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(window)
 		}
 		if time.Now().Add(delay).After(deadline) {
 			return fmt.Errorf("gave up retrying: %w", err)

@@ -58,10 +58,12 @@ func TestApply(t *testing.T) {
 }
 
 // TestApplyRetriesOverloadedServer puts a proxy in front of the API server
-// that answers the first CRD applies as an overloaded server does (504
-// Timeout, then 429), as seen when a loaded machine started a landscape.
-// Apply must send the idempotent apply again and succeed, and must not
-// repeat an apply the server refused for the CRD itself.
+// that answers CRD applies as an overloaded server does (504 Timeout, 429),
+// as seen when a loaded machine started a landscape. Apply must send the
+// idempotent apply again and succeed, also when the first refusal took
+// longer than Apply's timeout (the server's own request timeout is a
+// minute), and must not repeat an apply the server refused for the CRD
+// itself.
 func TestApplyRetriesOverloadedServer(t *testing.T) {
 	c := testenv.Start(t, testenv.WithName("crdinstall-retry"), testenv.WithCRDs())
 	platform, err := crds.ForCluster(crds.ClusterPlatform)
@@ -80,27 +82,42 @@ func TestApplyRetriesOverloadedServer(t *testing.T) {
 	proxy.Transport = transport
 	var (
 		mu      sync.Mutex
-		patches int
-		refuse  = []int{http.StatusGatewayTimeout, http.StatusTooManyRequests}
+		applies int           // CRD applies the proxy saw
+		refuse  []int         // the answers to the next applies, then passed on
+		slow    time.Duration // how long a refusal takes
 	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPatch && strings.Contains(r.URL.Path, "/customresourcedefinitions/") {
 			mu.Lock()
-			patches++
-			n := patches
+			applies++
+			code, wait := 0, slow
+			if len(refuse) > 0 {
+				code, refuse = refuse[0], refuse[1:]
+			}
 			mu.Unlock()
-			if n <= len(refuse) {
-				writeStatus(w, refuse[n-1])
+			if code != 0 {
+				select { // a server that takes its time to give up
+				case <-time.After(wait):
+				case <-r.Context().Done():
+				}
+				writeStatus(w, code)
 				return
 			}
 		}
 		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	sentApplies := func() int {
+	// expect sets the answers to the next applies and returns the count
+	// of applies from then on.
+	expect := func(codes []int, wait time.Duration) func() int {
 		mu.Lock()
 		defer mu.Unlock()
-		return patches
+		applies, refuse, slow = 0, codes, wait
+		return func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			return applies
+		}
 	}
 	cl, err := client.New(&rest.Config{Host: srv.URL}, client.Options{Scheme: c.Scheme})
 	if err != nil {
@@ -109,28 +126,40 @@ func TestApplyRetriesOverloadedServer(t *testing.T) {
 	ctx := t.Context()
 
 	crd := platform[0]
+	sent := expect([]int{http.StatusGatewayTimeout, http.StatusTooManyRequests}, 0)
 	if err := crdinstall.Apply(ctx, cl, "marketplane-test", 30*time.Second, crd); err != nil {
 		t.Fatalf("Apply through an overloaded server: %v", err)
 	}
-	if n := sentApplies(); n != len(refuse)+1 {
-		t.Errorf("the proxy saw %d applies; want %d (two refused, one passed)", n, len(refuse)+1)
+	if n := sent(); n != 3 {
+		t.Errorf("the proxy saw %d applies; want 3 (two refused, one passed)", n)
 	}
 	got := &apiextensionsv1.CustomResourceDefinition{}
 	if err := c.Client.Get(ctx, client.ObjectKey{Name: crd.Name}, got); err != nil || !crdinstall.Established(got) {
 		t.Fatalf("%s after Apply: established=%v, %v", crd.Name, crdinstall.Established(got), err)
 	}
 
+	// A refusal that takes longer than the timeout is retried all the
+	// same: the retries have the timeout from the first refusal on. (The
+	// CRD is Established already, so the wait for it ends at its first
+	// read; the timeout leaves that read time on a loaded machine.)
+	const timeout = 5 * time.Second
+	sent = expect([]int{http.StatusGatewayTimeout}, timeout+time.Second)
+	if err := crdinstall.Apply(ctx, cl, "marketplane-test", timeout, crd); err != nil {
+		t.Fatalf("Apply after a refusal slower than its timeout: %v", err)
+	}
+	if n := sent(); n != 2 {
+		t.Errorf("the proxy saw %d applies; want 2 (a slow refusal, one passed)", n)
+	}
+
 	// A CRD the server refuses (422 Invalid) is not sent again.
-	mu.Lock()
-	patches = len(refuse) // nothing more is refused by the proxy
-	mu.Unlock()
+	sent = expect(nil, 0)
 	bad := platform[0].DeepCopy()
 	bad.Name = "wrong.name.example.com"
 	if err := crdinstall.Apply(ctx, cl, "marketplane-test", 30*time.Second, bad); err == nil {
 		t.Fatal("Apply of an invalid CRD succeeded")
 	}
-	if sent := sentApplies() - len(refuse); sent != 1 {
-		t.Errorf("an invalid CRD was applied %d times; want once", sent)
+	if n := sent(); n != 1 {
+		t.Errorf("an invalid CRD was applied %d times; want once", n)
 	}
 }
 
