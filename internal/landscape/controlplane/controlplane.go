@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -492,21 +493,29 @@ func kubeconfig(name, host string, ca []byte, pair *pki.Pair) ([]byte, error) {
 	return data, nil
 }
 
-// waitReadyz waits until the API server's /readyz is ok.
+// waitReadyz waits until the API server's /readyz is ok. When it gives up,
+// the error names the checks the last answer said were failing.
 func (c *ControlPlane) waitReadyz(ctx context.Context, rc *RunningCluster) error {
 	httpClient, err := rest.HTTPClientFor(rc.Config)
 	if err != nil {
 		return fmt.Errorf("HTTP client for %s: %w", rc.Name, err)
 	}
 	httpClient.Timeout = 5 * time.Second
-	return c.poll(ctx, "kube-apiserver of "+rc.Name, []*Proc{rc.apiServer}, func(ctx context.Context) (bool, error) {
-		return Readyz(ctx, httpClient, rc.Host) == nil, nil
+	var last error
+	err = c.poll(ctx, "kube-apiserver of "+rc.Name, []*Proc{rc.apiServer}, func(ctx context.Context) (bool, error) {
+		last = Readyz(ctx, httpClient, rc.Host)
+		return last == nil, nil
 	})
+	if err != nil && last != nil {
+		return fmt.Errorf("%w\nlast answer of /readyz: %w", err, last)
+	}
+	return err
 }
 
-// Readyz returns nil when the API server at host reports ready.
+// Readyz returns nil when the API server at host reports ready, else an
+// error naming the checks that fail.
 func Readyz(ctx context.Context, c *http.Client, host string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, host+"/readyz", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, host+"/readyz?verbose", nil)
 	if err != nil {
 		return err
 	}
@@ -516,7 +525,17 @@ func Readyz(ctx context.Context, c *http.Client, host string) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s/readyz: %s", host, resp.Status)
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		var failing []string
+		for line := range strings.Lines(string(body)) {
+			if strings.HasPrefix(line, "[-]") {
+				failing = append(failing, strings.TrimSpace(line))
+			}
+		}
+		if len(failing) == 0 {
+			return fmt.Errorf("%s/readyz: %s", host, resp.Status)
+		}
+		return fmt.Errorf("%s/readyz: %s: %s", host, resp.Status, strings.Join(failing, "; "))
 	}
 	return nil
 }

@@ -2,9 +2,12 @@ package controlplane
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -79,5 +82,34 @@ exec %q "$@"
 	}
 	if waited := time.Since(start); waited > startTimeout/2 {
 		t.Errorf("start of broken failed after %s; want it to fail on the exits, not the %s timeout", waited, startTimeout)
+	}
+}
+
+// TestReadyzNamesFailingChecks checks that a not-ready answer of /readyz
+// is reported with the checks that fail, which is what a start that gives
+// up on an API server shows.
+func TestReadyzNamesFailingChecks(t *testing.T) {
+	var ready atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" || !r.URL.Query().Has("verbose") {
+			http.NotFound(w, r)
+			return
+		}
+		if ready.Load() {
+			fmt.Fprintln(w, "[+]ping ok\nreadyz check passed")
+			return
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprintln(w, "[+]ping ok\n[-]poststarthook/rbac/bootstrap-roles failed: reason withheld\n[+]etcd ok\n[-]informer-sync failed: reason withheld\nreadyz check failed")
+	}))
+	defer srv.Close()
+	err := Readyz(t.Context(), srv.Client(), srv.URL)
+	want := "500 Internal Server Error: [-]poststarthook/rbac/bootstrap-roles failed: reason withheld; [-]informer-sync failed: reason withheld"
+	if err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("Readyz of a server that is not ready: %v; want it to end with %q", err, want)
+	}
+	ready.Store(true)
+	if err := Readyz(t.Context(), srv.Client(), srv.URL); err != nil {
+		t.Errorf("Readyz of a ready server: %v", err)
 	}
 }
