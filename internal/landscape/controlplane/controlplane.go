@@ -493,18 +493,30 @@ func kubeconfig(name, host string, ca []byte, pair *pki.Pair) ([]byte, error) {
 	return data, nil
 }
 
+// readyzTimeout bounds one /readyz request of a start. A starting API
+// server on a loaded machine answers it slowly (its etcd checks wait for an
+// etcd that is slow too): 5 s was seen to cut every answer of a restarted
+// kube-apiserver for minutes. kubeadm gives its probes of kube-apiserver
+// 15 s as well.
+const readyzTimeout = 15 * time.Second
+
 // waitReadyz waits until the API server's /readyz is ok. When it gives up,
-// the error names the checks the last answer said were failing.
+// the error names the checks the last answer said were failing, or why
+// the last request got none.
 func (c *ControlPlane) waitReadyz(ctx context.Context, rc *RunningCluster) error {
 	httpClient, err := rest.HTTPClientFor(rc.Config)
 	if err != nil {
 		return fmt.Errorf("HTTP client for %s: %w", rc.Name, err)
 	}
-	httpClient.Timeout = 5 * time.Second
+	httpClient.Timeout = readyzTimeout
 	var last error
 	err = c.poll(ctx, "kube-apiserver of "+rc.Name, []*Proc{rc.apiServer}, func(ctx context.Context) (bool, error) {
-		last = Readyz(ctx, httpClient, rc.Host)
-		return last == nil, nil
+		err := Readyz(ctx, httpClient, rc.Host)
+		if ctx.Err() == nil {
+			// Not a request the end of the wait cut short.
+			last = err
+		}
+		return err == nil, nil
 	})
 	if err != nil && last != nil {
 		return fmt.Errorf("%w\nlast answer of /readyz: %w", err, last)

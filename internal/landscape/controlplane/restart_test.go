@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"encoding/pem"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
 )
 
 // TestStartWaitsOutAnAPIServerExit starts two clusters whose kube-apiserver
@@ -111,5 +114,38 @@ func TestReadyzNamesFailingChecks(t *testing.T) {
 	ready.Store(true)
 	if err := Readyz(t.Context(), srv.Client(), srv.URL); err != nil {
 		t.Errorf("Readyz of a ready server: %v", err)
+	}
+}
+
+// TestWaitReadyzWaitsForASlowAnswer starts a wait for an API server whose
+// /readyz answers only after 6 s, as a starting kube-apiserver on a loaded
+// machine was seen to: the wait must take that answer rather than cut each
+// request short and time out.
+func TestWaitReadyzWaitsForASlowAnswer(t *testing.T) {
+	const slow = 6 * time.Second
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // an API server slow to answer, not a wait for an order
+		case <-time.After(slow):
+		case <-r.Context().Done():
+			return
+		}
+		fmt.Fprintln(w, "readyz check passed")
+	}))
+	defer srv.Close()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+
+	// The wait also watches the API server's process: a stand-in that
+	// runs until the test ends.
+	runner := NewRunner(nil)
+	defer runner.Close()
+	proc, err := runner.Start("stand-in", "sleep", []string{"600"}, filepath.Join(t.TempDir(), "stand-in.log"))
+	must(t, err)
+	defer proc.Stop(time.Second)
+
+	c := &ControlPlane{startTimeout: time.Minute}
+	rc := &RunningCluster{Name: "slow", Host: srv.URL, apiServer: proc,
+		Config: &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca}}}
+	if err := c.waitReadyz(t.Context(), rc); err != nil {
+		t.Fatalf("wait for an API server whose /readyz answers after %s: %v", slow, err)
 	}
 }
