@@ -43,6 +43,7 @@ import (
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	"github.com/marketplane/marketplane/internal/broker/app"
+	"github.com/marketplane/marketplane/internal/interoperator"
 )
 
 // Targets of issue #15 for the broker's path.
@@ -111,6 +112,7 @@ func (h *harness) brokerPhase(ctx context.Context, rep *report) error {
 		return err
 	}
 	cpuBefore := cpuSeconds()
+	instReconciles, bindReconciles := reconciles(), reconcilesOf(interoperator.BindingControllerName)
 	stopProfiles, err := h.startProfiles(ctx, h.c.profilePhase == "broker")
 	if err != nil {
 		return err
@@ -151,6 +153,8 @@ func (h *harness) brokerPhase(ctx context.Context, rep *report) error {
 	}
 	cpuAfter := cpuSeconds()
 	printCPU(h.out, "provision+bind", cpuBefore, cpuAfter, elapsed)
+	fmt.Fprintf(h.out, "  reconciles per instance: instance controller %.2f, binding controller %.2f\n",
+		(reconciles()-instReconciles)/float64(len(ids)), (reconcilesOf(interoperator.BindingControllerName)-bindReconciles)/float64(len(ids)))
 	printPerInstance(h.out, countsAfter.minus(countsBefore), len(ids))
 
 	// 3. Deprovision everything.

@@ -168,7 +168,7 @@ type config struct {
 	compareSingle        bool
 
 	// broker runs the broker phase (broker.go) after the single-cluster
-	// load phase.
+	// load phase, and its yardstick, the direct phase (direct.go).
 	broker bool
 }
 
@@ -192,7 +192,7 @@ func main() {
 	flag.IntVar(&c.registered, "registered", 0, "SFClusters registered in the multi-cluster mode, round-robin over the -clusters workload servers (default: -clusters)")
 	flag.StringVar(&c.scheduler, "scheduler", "", "the ProviderConfig's spec.schedulerType in the multi-cluster mode (default least-filled)")
 	flag.BoolVar(&c.compareSingle, "compare-single", false, "in the multi-cluster mode, run the single-cluster load phase (same -n) first and print the multi ÷ single rate")
-	flag.BoolVar(&c.broker, "broker", true, "after the load phase, run the broker phase: the same plan through the OSB broker (broker.go)")
+	flag.BoolVar(&c.broker, "broker", true, "after the load phase, run the broker phase: the same plan through the OSB broker (broker.go), then the same provision+bind without the broker (direct.go)")
 	flag.Parse()
 	r, err := run(context.Background(), c, os.Stdout)
 	if err != nil {
@@ -392,7 +392,7 @@ func run(ctx context.Context, c config, out io.Writer) (report, error) {
 			return h.load(ctx, rep, loadPhase{title: "load", prefix: "load", profile: true, rateTarget: true})
 		})
 		if c.broker {
-			phases = append(phases, h.brokerPhase)
+			phases = append(phases, h.brokerPhase, h.directPhase)
 		}
 	} else {
 		phases = append(phases, h.multiCluster)
@@ -667,8 +667,10 @@ type entry struct {
 	name          string
 	created, done time.Time
 	failure       string
-	doneCh        chan struct{}
-	closed        bool
+	// secret is a binding's response Secret, as its final state named it.
+	secret string
+	doneCh chan struct{}
+	closed bool
 }
 
 func newTracker() *tracker { return &tracker{entries: map[string]*entry{}} }
@@ -689,35 +691,55 @@ func (t *tracker) created(e *entry, at time.Time) {
 	e.created = at
 }
 
-// observe records a state the watch delivered.
+// observe records a state the watch delivered of an instance.
 func (t *tracker) observe(inst *osbv1alpha1.SFServiceInstance, at time.Time) {
-	state := inst.Status.State
+	t.observeState(inst.Name, inst.Status.State, firstNonEmpty(inst.Status.Error, inst.Status.Description, "failed"), "", at)
+}
+
+// observeBinding records a state the watch delivered of a binding.
+func (t *tracker) observeBinding(b *osbv1alpha1.SFServiceBinding, at time.Time) {
+	secret := ""
+	if b.Status.Response != nil {
+		secret = b.Status.Response.SecretRef
+	}
+	t.observeState(b.Name, b.Status.State, firstNonEmpty(b.Status.Error, "failed"), secret, at)
+}
+
+// observeState ends the wait for the object name when state is final.
+func (t *tracker) observeState(name string, state osbv1alpha1.State, failure, secret string, at time.Time) {
 	if state != osbv1alpha1.StateSucceeded && state != osbv1alpha1.StateFailed {
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.entries[inst.Name]
+	e := t.entries[name]
 	if e == nil || e.closed {
 		return
 	}
-	e.done, e.closed = at, true
+	e.done, e.closed, e.secret = at, true, secret
 	if state == osbv1alpha1.StateFailed {
-		e.failure = firstNonEmpty(inst.Status.Error, inst.Status.Description, "failed")
+		e.failure = failure
 	}
 	close(e.doneCh)
 }
 
-// watch watches the instances in namespace and records their states,
-// until ctx ends. It returns once the first watch is established.
+// watch watches the instances in namespace (every namespace when empty)
+// and records their states, until ctx ends. It returns once the first
+// watch is established.
 func (t *tracker) watch(ctx context.Context, c client.WithWatch, namespace string) error {
+	return t.watchKind(ctx, c, &osbv1alpha1.SFServiceInstanceList{}, namespace)
+}
+
+// watchKind is watch for the kind of list: SFServiceInstances or
+// SFServiceBindings.
+func (t *tracker) watchKind(ctx context.Context, c client.WithWatch, list client.ObjectList, namespace string) error {
 	open := func(rv string) (watch.Interface, error) {
-		return c.Watch(ctx, &osbv1alpha1.SFServiceInstanceList{}, client.InNamespace(namespace),
+		return c.Watch(ctx, list, client.InNamespace(namespace),
 			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
 	}
 	w, err := open("")
 	if err != nil {
-		return fmt.Errorf("watch instances: %w", err)
+		return fmt.Errorf("watch %T: %w", list, err)
 	}
 	go t.follow(ctx, w, open)
 	return nil
@@ -735,6 +757,9 @@ func (t *tracker) follow(ctx context.Context, w watch.Interface, open func(rv st
 			case *osbv1alpha1.SFServiceInstance:
 				rv = obj.ResourceVersion
 				t.observe(obj, now)
+			case *osbv1alpha1.SFServiceBinding:
+				rv = obj.ResourceVersion
+				t.observeBinding(obj, now)
 			case *metav1.Status:
 				rv = ""
 			}
@@ -1042,7 +1067,11 @@ func profileAPIServer(ctx context.Context, c *testenv.Cluster, path string, seco
 }
 
 // reconciles returns how often the instance controller has reconciled.
-func reconciles() float64 {
+func reconciles() float64 { return reconcilesOf(interoperator.InstanceControllerName) }
+
+// reconcilesOf returns how often the inter-operator's controller name has
+// reconciled.
+func reconcilesOf(name string) float64 {
 	families, err := ctrlmetrics.Registry.Gather()
 	if err != nil {
 		return math.NaN()
@@ -1054,7 +1083,7 @@ func reconciles() float64 {
 		}
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == interoperator.InstanceControllerName {
+				if l.GetName() == "controller" && l.GetValue() == name {
 					total += m.GetCounter().GetValue()
 				}
 			}

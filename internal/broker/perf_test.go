@@ -2,16 +2,19 @@ package broker_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	"github.com/marketplane/marketplane/internal/broker"
 	"github.com/marketplane/marketplane/internal/broker/app"
+	"github.com/marketplane/marketplane/internal/broker/kubestore"
 )
 
 // apiCounter counts the requests a broker sends to the onboarding API
@@ -200,4 +203,101 @@ func checkReads(t *testing.T, what string, reqs []string, objPath string, forbid
 	if !created {
 		t.Errorf("%s did not create %s (%v)", what, objPath, reqs)
 	}
+}
+
+// laggingTransport hands over what a watch response brings lag after it
+// came: the broker's informers see each change that much later than the
+// API server made it, as on a loaded cluster.
+type laggingTransport struct {
+	next http.RoundTripper
+	lag  *atomic.Int64 // nanoseconds
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t laggingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	if err == nil && r.URL.Query().Get("watch") == "true" {
+		resp.Body = laggingBody{ReadCloser: resp.Body, lag: t.lag}
+	}
+	return resp, err
+}
+
+type laggingBody struct {
+	io.ReadCloser
+	lag *atomic.Int64
+}
+
+// Read implements io.Reader: it hands over what arrived lag after it
+// arrived. The wait stands for a slow watch stream.
+func (b laggingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	time.Sleep(time.Duration(b.lag.Load()))
+	return n, err
+}
+
+// TestLastOperationWaitsForTheCache polls last_operation right after the
+// 202 of an asynchronous provision, through a broker whose informers lag:
+//   - while the lag (50ms) is well within kubestore.CacheCatchUp, the poll waits
+//     for the cache to bring the broker's own write, and asks the API
+//     server nothing;
+//   - when the watch stalls for longer, the poll reads the instance from
+//     the API server once the bound passed, and answers all the same.
+func TestLastOperationWaitsForTheCache(t *testing.T) {
+	setup(t)
+	counter := &apiCounter{}
+	lag := &atomic.Int64{}
+	lag.Store(int64(50 * time.Millisecond))
+	b, err := startBrokerProcess(env.kubeconfigs["onboarding"], func(o *app.Options) {
+		o.WrapOnboardingTransport = func(rt http.RoundTripper) http.RoundTripper {
+			return countingTransport{next: laggingTransport{next: rt, lag: lag}, c: counter}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		lag.Store(0)
+		if err := b.stop(); err != nil {
+			t.Errorf("stop the broker: %v", err)
+		}
+	})
+	hh := h{t: t, base: b.url}
+	poll := func(id string) (reply, []string, time.Duration) {
+		t.Helper()
+		ns := broker.InstanceKey(id).Namespace
+		r := hh.expect(hh.provision(id, planAsync, nil, true), 202, "provision "+id)
+		m := counter.mark()
+		start := time.Now()
+		lo := hh.do(call{method: "GET", path: instancePath(id) + "/last_operation", query: "operation=" + r.str("operation")})
+		d := time.Since(start)
+		if lo.status != 200 || (lo.str("state") != "in progress" && lo.str("state") != "succeeded") {
+			t.Fatalf("last_operation of %s right after the 202: %s, want 200 in progress or succeeded", id, lo)
+		}
+		return lo, counter.since(m, ns), d
+	}
+	instGet := func(id string) string {
+		k := broker.InstanceKey(id)
+		return "GET /apis/osb.servicefabrik.io/v1alpha1/namespaces/" + k.Namespace + "/sfserviceinstances/" + k.Name
+	}
+
+	const caughtUp = "lastop-cache"
+	lo, reqs, d := poll(caughtUp)
+	t.Logf("last_operation behind a 50ms watch lag: %s in %s, API requests %v", lo, d, reqs)
+	if n := count(reqs, instGet(caughtUp)); n != 0 {
+		t.Errorf("last_operation read the instance from the API server %d times (%v); the cache, 50ms behind, must answer once it brought the broker's own write", n, reqs)
+	}
+
+	lag.Store(int64(2 * kubestore.CacheCatchUp))
+	const stalled = "lastop-stalled"
+	lo, reqs, d = poll(stalled)
+	t.Logf("last_operation behind a stalled watch: %s in %s, API requests %v", lo, d, reqs)
+	if n := count(reqs, instGet(stalled)); n != 1 {
+		t.Errorf("last_operation behind a stalled watch read the instance %d times (%v); want once, after the cache's %s", n, reqs, kubestore.CacheCatchUp)
+	}
+	if d < kubestore.CacheCatchUp {
+		t.Errorf("last_operation behind a stalled watch answered after %s; it must wait %s for the cache first", d, kubestore.CacheCatchUp)
+	}
+	lag.Store(0)
+	hh.awaitInstance(caughtUp, "create-1", "succeeded")
+	hh.awaitInstance(stalled, "create-1", "succeeded")
 }

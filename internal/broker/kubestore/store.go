@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -184,6 +185,12 @@ func (s *Store) Get(ctx context.Context, key client.ObjectKey, obj client.Object
 		return s.cache.Get(ctx, key, obj, client.UnsafeDisableDeepCopy)
 	case broker.Cached:
 		err := s.cache.Get(ctx, key, obj, client.UnsafeDisableDeepCopy)
+		if (err == nil || apierrors.IsNotFound(err)) && !s.current(ref, obj.GetResourceVersion()) && s.awaitCache(ctx, ref) {
+			// The cache lagged behind this Store's own write and caught
+			// up: it answers, not the API server.
+			resetObject(obj)
+			err = s.cache.Get(ctx, key, obj, client.UnsafeDisableDeepCopy)
+		}
 		switch {
 		case err == nil && s.current(ref, obj.GetResourceVersion()):
 			return nil
@@ -202,6 +209,49 @@ func (s *Store) Get(ctx context.Context, key client.ObjectKey, obj client.Object
 	}
 	s.note(ctx, ref, obj.GetResourceVersion())
 	return nil
+}
+
+// CacheCatchUp bounds how long a Cached read waits for the cache to catch
+// up with this Store's own write of the object before it reads the API
+// server instead. The informer brings a write within milliseconds on a
+// healthy cluster (a platform polls last_operation right after the 202
+// that answered the write); the bound keeps a stalled watch from holding
+// a request long.
+const CacheCatchUp = time.Second
+
+// awaitCache waits, for up to CacheCatchUp, until the cache holds the
+// latest version of the object at ref that this Store wrote or read fresh,
+// and reports whether it does. It returns false at once for an object this
+// Store knows no version of: the cache has nothing of ours to catch up
+// with, and only the API server can tell whether the object exists.
+func (s *Store) awaitCache(ctx context.Context, ref objectRef) bool {
+	timer := time.NewTimer(CacheCatchUp)
+	defer timer.Stop()
+	for {
+		var obj client.Object = &osbv1alpha1.SFServiceInstance{}
+		if ref.binding {
+			obj = &osbv1alpha1.SFServiceBinding{}
+		}
+		// Notify before the check, so that no event slips between them.
+		ch, stop := s.Notify(ref.key, obj)
+		s.mu.Lock()
+		_, lagging := s.known[ref]
+		s.mu.Unlock()
+		if !lagging {
+			stop()
+			return true
+		}
+		select {
+		case <-ch:
+			stop()
+		case <-timer.C:
+			stop()
+			return false
+		case <-ctx.Done():
+			stop()
+			return false
+		}
+	}
 }
 
 // resetObject clears obj, an SFServiceInstance or SFServiceBinding that a
