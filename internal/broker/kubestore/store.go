@@ -23,8 +23,8 @@ import (
 // informer cache of both kinds (managed fields stripped), falling back to
 // the API server for objects the cache does not hold yet and for objects
 // the cache holds in a version older than the Store last wrote or read
-// fresh (read-your-writes); fresh reads, writes and Secret reads go to the
-// API server. The informers' events wake the requests waiting for an
+// fresh (read-your-writes) once the cache did not catch up within
+// CacheCatchUp; fresh reads, writes and Secret reads go to the API server. The informers' events wake the requests waiting for an
 // object (broker.Notifier).
 type Store struct {
 	cache  cache.Cache
