@@ -2,23 +2,27 @@ package provisioner
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
 // freshClient is a client that reads its own writes. Reads of the kinds it
-// tracks come from the cache, unless the cache holds another
-// resourceVersion than the one the client's last write of that object
-// returned: then the cache is behind (or someone wrote since), and the
-// object is read from the API server instead.
+// tracks come from the cache, unless the cache holds an older version than
+// the one the client's last write of that object returned: then the cache
+// is behind, and the read waits for it (below) or reads the object from
+// the API server. A later version (someone wrote since) answers as well.
 //
 // Why: a reconcile that changes an instance's spec (spec.clusterId) is
 // followed at once by another reconcile, triggered by that change. Without
@@ -27,13 +31,24 @@ import (
 // and writes again. With it, the second reconcile sees the status and has
 // nothing to do, so that provisioning an instance costs the writes it
 // needs and no more.
+//
+// A read that finds the cache behind such a write first waits, for up to
+// catchUp, for the informer to bring it (watchCache registers the
+// notifications; without them it does not wait): the reconcile that the
+// change triggered usually runs before the event of the status write that
+// followed the change arrived, and the informer brings it within
+// milliseconds. Only then does it read the API server.
 type freshClient struct {
 	client.Client
 	live    client.Reader
 	tracked map[reflect.Type]bool
+	catchUp time.Duration
 
-	mu     sync.Mutex
-	writes map[writeKey]written
+	mu       sync.Mutex
+	writes   map[writeKey]written
+	watching bool
+	// waiters are closed at the next event of their object.
+	waiters map[writeKey]map[chan struct{}]struct{}
 }
 
 type writeKey struct {
@@ -50,8 +65,15 @@ type written struct {
 // lags behind.
 const writeMemory = time.Minute
 
+// cacheCatchUp bounds how long a read waits for the cache to bring a write
+// of ours before it reads the API server: the informer brings it within
+// milliseconds on a healthy cluster; a stalled watch must not hold a
+// reconcile long.
+const cacheCatchUp = time.Second
+
 func newFreshClient(c client.Client, live client.Reader, tracked ...client.Object) *freshClient {
-	f := &freshClient{Client: c, live: live, tracked: map[reflect.Type]bool{}, writes: map[writeKey]written{}}
+	f := &freshClient{Client: c, live: live, tracked: map[reflect.Type]bool{}, catchUp: cacheCatchUp,
+		writes: map[writeKey]written{}, waiters: map[writeKey]map[chan struct{}]struct{}{}}
 	for _, o := range tracked {
 		f.tracked[reflect.TypeOf(o)] = true
 	}
@@ -86,9 +108,7 @@ func (f *freshClient) Get(ctx context.Context, key client.ObjectKey, obj client.
 	if !ok {
 		return nil
 	}
-	if obj.GetResourceVersion() == w.resourceVersion {
-		// The cache has caught up.
-		f.forget(wk)
+	if f.caughtUp(wk, obj, w) || f.awaitCache(ctx, key, obj, wk, w, opts...) {
 		return nil
 	}
 	if err := f.live.Get(ctx, key, obj, opts...); err != nil {
@@ -98,6 +118,125 @@ func (f *freshClient) Get(ctx context.Context, key client.ObjectKey, obj client.
 		// Someone wrote after us; the write is of no more use.
 		f.forget(wk)
 	}
+	return nil
+}
+
+// caughtUp reports whether obj, read from the cache, is the version our
+// write w returned or a later one (someone wrote after us; it holds our
+// write too), and then forgets w.
+func (f *freshClient) caughtUp(wk writeKey, obj client.Object, w written) bool {
+	rv := obj.GetResourceVersion()
+	if rv != w.resourceVersion {
+		c, err := resourceversion.CompareResourceVersion(rv, w.resourceVersion)
+		if err != nil || c < 0 {
+			return false
+		}
+	}
+	f.forget(wk)
+	return true
+}
+
+// awaitCache waits, for up to f.catchUp, until the cache holds the write w
+// of the object at key, reading it into obj, and reports whether it came.
+// Without the informers' notifications (watchCache) it does not wait.
+func (f *freshClient) awaitCache(ctx context.Context, key client.ObjectKey, obj client.Object, wk writeKey, w written, opts ...client.GetOption) bool {
+	f.mu.Lock()
+	watching := f.watching
+	f.mu.Unlock()
+	if !watching || f.catchUp <= 0 {
+		return false
+	}
+	timer := time.NewTimer(f.catchUp)
+	defer timer.Stop()
+	for {
+		// Listen before reading, so that no event slips between them.
+		ch, stop := f.notify(wk)
+		err := f.Client.Get(ctx, key, obj, opts...)
+		if err == nil && f.caughtUp(wk, obj, w) {
+			stop()
+			return true
+		}
+		if err != nil {
+			stop()
+			return false
+		}
+		select {
+		case <-ch:
+			stop()
+		case <-timer.C:
+			stop()
+			return false
+		case <-ctx.Done():
+			stop()
+			return false
+		}
+	}
+}
+
+// notify returns a channel that the next event of the object wk closes,
+// and a function that stops listening (it must be called).
+func (f *freshClient) notify(wk writeKey) (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	f.mu.Lock()
+	if f.waiters[wk] == nil {
+		f.waiters[wk] = map[chan struct{}]struct{}{}
+	}
+	f.waiters[wk][ch] = struct{}{}
+	f.mu.Unlock()
+	return ch, func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if w := f.waiters[wk]; w != nil {
+			delete(w, ch)
+			if len(w) == 0 {
+				delete(f.waiters, wk)
+			}
+		}
+	}
+}
+
+// changed wakes the reads waiting for an event of o, which the cache now
+// holds (or no longer holds).
+func (f *freshClient) changed(o any) {
+	if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	obj, ok := o.(client.Object)
+	if !ok {
+		return
+	}
+	wk, ok := f.keyOf(obj)
+	if !ok {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for ch := range f.waiters[wk] {
+		close(ch)
+	}
+	delete(f.waiters, wk)
+}
+
+// watchCache registers, with the informers of the cache that f's client
+// reads, the notifications that let a read wait for the cache (objs are
+// the tracked kinds). The informers call them after the cache changed.
+func (f *freshClient) watchCache(ctx context.Context, informers cache.Informers, objs ...client.Object) error {
+	for _, obj := range objs {
+		inf, err := informers.GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("informer of %T: %w", obj, err)
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    f.changed,
+			UpdateFunc: func(_, o any) { f.changed(o) },
+			DeleteFunc: f.changed,
+		}); err != nil {
+			return fmt.Errorf("notifications of %T: %w", obj, err)
+		}
+	}
+	f.mu.Lock()
+	f.watching = true
+	f.mu.Unlock()
 	return nil
 }
 

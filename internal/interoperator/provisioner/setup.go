@@ -81,6 +81,11 @@ func SetupWithManager(mgr ctrl.Manager, providerName string, platform cluster.Cl
 		return nil, errors.New("setup provisioner: manager, platform cluster and engine are required")
 	}
 	fresh := newFreshClient(mgr.GetClient(), mgr.GetAPIReader(), &osbv1alpha1.SFServiceInstance{}, &osbv1alpha1.SFServiceBinding{})
+	// Before the cache starts, GetInformer registers the informers; it
+	// does not wait for them.
+	if err := fresh.watchCache(context.Background(), mgr.GetCache(), &osbv1alpha1.SFServiceInstance{}, &osbv1alpha1.SFServiceBinding{}); err != nil {
+		return nil, fmt.Errorf("setup provisioner: %w", err)
+	}
 	newConfig := func() *interoperatorv1alpha1.ProviderConfig { return &interoperatorv1alpha1.ProviderConfig{} }
 	placer := scheduling.NewPlacer(platform.GetClient(), platform.GetAPIReader(), mgr.GetCache())
 
