@@ -85,6 +85,7 @@ import (
 	"os"
 	goruntime "runtime"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -167,6 +168,11 @@ type config struct {
 	scheduler            string
 	compareSingle        bool
 
+	// fullAPI starts every API server as a production cluster runs it
+	// (testenv.WithFullAPI: every API group and admission plugin, API
+	// Priority and Fairness); without it they run the small test profile.
+	fullAPI bool
+
 	// broker runs the broker phase (broker.go) after the single-cluster
 	// load phase, and its yardstick, the direct phase (direct.go).
 	broker bool
@@ -192,6 +198,7 @@ func main() {
 	flag.IntVar(&c.registered, "registered", 0, "SFClusters registered in the multi-cluster mode, round-robin over the -clusters workload servers (default: -clusters)")
 	flag.StringVar(&c.scheduler, "scheduler", "", "the ProviderConfig's spec.schedulerType in the multi-cluster mode (default least-filled)")
 	flag.BoolVar(&c.compareSingle, "compare-single", false, "in the multi-cluster mode, run the single-cluster load phase (same -n) first and print the multi ÷ single rate")
+	flag.BoolVar(&c.fullAPI, "full-api", true, "start the API servers as a production cluster runs them (every API group and admission plugin, API Priority and Fairness); false: the small test profile")
 	flag.BoolVar(&c.broker, "broker", true, "after the load phase, run the broker phase: the same plan through the OSB broker (broker.go), then the same provision+bind without the broker (direct.go)")
 	flag.Parse()
 	r, err := run(context.Background(), c, os.Stdout)
@@ -302,7 +309,11 @@ func run(ctx context.Context, c config, out io.Writer) (report, error) {
 	defer cancel()
 
 	start := time.Now()
-	rs, stop, err := startServers(c.servers, c.clusters)
+	var base []testenv.Option
+	if c.fullAPI {
+		base = append(base, testenv.WithFullAPI())
+	}
+	rs, stop, err := startServers(c.servers, c.clusters, base...)
 	if err != nil {
 		return rep, err
 	}
@@ -380,7 +391,11 @@ func run(ctx context.Context, c config, out io.Writer) (report, error) {
 	}
 	h := &harness{c: c, out: out, rs: rs, client: bc, own: own, tracker: tr, platformCache: platformCluster.GetClient()}
 
-	fmt.Fprintf(out, "bench/provisioning: %s (started in %s)\n", describeServers(c.servers, c.clusters), time.Since(start).Round(100*time.Millisecond))
+	profile := "production profile: every API group and admission plugin, API Priority and Fairness"
+	if !c.fullAPI {
+		profile = "small test profile: no API Priority and Fairness, fewer API groups (-full-api=false)"
+	}
+	fmt.Fprintf(out, "bench/provisioning: %s (started in %s); API servers in the %s\n", describeServers(c.servers, c.clusters), time.Since(start).Round(100*time.Millisecond), profile)
 	fmt.Fprintf(out, "GOMAXPROCS=%d NumCPU=%d; one-object plan (one ConfigMap per instance, no status template)\n", goruntime.GOMAXPROCS(0), goruntime.NumCPU())
 	fmt.Fprintf(out, "client-side rate limits of every rest.Config (inter-operator: platform, onboarding, target; benchmark): %s\n", describeLimits(c.qps, c.burst))
 	fmt.Fprintf(out, "inter-operator: %d concurrent instance reconciles; benchmark: %d creating goroutines\n", c.concurrency, c.workers)
@@ -846,8 +861,8 @@ func parallel(ctx context.Context, workers, n int, fn func(context.Context, int)
 
 // startServers starts the API servers of the roles and, with workloads
 // above 1, that many workload API servers.
-func startServers(n, workloads int) (roles, func(), error) {
-	rs, stop, err := startRoles(n)
+func startServers(n, workloads int, base ...testenv.Option) (roles, func(), error) {
+	rs, stop, err := startRoles(n, base...)
 	if err != nil || workloads <= 1 {
 		return rs, stop, err
 	}
@@ -855,7 +870,7 @@ func startServers(n, workloads int) (roles, func(), error) {
 		// "all" would claim the workload servers' role too.
 		rs.names[rs.platform] = "main"
 	}
-	ws, stopWorkloads, err := startWorkloads(workloads)
+	ws, stopWorkloads, err := startWorkloads(workloads, base...)
 	if err != nil {
 		stop()
 		return rs, nil, err
@@ -868,11 +883,12 @@ func startServers(n, workloads int) (roles, func(), error) {
 }
 
 // startRoles starts the API servers of the three roles: one, or one each.
-func startRoles(n int) (roles, func(), error) {
+// base are options of every server.
+func startRoles(n int, base ...testenv.Option) (roles, func(), error) {
 	var rs roles
 	switch n {
 	case 1:
-		c, err := testenv.New(testenv.WithName("bench"))
+		c, err := testenv.New(append(slices.Clone(base), testenv.WithName("bench"))...)
 		if err != nil {
 			return rs, nil, err
 		}
@@ -884,7 +900,7 @@ func startRoles(n int) (roles, func(), error) {
 		errs := make([]error, 3)
 		var wg sync.WaitGroup
 		for i, name := range names {
-			opts := []testenv.Option{testenv.WithName(name)}
+			opts := append(slices.Clone(base), testenv.WithName(name))
 			if name == "target" {
 				opts = append(opts, testenv.WithCRDs())
 			}

@@ -390,10 +390,10 @@ func memory() (peak, current uint64, err error) {
 
 // startWorkloads starts n workload API servers, workload-1 … workload-n,
 // without CRDs: the benchmark's plan renders ConfigMaps only.
-func startWorkloads(n int) ([]*testenv.Cluster, func(), error) {
+func startWorkloads(n int, base ...testenv.Option) ([]*testenv.Cluster, func(), error) {
 	specs := map[string][]testenv.Option{}
 	for i := range n {
-		specs[fmt.Sprintf("workload-%d", i+1)] = []testenv.Option{testenv.WithCRDs()}
+		specs[fmt.Sprintf("workload-%d", i+1)] = append(slices.Clone(base), testenv.WithCRDs())
 	}
 	started, err := testenv.NewMany(specs)
 	if err != nil {
