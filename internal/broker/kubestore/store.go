@@ -16,6 +16,7 @@ import (
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	"github.com/marketplane/marketplane/internal/broker"
+	"github.com/marketplane/marketplane/internal/notify"
 )
 
 // Store keeps instances and bindings as SFServiceInstances and
@@ -30,10 +31,10 @@ type Store struct {
 	cache  cache.Cache
 	client client.Client
 
+	// waiters are woken by an event of their object.
+	waiters notify.Waiters[objectRef]
+
 	mu sync.Mutex
-	// waiters are the channels Notify handed out, by object; an event of
-	// the object closes and removes them.
-	waiters map[objectRef]map[chan struct{}]struct{}
 	// known is the resourceVersion of the latest version of an object this
 	// Store wrote or read fresh, for the objects the cache has not caught
 	// up with yet; an event that brings the cache there removes it.
@@ -67,7 +68,7 @@ func CacheOptions(opts cache.Options) cache.Options {
 // New returns a Store reading through c (an informer cache the caller
 // starts) and writing through cl (a client without cache).
 func New(c cache.Cache, cl client.Client) *Store {
-	return &Store{cache: c, client: cl, waiters: map[objectRef]map[chan struct{}]struct{}{}, known: map[objectRef]string{}}
+	return &Store{cache: c, client: cl, known: map[objectRef]string{}}
 }
 
 // Informers registers the informers the Store reads from, so that they sync
@@ -105,14 +106,11 @@ func (s *Store) changed(binding bool, o any, deleted bool) {
 	}
 	ref := objectRef{binding: binding, key: client.ObjectKeyFromObject(obj)}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if rv, ok := s.known[ref]; ok && (deleted || atLeast(obj.GetResourceVersion(), rv)) {
 		delete(s.known, ref)
 	}
-	for ch := range s.waiters[ref] {
-		close(ch)
-	}
-	delete(s.waiters, ref)
+	s.mu.Unlock()
+	s.waiters.Wake(ref)
 }
 
 // atLeast reports whether resourceVersion a is b or later. Versions that
@@ -124,24 +122,7 @@ func atLeast(a, b string) bool {
 
 // Notify implements broker.Notifier.
 func (s *Store) Notify(key client.ObjectKey, obj client.Object) (<-chan struct{}, func()) {
-	ref := refOf(key, obj)
-	ch := make(chan struct{})
-	s.mu.Lock()
-	if s.waiters[ref] == nil {
-		s.waiters[ref] = map[chan struct{}]struct{}{}
-	}
-	s.waiters[ref][ch] = struct{}{}
-	s.mu.Unlock()
-	return ch, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if w := s.waiters[ref]; w != nil {
-			delete(w, ch)
-			if len(w) == 0 {
-				delete(s.waiters, ref)
-			}
-		}
-	}
+	return s.waiters.Notify(refOf(key, obj))
 }
 
 // note records rv as the latest version of the object this Store knows,
@@ -225,33 +206,12 @@ const CacheCatchUp = time.Second
 // Store knows no version of: the cache has nothing of ours to catch up
 // with, and only the API server can tell whether the object exists.
 func (s *Store) awaitCache(ctx context.Context, ref objectRef) bool {
-	timer := time.NewTimer(CacheCatchUp)
-	defer timer.Stop()
-	for {
-		var obj client.Object = &osbv1alpha1.SFServiceInstance{}
-		if ref.binding {
-			obj = &osbv1alpha1.SFServiceBinding{}
-		}
-		// Notify before the check, so that no event slips between them.
-		ch, stop := s.Notify(ref.key, obj)
+	return s.waiters.Await(ctx, ref, CacheCatchUp, func() bool {
 		s.mu.Lock()
+		defer s.mu.Unlock()
 		_, lagging := s.known[ref]
-		s.mu.Unlock()
-		if !lagging {
-			stop()
-			return true
-		}
-		select {
-		case <-ch:
-			stop()
-		case <-timer.C:
-			stop()
-			return false
-		case <-ctx.Done():
-			stop()
-			return false
-		}
-	}
+		return !lagging
+	})
 }
 
 // resetObject clears obj, an SFServiceInstance or SFServiceBinding that a

@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/marketplane/marketplane/internal/notify"
 )
 
 // freshClient is a client that reads its own writes. Reads of the kinds it
@@ -47,8 +49,8 @@ type freshClient struct {
 	mu       sync.Mutex
 	writes   map[writeKey]written
 	watching bool
-	// waiters are closed at the next event of their object.
-	waiters map[writeKey]map[chan struct{}]struct{}
+	// waiters are woken by an event of their object.
+	waiters notify.Waiters[writeKey]
 }
 
 type writeKey struct {
@@ -72,8 +74,7 @@ const writeMemory = time.Minute
 const cacheCatchUp = time.Second
 
 func newFreshClient(c client.Client, live client.Reader, tracked ...client.Object) *freshClient {
-	f := &freshClient{Client: c, live: live, tracked: map[reflect.Type]bool{}, catchUp: cacheCatchUp,
-		writes: map[writeKey]written{}, waiters: map[writeKey]map[chan struct{}]struct{}{}}
+	f := &freshClient{Client: c, live: live, tracked: map[reflect.Type]bool{}, catchUp: cacheCatchUp, writes: map[writeKey]written{}}
 	for _, o := range tracked {
 		f.tracked[reflect.TypeOf(o)] = true
 	}
@@ -146,53 +147,12 @@ func (f *freshClient) awaitCache(ctx context.Context, key client.ObjectKey, obj 
 	if !watching || f.catchUp <= 0 {
 		return false
 	}
-	timer := time.NewTimer(f.catchUp)
-	defer timer.Stop()
-	for {
-		// Listen before reading, so that no event slips between them.
-		ch, stop := f.notify(wk)
-		err := f.Client.Get(ctx, key, obj, opts...)
-		if err == nil && f.caughtUp(wk, obj, w) {
-			stop()
-			return true
-		}
-		if err != nil {
-			stop()
-			return false
-		}
-		select {
-		case <-ch:
-			stop()
-		case <-timer.C:
-			stop()
-			return false
-		case <-ctx.Done():
-			stop()
-			return false
-		}
-	}
-}
-
-// notify returns a channel that the next event of the object wk closes,
-// and a function that stops listening (it must be called).
-func (f *freshClient) notify(wk writeKey) (<-chan struct{}, func()) {
-	ch := make(chan struct{})
-	f.mu.Lock()
-	if f.waiters[wk] == nil {
-		f.waiters[wk] = map[chan struct{}]struct{}{}
-	}
-	f.waiters[wk][ch] = struct{}{}
-	f.mu.Unlock()
-	return ch, func() {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if w := f.waiters[wk]; w != nil {
-			delete(w, ch)
-			if len(w) == 0 {
-				delete(f.waiters, wk)
-			}
-		}
-	}
+	var err error
+	caught := f.waiters.Await(ctx, wk, f.catchUp, func() bool {
+		err = f.Client.Get(ctx, key, obj, opts...)
+		return err != nil || f.caughtUp(wk, obj, w)
+	})
+	return caught && err == nil
 }
 
 // changed wakes the reads waiting for an event of o, which the cache now
@@ -205,16 +165,9 @@ func (f *freshClient) changed(o any) {
 	if !ok {
 		return
 	}
-	wk, ok := f.keyOf(obj)
-	if !ok {
-		return
+	if wk, ok := f.keyOf(obj); ok {
+		f.waiters.Wake(wk)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for ch := range f.waiters[wk] {
-		close(ch)
-	}
-	delete(f.waiters, wk)
 }
 
 // watchCache registers, with the informers of the cache that f's client
