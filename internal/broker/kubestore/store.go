@@ -25,8 +25,9 @@ import (
 // the API server for objects the cache does not hold yet and for objects
 // the cache holds in a version older than the Store last wrote or read
 // fresh (read-your-writes) once the cache did not catch up within
-// CacheCatchUp; fresh reads, writes and Secret reads go to the API server. The informers' events wake the requests waiting for an
-// object (broker.Notifier).
+// CacheCatchUp; fresh reads, writes and Secret reads go to the API server.
+// The informers' events wake the requests waiting for an object
+// (broker.Notifier).
 type Store struct {
 	cache  cache.Cache
 	client client.Client
@@ -202,8 +203,8 @@ const CacheCatchUp = time.Second
 
 // awaitCache waits, for up to CacheCatchUp, until the cache holds the
 // latest version of the object at ref that this Store wrote or read fresh,
-// and reports whether it does. It returns false at once for an object this
-// Store knows no version of: the cache has nothing of ours to catch up
+// and reports whether it does. Get calls it only for an object it knows a
+// version of: for any other the cache has nothing of ours to catch up
 // with, and only the API server can tell whether the object exists.
 func (s *Store) awaitCache(ctx context.Context, ref objectRef) bool {
 	return s.waiters.Await(ctx, ref, CacheCatchUp, func() bool {
