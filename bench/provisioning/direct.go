@@ -84,19 +84,9 @@ func (h *harness) provisionAndBindDirectly(ctx context.Context, instances, bindi
 	if err := h.client.Create(ctx, ns); err != nil {
 		return fmt.Errorf("create namespace %s: %w", ns.Name, err)
 	}
-	inst := &osbv1alpha1.SFServiceInstance{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: key.Namespace, Name: key.Name,
-			Finalizers:  []string{osbv1alpha1.FinalizerBroker},
-			Annotations: map[string]string{broker.AnnotationOperation: "create-1"},
-			Labels:      map[string]string{osbv1alpha1.LabelLastOperation: string(osbv1alpha1.StateInQueue)},
-		},
-		Spec: osbv1alpha1.SFServiceInstanceSpec{
-			InstanceID: id, ServiceID: serviceID, PlanID: asyncPlanID,
-			OrganizationGUID: "bench-org", SpaceGUID: "bench-space",
-			Context: &runtime.RawExtension{Raw: []byte(`{"namespace":"bench","platform":"kubernetes"}`)},
-		},
-	}
+	inst := brokerInstance(key, id, asyncPlanID)
+	// The broker's operation annotation, which the load phase leaves out.
+	inst.Annotations = map[string]string{broker.AnnotationOperation: "create-1"}
 	ie := instances.expect(key.Name)
 	if err := h.client.Create(ctx, inst); err != nil {
 		return fmt.Errorf("create instance %s: %w", id, err)

@@ -634,23 +634,31 @@ func (r *report) writeTable(out io.Writer, s scrapes, own writeCounts, n int) {
 // provision creates the instance of e as the broker records a provision
 // request, and notes when the API server acknowledged it.
 func (h *harness) provision(ctx context.Context, e *entry) error {
-	inst := &osbv1alpha1.SFServiceInstance{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: instanceNS, Name: e.name,
-			Finalizers: []string{osbv1alpha1.FinalizerBroker},
-			Labels:     map[string]string{osbv1alpha1.LabelLastOperation: string(osbv1alpha1.StateInQueue)},
-		},
-		Spec: osbv1alpha1.SFServiceInstanceSpec{
-			InstanceID: e.name, ServiceID: serviceID, PlanID: planID,
-			OrganizationGUID: "bench-org", SpaceGUID: "bench-space",
-			Context: &runtime.RawExtension{Raw: []byte(`{"platform":"kubernetes","namespace":"bench"}`)},
-		},
-	}
+	inst := brokerInstance(client.ObjectKey{Namespace: instanceNS, Name: e.name}, e.name, planID)
 	if err := h.client.Create(ctx, inst); err != nil {
 		return fmt.Errorf("create instance %s: %w", e.name, err)
 	}
 	h.tracker.created(e, time.Now())
 	return nil
+}
+
+// brokerInstance returns the SFServiceInstance the broker records for a
+// provision request of id with plan, stored at key: the broker's
+// finalizer, the in_queue label (no status: an empty state means
+// in_queue).
+func brokerInstance(key client.ObjectKey, id, plan string) *osbv1alpha1.SFServiceInstance {
+	return &osbv1alpha1.SFServiceInstance{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: key.Namespace, Name: key.Name,
+			Finalizers: []string{osbv1alpha1.FinalizerBroker},
+			Labels:     map[string]string{osbv1alpha1.LabelLastOperation: string(osbv1alpha1.StateInQueue)},
+		},
+		Spec: osbv1alpha1.SFServiceInstanceSpec{
+			InstanceID: id, ServiceID: serviceID, PlanID: plan,
+			OrganizationGUID: "bench-org", SpaceGUID: "bench-space",
+			Context: &runtime.RawExtension{Raw: []byte(`{"platform":"kubernetes","namespace":"bench"}`)},
+		},
+	}
 }
 
 // sequential provisions the named instances one after another, each when
