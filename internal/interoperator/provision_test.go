@@ -248,10 +248,9 @@ func TestSeedPostgresPlan(t *testing.T) {
 	must(t, unstructured.SetNestedField(fixed.Object, "v9.4-dev-large-fixed", "spec", "name"))
 	must(t, platform.Client.Create(ctx, fixed))
 	// Both plans are valid catalog entries (the verbatim one fails only
-	// when applied). An instance that comes before the catalog's verdict
-	// may meet an earlier one (ServiceNotFound, while the catalog's cache
-	// had the plan but not yet the service) and fail with PlanInvalid, as
-	// a loaded run once saw.
+	// when applied): the instances come after the catalog's verdict, so
+	// that what they meet is the templates. (Instances that come earlier
+	// wait: TestInstanceBeforeItsCatalog.)
 	for _, name := range []string{verbatim.GetName(), fixed.GetName()} {
 		waitFor(t, "SFPlan "+name+" valid in the catalog", func() bool {
 			var plan osbv1alpha1.SFPlan
@@ -443,6 +442,52 @@ func TestNoClusterAvailable(t *testing.T) {
 		c := readyCondition(i.Status.Conditions)
 		return c != nil && c.Status == metav1.ConditionTrue && common.Phase(i.Status.Phase) == common.PhaseReady
 	})
+}
+
+// TestInstanceBeforeItsCatalog creates an instance before its plan, then
+// the plan before its service: the instance waits, with the reason, and
+// provisions once its catalog entries exist. The catalog's kinds come
+// through separate watches in no order, and the catalog controller judges
+// the plan (ServiceNotFound, then valid) in status writes of its own: the
+// instance must neither fail on a verdict about a missing service nor miss
+// the events that let it go on.
+func TestInstanceBeforeItsCatalog(t *testing.T) {
+	needsClusters(t)
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	ctx := context.Background()
+	waitReason := func(what string, reason provisioner.Reason) {
+		t.Helper()
+		waitFor(t, what, func() bool {
+			c := readyCondition(e.instance(t, "early").Status.Conditions)
+			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == string(reason)
+		})
+		// The operation waits: Service Fabrik's state says nothing
+		// final, which a platform polling last_operation would take
+		// for the answer.
+		if inst := e.instance(t, "early"); inst.Status.State.IsTerminal() {
+			t.Fatalf("%s: state %q; want an operation that waits", what, inst.Status.State)
+		}
+	}
+	e.createInstance(t, "early", "late-svc", "late-plan", nil)
+	waitReason("the instance to wait for its plan", provisioner.ReasonPlanNotFound)
+
+	e.createPlan(t, "late-plan", "late-svc", []osbv1alpha1.TemplateSpec{gotemplate(osbv1alpha1.ActionProvision, configMaps("x"))})
+	waitFor(t, "the catalog's verdict ServiceNotFound on the plan", func() bool {
+		var plan osbv1alpha1.SFPlan
+		must(t, platform.Client.Get(ctx, client.ObjectKey{Namespace: e.catalog, Name: "late-plan"}, &plan))
+		c := readyCondition(plan.Status.Conditions)
+		return c != nil && c.ObservedGeneration == plan.Generation && c.Reason == string(catalog.ReasonServiceNotFound)
+	})
+	// Whether the instance met the plan before or after the verdict, it
+	// waits for the service.
+	waitReason("the instance to wait for its service", provisioner.ReasonServiceNotFound)
+
+	e.createService(t, "late-svc")
+	e.waitInstance(t, "early", osbv1alpha1.StateSucceeded)
+	if got := targetConfigMaps(t, e.ns, "early"); !equal(got, []string{"x"}) {
+		t.Errorf("ConfigMaps on the target = %v, want [x]", got)
+	}
 }
 
 // TestCatalogValidation shows the catalog's verdicts on SFServices and

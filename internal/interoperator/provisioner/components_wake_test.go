@@ -10,8 +10,9 @@ import (
 )
 
 // TestClusterChangedComponents checks that instances waiting for a
-// cluster's components wake when they are installed: that is a status
-// change, which other status changes do not do.
+// cluster's components wake when they are installed, or when why they are
+// not changes: those are status changes, which other status changes do
+// not do.
 func TestClusterChangedComponents(t *testing.T) {
 	sfc := func(status metav1.ConditionStatus) *resourcev1alpha1.SFCluster {
 		c := &resourcev1alpha1.SFCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "catalog", Name: "a", Generation: 1}}
@@ -20,6 +21,15 @@ func TestClusterChangedComponents(t *testing.T) {
 		return c
 	}
 	p := clusterChanged()
+	pending := sfc(metav1.ConditionFalse)
+	pending.Status.Conditions = nil
+	failed := sfc(metav1.ConditionFalse)
+	failed.Status.Conditions[0].Reason = resourcev1alpha1.SFClusterReasonInstallFailed
+	if !p.Update(event.TypedUpdateEvent[*resourcev1alpha1.SFCluster]{ObjectOld: pending, ObjectNew: failed}) {
+		// An instance placed while the components were "not installed
+		// yet" would otherwise keep saying so after the install failed.
+		t.Error("components whose install failed must wake the instances that wait for them with an older reason")
+	}
 	if !p.Update(event.TypedUpdateEvent[*resourcev1alpha1.SFCluster]{ObjectOld: sfc(metav1.ConditionFalse), ObjectNew: sfc(metav1.ConditionTrue)}) {
 		t.Error("components that got installed must wake the instances waiting for the cluster")
 	}

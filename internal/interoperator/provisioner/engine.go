@@ -14,7 +14,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -204,13 +203,24 @@ func (e *Engine) catalogEntries(ctx context.Context, cfg *interoperatorv1alpha1.
 	if plan.Spec.ServiceID != serviceID {
 		return nil, nil, spruntime.InvalidUserInput(string(ReasonServiceNotFound), "the SFPlan %s with id %q belongs to service %q, not to %q", plan.Name, planID, plan.Spec.ServiceID, serviceID)
 	}
-	if c := apimeta.FindStatusCondition(plan.Status.Conditions, catalog.ConditionReady); c != nil &&
-		c.Status == metav1.ConditionFalse && c.ObservedGeneration == plan.Generation {
-		return nil, nil, spruntime.InvalidUserInput(string(ReasonPlanInvalid), "the SFPlan %s is invalid (%s): %s", plan.Name, c.Reason, c.Message)
-	}
 	svc, err := catalog.Service(ctx, reader, ns, serviceID)
 	if err != nil {
 		return nil, nil, err
+	}
+	if planInvalid(plan) {
+		c := apimeta.FindStatusCondition(plan.Status.Conditions, catalog.ConditionReady)
+		switch {
+		case c.Reason != string(catalog.ReasonServiceNotFound):
+			return nil, nil, spruntime.InvalidUserInput(string(ReasonPlanInvalid), "the SFPlan %s is invalid (%s): %s", plan.Name, c.Reason, c.Message)
+		case svc != nil:
+			// The catalog judged the plan before its service appeared,
+			// and its watches brought the service here first: wait for
+			// its next verdict (planChanged wakes the instance) rather
+			// than fail an instance whose catalog entries are fine.
+			return nil, nil, spruntime.InvalidUserInput(string(ReasonServiceNotFound), "the SFPlan %s waits for the catalog to validate it against SFService %s, which it did not find before", plan.Name, svc.Name)
+		}
+		// A plan whose only fault is a missing service waits for it, like
+		// an instance that found no service before the catalog's verdict.
 	}
 	if svc == nil {
 		return nil, nil, spruntime.InvalidUserInput(string(ReasonServiceNotFound), "no SFService with id %q in the catalog namespace %s", serviceID, ns)

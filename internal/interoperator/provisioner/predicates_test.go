@@ -6,7 +6,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
+	"github.com/marketplane/marketplane/internal/interoperator/catalog"
 )
 
 // TestClusterChanged checks which SFCluster events wake the instances: a
@@ -47,5 +49,53 @@ func TestClusterChanged(t *testing.T) {
 				t.Errorf("%s\nUpdate = %v, want %v", tc.reason, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestCatalogWakes checks which SFPlan and SFService events wake the
+// instances: a plan the catalog controller turns valid or invalid (a
+// status change), and a service that appears or takes a new id, which an
+// instance may have looked for before the catalog's watches brought it.
+func TestCatalogWakes(t *testing.T) {
+	plan := func(generation int64, ready metav1.ConditionStatus, observed int64) *osbv1alpha1.SFPlan {
+		p := &osbv1alpha1.SFPlan{ObjectMeta: metav1.ObjectMeta{Namespace: "catalog", Name: "p", Generation: generation}}
+		if ready != "" {
+			p.Status.Conditions = []metav1.Condition{{Type: catalog.ConditionReady, Status: ready, ObservedGeneration: observed}}
+		}
+		return p
+	}
+	plans := map[string]struct {
+		reason   string
+		old, new *osbv1alpha1.SFPlan
+		want     bool
+	}{
+		"TurnedValid":   {"Instances that found the plan invalid wait for the verdict to change.", plan(1, metav1.ConditionFalse, 1), plan(1, metav1.ConditionTrue, 1), true},
+		"TurnedInvalid": {"Instances read the verdict: a plan that turns invalid concerns them.", plan(1, "", 0), plan(1, metav1.ConditionFalse, 1), true},
+		"SpecChanged":   {"A new generation may change what the instances render.", plan(1, metav1.ConditionTrue, 1), plan(2, metav1.ConditionTrue, 1), true},
+		"StillValid":    {"A status write that keeps the verdict wakes no instance.", plan(1, metav1.ConditionTrue, 1), plan(1, metav1.ConditionTrue, 1), false},
+		"StaleVerdict":  {"A False verdict for an older generation does not keep instances waiting.", plan(2, metav1.ConditionFalse, 1), plan(2, metav1.ConditionTrue, 1), false},
+	}
+	p := planChanged()
+	for name, tc := range plans {
+		t.Run("Plan"+name, func(t *testing.T) {
+			if got := p.Update(event.TypedUpdateEvent[*osbv1alpha1.SFPlan]{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {
+				t.Errorf("%s\nUpdate = %v, want %v", tc.reason, got, tc.want)
+			}
+		})
+	}
+
+	svc := func(id, description string) *osbv1alpha1.SFService {
+		return &osbv1alpha1.SFService{ObjectMeta: metav1.ObjectMeta{Namespace: "catalog", Name: "s"},
+			Spec: osbv1alpha1.SFServiceSpec{ID: id, Description: description}}
+	}
+	s := serviceAppeared()
+	if !s.Create(event.TypedCreateEvent[*osbv1alpha1.SFService]{Object: svc("a", "")}) {
+		t.Error("a new SFService must wake the instances of its id: they may have waited for it")
+	}
+	if !s.Update(event.TypedUpdateEvent[*osbv1alpha1.SFService]{ObjectOld: svc("a", ""), ObjectNew: svc("b", "")}) {
+		t.Error("an SFService that takes a new id appears for the instances of that id")
+	}
+	if s.Update(event.TypedUpdateEvent[*osbv1alpha1.SFService]{ObjectOld: svc("a", "x"), ObjectNew: svc("a", "y")}) {
+		t.Error("a new description must not wake every instance of the service")
 	}
 }

@@ -21,6 +21,7 @@ import (
 	interoperatorv1alpha1 "github.com/marketplane/marketplane/api/interoperator/v1alpha1"
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
+	"github.com/marketplane/marketplane/internal/interoperator/catalog"
 	"github.com/marketplane/marketplane/internal/interoperator/clusters"
 	"github.com/marketplane/marketplane/internal/interoperator/scheduling"
 	"github.com/marketplane/marketplane/pkg/spruntime"
@@ -31,6 +32,8 @@ import (
 const (
 	// IndexPlanID indexes SFServiceInstances by spec.planId.
 	IndexPlanID = "spec.planId"
+	// IndexServiceID indexes SFServiceInstances by spec.serviceId.
+	IndexServiceID = "spec.serviceId"
 	// IndexClusterID indexes SFServiceInstances by spec.clusterId.
 	IndexClusterID = "spec.clusterId"
 	// IndexInstanceID indexes SFServiceBindings by spec.instanceId.
@@ -43,6 +46,9 @@ func IndexFields(ctx context.Context, indexer client.FieldIndexer) error {
 	return errors.Join(
 		indexer.IndexField(ctx, &osbv1alpha1.SFServiceInstance{}, IndexPlanID, func(o client.Object) []string {
 			return []string{o.(*osbv1alpha1.SFServiceInstance).Spec.PlanID}
+		}),
+		indexer.IndexField(ctx, &osbv1alpha1.SFServiceInstance{}, IndexServiceID, func(o client.Object) []string {
+			return []string{o.(*osbv1alpha1.SFServiceInstance).Spec.ServiceID}
 		}),
 		indexer.IndexField(ctx, &osbv1alpha1.SFServiceInstance{}, IndexClusterID, func(o client.Object) []string {
 			return []string{o.(*osbv1alpha1.SFServiceInstance).Spec.ClusterID}
@@ -70,8 +76,10 @@ type Controllers struct {
 // inter-operators share a process.
 //
 // Besides the runtime's watches, instances are reconciled when an SFPlan
-// appears or its spec changes (instances of that plan: autoUpdateInstances,
-// or instances that waited for the plan), when an SFCluster appears,
+// appears, its spec changes or it turns valid or invalid (instances of that
+// plan: autoUpdateInstances, or instances that waited for the plan), when
+// an SFService appears or takes a new id (instances of that service id,
+// which may have waited for it), when an SFCluster appears,
 // changes or goes (instances on it, and unscheduled ones), and when a
 // source an operation in progress waits on changes (the Engine's source
 // watcher); bindings when the state or cluster of their instance changes,
@@ -115,7 +123,18 @@ func SetupWithManager(mgr ctrl.Manager, providerName string, platform cluster.Cl
 				}
 				return instancesMatching(ctx, onboarding, client.MatchingFields{IndexPlanID: p.Spec.ID})
 			}),
-			specChanged[*osbv1alpha1.SFPlan]())),
+			planChanged())),
+		// The catalog's kinds come through separate watches, in no
+		// order: an instance may have found its plan in the cache, but
+		// not yet the service created before it.
+		instanceController.Watch(source.Kind(platform.GetCache(), &osbv1alpha1.SFService{},
+			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, svc *osbv1alpha1.SFService) []reconcile.Request {
+				if !inCatalog(ctx, platform, providerName, svc) {
+					return nil
+				}
+				return instancesMatching(ctx, onboarding, client.MatchingFields{IndexServiceID: svc.Spec.ID})
+			}),
+			serviceAppeared())),
 		instanceController.Watch(source.Kind(platform.GetCache(), &resourcev1alpha1.SFCluster{},
 			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, c *resourcev1alpha1.SFCluster) []reconcile.Request {
 				if !inCatalog(ctx, platform, providerName, c) {
@@ -231,6 +250,44 @@ func specChanged[O client.Object]() predicate.TypedPredicate[O] {
 	}
 }
 
+// serviceAppeared passes an SFService that appears or takes a new id: what
+// an instance that did not find its service waits for. Other changes of a
+// service do not concern its instances, and would wake all of them.
+func serviceAppeared() predicate.TypedPredicate[*osbv1alpha1.SFService] {
+	return predicate.TypedFuncs[*osbv1alpha1.SFService]{
+		CreateFunc:  func(event.TypedCreateEvent[*osbv1alpha1.SFService]) bool { return true },
+		DeleteFunc:  func(event.TypedDeleteEvent[*osbv1alpha1.SFService]) bool { return false },
+		GenericFunc: func(event.TypedGenericEvent[*osbv1alpha1.SFService]) bool { return false },
+		UpdateFunc: func(e event.TypedUpdateEvent[*osbv1alpha1.SFService]) bool {
+			return e.ObjectOld.Spec.ID != e.ObjectNew.Spec.ID
+		},
+	}
+}
+
+// planChanged passes an SFPlan that appears, changes its spec, or turns
+// valid or invalid: the catalog controller validates a plan after it
+// appears (its Ready condition, a status change), and an instance that
+// found it invalid waits for that.
+func planChanged() predicate.TypedPredicate[*osbv1alpha1.SFPlan] {
+	spec := specChanged[*osbv1alpha1.SFPlan]()
+	return predicate.TypedFuncs[*osbv1alpha1.SFPlan]{
+		CreateFunc:  spec.Create,
+		DeleteFunc:  spec.Delete,
+		GenericFunc: spec.Generic,
+		UpdateFunc: func(e event.TypedUpdateEvent[*osbv1alpha1.SFPlan]) bool {
+			return spec.Update(e) || planInvalid(e.ObjectOld) != planInvalid(e.ObjectNew)
+		},
+	}
+}
+
+// planInvalid reports whether the catalog controller found plan's current
+// generation invalid: what keeps the instances of the plan waiting
+// (catalogEntries).
+func planInvalid(plan *osbv1alpha1.SFPlan) bool {
+	c := apimeta.FindStatusCondition(plan.Status.Conditions, catalog.ConditionReady)
+	return c != nil && c.Status == metav1.ConditionFalse && c.ObservedGeneration == plan.Generation
+}
+
 // clusterChanged passes what may let an instance waiting for a cluster go
 // on, or concern the instances on it: an SFCluster that appears, changes
 // its spec, starts being deleted (deletionTimestamp set; with a finalizer
@@ -245,8 +302,10 @@ func clusterChanged() predicate.TypedPredicate[*resourcev1alpha1.SFCluster] {
 			return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
 				(e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil) ||
 				// The components the cluster needs got installed (or
-				// broke): instances waiting for it may go on.
-				(clusters.ComponentsPending(e.ObjectOld) == "") != (clusters.ComponentsPending(e.ObjectNew) == "") ||
+				// broke), or why they keep instances away changed (not
+				// installed yet, then InstallFailed): instances waiting
+				// for it may go on, and those that still wait say why.
+				clusters.ComponentsPending(e.ObjectOld) != clusters.ComponentsPending(e.ObjectNew) ||
 				// The cluster became reachable again (or stopped being):
 				// instances that retry with backoff, and unscheduled ones
 				// the scheduler skipped it for, go on at once.
