@@ -117,31 +117,21 @@ func SetupWithManager(mgr ctrl.Manager, providerName string, platform cluster.Cl
 	onboarding := mgr.GetClient()
 	if err := errors.Join(
 		instanceController.Watch(source.Kind(platform.GetCache(), &osbv1alpha1.SFPlan{},
-			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, p *osbv1alpha1.SFPlan) []reconcile.Request {
-				if !inCatalog(ctx, platform, providerName, p) {
-					return nil
-				}
-				return instancesMatching(ctx, onboarding, client.MatchingFields{IndexPlanID: p.Spec.ID})
+			instancesOf(platform, providerName, onboarding, func(p *osbv1alpha1.SFPlan) []client.MatchingFields {
+				return []client.MatchingFields{{IndexPlanID: p.Spec.ID}}
 			}),
 			planChanged())),
 		// The catalog's kinds come through separate watches, in no
 		// order: an instance may have found its plan in the cache, but
 		// not yet the service created before it.
 		instanceController.Watch(source.Kind(platform.GetCache(), &osbv1alpha1.SFService{},
-			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, svc *osbv1alpha1.SFService) []reconcile.Request {
-				if !inCatalog(ctx, platform, providerName, svc) {
-					return nil
-				}
-				return instancesMatching(ctx, onboarding, client.MatchingFields{IndexServiceID: svc.Spec.ID})
+			instancesOf(platform, providerName, onboarding, func(svc *osbv1alpha1.SFService) []client.MatchingFields {
+				return []client.MatchingFields{{IndexServiceID: svc.Spec.ID}}
 			}),
 			serviceAppeared())),
 		instanceController.Watch(source.Kind(platform.GetCache(), &resourcev1alpha1.SFCluster{},
-			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, c *resourcev1alpha1.SFCluster) []reconcile.Request {
-				if !inCatalog(ctx, platform, providerName, c) {
-					return nil
-				}
-				return append(instancesMatching(ctx, onboarding, client.MatchingFields{IndexClusterID: c.Name}),
-					instancesMatching(ctx, onboarding, client.MatchingFields{IndexClusterID: ""})...)
+			instancesOf(platform, providerName, onboarding, func(c *resourcev1alpha1.SFCluster) []client.MatchingFields {
+				return []client.MatchingFields{{IndexClusterID: c.Name}, {IndexClusterID: ""}}
 			}),
 			clusterChanged())),
 	); err != nil {
@@ -198,6 +188,23 @@ func SetupWithManager(mgr ctrl.Manager, providerName string, platform cluster.Cl
 func inCatalog(ctx context.Context, platform cluster.Cluster, providerName string, obj client.Object) bool {
 	cfg, err := providerConfig(ctx, platform, providerName)
 	return err == nil && obj.GetNamespace() == cfg.CatalogNamespace()
+}
+
+// instancesOf maps an event of an object of the platform cluster (an
+// SFPlan, SFService or SFCluster) to the instances that selects names:
+// those matching any of its field sets. Objects outside the
+// inter-operator's catalog namespace concern none.
+func instancesOf[O client.Object](platform cluster.Cluster, providerName string, onboarding client.Reader, selects func(O) []client.MatchingFields) handler.TypedEventHandler[O, reconcile.Request] {
+	return handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, obj O) []reconcile.Request {
+		if !inCatalog(ctx, platform, providerName, obj) {
+			return nil
+		}
+		var reqs []reconcile.Request
+		for _, fields := range selects(obj) {
+			reqs = append(reqs, instancesMatching(ctx, onboarding, fields)...)
+		}
+		return reqs
+	})
 }
 
 // instancesMatching returns requests for the instances that match fields.
