@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -49,7 +50,7 @@ func BuildBinaries(t testing.TB, dir string, pkgs ...string) {
 // into a directory shared by every test of the module on the machine (see
 // sharedDir), where `go build` finds them current after the first build
 // and only checks them (about 0.3 s), and dir gets hard links to them
-// (copies across file systems). A build that does replace one renames the
+// (copies across file systems), which replace files of the same names. A build that does replace one renames the
 // new file into place, so a binary a test runs is never rewritten under it.
 func Build(dir string, pkgs ...string) error {
 	names, err := binaryNames(pkgs)
@@ -214,18 +215,27 @@ func pruneShared(parent string) {
 	}
 }
 
-// linkFile hard-links from to the new name to, or copies it where a link
-// is not possible.
+// linkFile hard-links from to the name to, or copies it where a link is
+// not possible, replacing what to names.
 func linkFile(from, to string) error {
-	err := os.Link(from, to)
-	if err == nil {
-		return nil
+	// Through a new name and a rename, as `go build -o dir/` replaces
+	// what dir has: a binary (or a link to one) that `make build` put
+	// there, which the test must not run.
+	tmp := fmt.Sprintf("%s.new-%d-%d", to, os.Getpid(), linkSeq.Add(1))
+	if err := os.Link(from, tmp); err != nil {
+		if err := copyFile(from, tmp); err != nil {
+			return err
+		}
 	}
-	if errors.Is(err, os.ErrExist) {
+	if err := os.Rename(tmp, to); err != nil {
+		_ = os.Remove(tmp)
 		return fmt.Errorf("link %s: %w", to, err)
 	}
-	return copyFile(from, to)
+	return nil
 }
+
+// linkSeq numbers the new names of linkFile within the process.
+var linkSeq atomic.Int64
 
 // copyFile copies the executable from to the new file to.
 func copyFile(from, to string) (err error) {

@@ -15,7 +15,7 @@ import (
 // changing its source before the third build. The first two builds give
 // the same file (linked once, shared), and the third a new one, while the
 // first keeps running the old program: a binary a test runs is never
-// rewritten under it.
+// rewritten under it. A fourth build replaces a binary the directory had.
 func TestBuildBinariesLinksOnce(t *testing.T) {
 	testenv.SkipIfShort(t)
 	// The shared build directory lives under the temporary directory:
@@ -71,6 +71,20 @@ func TestBuildBinariesLinksOnce(t *testing.T) {
 	}
 	if got := run(third); got != "two" {
 		t.Errorf("third build runs %q, want %q", got, "two")
+	}
+	// A directory that has a binary of the name already (bin/ after
+	// `make build`, or a link to it) gets the new one, as with `go build
+	// -o dir/`; the old file is not written to.
+	stale := t.TempDir()
+	if err := os.Symlink(filepath.Join(first, "hello"), filepath.Join(stale, "hello")); err != nil {
+		t.Fatal(err)
+	}
+	testenv.BuildBinaries(t, stale, ".")
+	if got := run(stale); got != "two" {
+		t.Errorf("a build into a directory that had the binary runs %q, want %q", got, "two")
+	}
+	if got := run(first); got != "one" {
+		t.Errorf("the binary a directory had before the build runs %q now, want %q", got, "one")
 	}
 	// Linked without DWARF and symbol table (-s -w), which costs less CPU.
 	bin, err := elf.Open(filepath.Join(third, "hello"))
