@@ -50,8 +50,9 @@ func BuildBinaries(t testing.TB, dir string, pkgs ...string) {
 // into a directory shared by every test of the module on the machine (see
 // sharedDir), where `go build` finds them current after the first build
 // and only checks them (about 0.3 s), and dir gets hard links to them
-// (copies across file systems), which replace files of the same names. A build that does replace one renames the
-// new file into place, so a binary a test runs is never rewritten under it.
+// (copies across file systems), which replace files of the same names. A
+// build that does replace one renames the new file into place, so a
+// binary a test runs is never rewritten under it.
 func Build(dir string, pkgs ...string) error {
 	names, err := binaryNames(pkgs)
 	if err != nil {
@@ -224,6 +225,7 @@ func linkFile(from, to string) error {
 	tmp := fmt.Sprintf("%s.new-%d-%d", to, os.Getpid(), linkSeq.Add(1))
 	if err := os.Link(from, tmp); err != nil {
 		if err := copyFile(from, tmp); err != nil {
+			_ = os.Remove(tmp)
 			return err
 		}
 	}
