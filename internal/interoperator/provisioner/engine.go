@@ -13,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -207,8 +206,7 @@ func (e *Engine) catalogEntries(ctx context.Context, cfg *interoperatorv1alpha1.
 	if err != nil {
 		return nil, nil, err
 	}
-	if planInvalid(plan) {
-		c := apimeta.FindStatusCondition(plan.Status.Conditions, catalog.ConditionReady)
+	if c := invalidVerdict(plan); c != nil {
 		switch {
 		case c.Reason != string(catalog.ReasonServiceNotFound):
 			return nil, nil, spruntime.InvalidUserInput(string(ReasonPlanInvalid), "the SFPlan %s is invalid (%s): %s", plan.Name, c.Reason, c.Message)

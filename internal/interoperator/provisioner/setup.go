@@ -282,17 +282,20 @@ func planChanged() predicate.TypedPredicate[*osbv1alpha1.SFPlan] {
 		DeleteFunc:  spec.Delete,
 		GenericFunc: spec.Generic,
 		UpdateFunc: func(e event.TypedUpdateEvent[*osbv1alpha1.SFPlan]) bool {
-			return spec.Update(e) || planInvalid(e.ObjectOld) != planInvalid(e.ObjectNew)
+			return spec.Update(e) || (invalidVerdict(e.ObjectOld) == nil) != (invalidVerdict(e.ObjectNew) == nil)
 		},
 	}
 }
 
-// planInvalid reports whether the catalog controller found plan's current
-// generation invalid: what keeps the instances of the plan waiting
-// (catalogEntries).
-func planInvalid(plan *osbv1alpha1.SFPlan) bool {
+// invalidVerdict returns the catalog controller's Ready condition of plan
+// when it found the plan's current generation invalid, nil otherwise: what
+// fails or holds the instances of the plan (catalogEntries).
+func invalidVerdict(plan *osbv1alpha1.SFPlan) *metav1.Condition {
 	c := apimeta.FindStatusCondition(plan.Status.Conditions, catalog.ConditionReady)
-	return c != nil && c.Status == metav1.ConditionFalse && c.ObservedGeneration == plan.Generation
+	if c == nil || c.Status != metav1.ConditionFalse || c.ObservedGeneration != plan.Generation {
+		return nil
+	}
+	return c
 }
 
 // clusterChanged passes what may let an instance waiting for a cluster go
