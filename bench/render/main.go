@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/internal/interoperator/provisioner"
 	"github.com/marketplane/marketplane/internal/render"
 )
 
@@ -224,7 +225,7 @@ func typicalInput(dir string) (render.Input, error) {
 	created := metav1.NewTime(time.Date(2025, 3, 14, 9, 26, 53, 0, time.UTC))
 	inst := &osbv1alpha1.SFServiceInstance{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: id, Namespace: "sf-instances", UID: "2b9c0e4a-5f71-4d3b-8a6e-1c7f9d2e4b60",
+			Name: id, Namespace: "sf-" + id, UID: "2b9c0e4a-5f71-4d3b-8a6e-1c7f9d2e4b60",
 			ResourceVersion: "184467", Generation: 2, CreationTimestamp: created,
 			Labels:      map[string]string{osbv1alpha1.LabelLastOperation: string(osbv1alpha1.StateInQueue)},
 			Annotations: map[string]string{osbv1alpha1.AnnotationPlanHash: "5d41402abc4b2a76b9719d911017c592"},
@@ -243,6 +244,7 @@ func typicalInput(dir string) (render.Input, error) {
 	if err != nil {
 		return render.Input{}, err
 	}
+	vals[provisioner.VarInstanceID] = provisioner.InstanceID(inst.Namespace, inst.Name)
 	return render.Input{Template: tmpl, Values: vals}, nil
 }
 

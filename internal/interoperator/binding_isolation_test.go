@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/internal/interoperator/provisioner"
 )
 
 // TestBindingIsolation plays issue #10's attacks on the sample plan
@@ -39,7 +40,7 @@ func TestBindingIsolation(t *testing.T) {
 	e.createInstance(t, id, sampleServiceID, samplePlanSmall, nil,
 		func(i *osbv1alpha1.SFServiceInstance) { controllerutil.AddFinalizer(i, holdFinalizer) })
 	inst := e.waitInstance(t, id, osbv1alpha1.StateSucceeded)
-	ns, credsNS := "sf-"+id, credentialsNamespace(id)
+	ns, credsNS := "sf-"+provisioner.InstanceID(e.ns, id), credentialsNamespace(provisioner.InstanceID(e.ns, id))
 	e.createBinding(t, bidA, inst)
 	e.createBinding(t, bidB, inst)
 	credsA, credsB := e.bindCredentials(t, bidA), e.bindCredentials(t, bidB)

@@ -64,7 +64,7 @@ func TestTargetOutageDuringProvisioning(t *testing.T) {
 		}
 	}
 	list := &corev1.ConfigMapList{}
-	must(t, workload.Client.List(context.Background(), list, client.InNamespace(e.ns), client.MatchingLabels{provisioner.LabelInstanceID: "scheduled-0"}))
+	must(t, workload.Client.List(context.Background(), list, client.InNamespace(e.ns), client.MatchingLabels{provisioner.LabelInstanceID: provisioner.InstanceID(e.ns, "scheduled-0")}))
 	if len(list.Items) != 1 {
 		all := &corev1.ConfigMapList{}
 		must(t, workload.Client.List(context.Background(), all))
@@ -140,7 +140,7 @@ func TestTargetAPIServerRestartDuringProvisioning(t *testing.T) {
 	t.Logf("every instance succeeded %s after the API server started again", time.Since(restarted).Round(time.Millisecond))
 	for _, name := range names {
 		list := &corev1.ConfigMapList{}
-		must(t, workload.Client.List(context.Background(), list, client.InNamespace(e.ns), client.MatchingLabels{provisioner.LabelInstanceID: name}))
+		must(t, workload.Client.List(context.Background(), list, client.InNamespace(e.ns), client.MatchingLabels{provisioner.LabelInstanceID: provisioner.InstanceID(e.ns, name)}))
 		if len(list.Items) != 1 || list.Items[0].Name != "restarted-"+name {
 			var got []string
 			for _, cm := range list.Items {

@@ -51,12 +51,13 @@ func gotemplate(action osbv1alpha1.TemplateAction, content string) osbv1alpha1.T
 }
 
 // targetConfigMaps returns the names of the ConfigMaps in namespace on the
-// target cluster that carry the instance's label.
+// target cluster that carry the label of the instance of that name in the
+// onboarding namespace of the same name (its default namespace there).
 func targetConfigMaps(t *testing.T, namespace, instance string) []string {
 	t.Helper()
 	list := &corev1.ConfigMapList{}
 	must(t, target.Client.List(context.Background(), list, client.InNamespace(namespace),
-		client.MatchingLabels{provisioner.LabelInstanceID: instance}))
+		client.MatchingLabels{provisioner.LabelInstanceID: provisioner.InstanceID(namespace, instance)}))
 	var names []string
 	for _, cm := range list.Items {
 		if cm.DeletionTimestamp == nil {

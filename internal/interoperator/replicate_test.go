@@ -206,7 +206,7 @@ func labelled(t *testing.T, c *testenv.Cluster, namespace, instance string) int 
 	t.Helper()
 	n := 0
 	for _, list := range []client.ObjectList{&corev1.ConfigMapList{}, &corev1.SecretList{}} {
-		must(t, c.Client.List(context.Background(), list, client.InNamespace(namespace), client.MatchingLabels{provisioner.LabelInstanceID: instance}))
+		must(t, c.Client.List(context.Background(), list, client.InNamespace(namespace), client.MatchingLabels{provisioner.LabelInstanceID: provisioner.InstanceID(namespace, instance)}))
 		switch l := list.(type) {
 		case *corev1.ConfigMapList:
 			for _, o := range l.Items {

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/internal/interoperator/provisioner"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
@@ -74,7 +75,7 @@ func TestSampleCachePlan(t *testing.T) {
 	const id = "c0ffee00-0000-4000-8000-00000000ca01"
 	e.createInstance(t, id, cacheServiceID, cachePlanDev, map[string]any{"maxmemory": 128})
 	inst := e.waitInstance(t, id, osbv1alpha1.StateInProgress)
-	ns := "sf-" + id
+	ns := "sf-" + provisioner.InstanceID(e.ns, id)
 	if !strings.Contains(inst.Status.Description, "Waiting for the cache in "+ns) {
 		t.Errorf("description %q, want it to say what it waits for", inst.Status.Description)
 	}

@@ -95,7 +95,8 @@ func TestSampleCatalog(t *testing.T) {
 	e.createInstance(t, id, sampleServiceID, samplePlanSmall, map[string]any{"cpu": "3", "memory": "5Gi", "pods": 7},
 		func(i *osbv1alpha1.SFServiceInstance) { controllerutil.AddFinalizer(i, holdFinalizer) })
 	inst := e.waitInstance(t, id, osbv1alpha1.StateSucceeded)
-	ns := "sf-" + id
+	instanceID := provisioner.InstanceID(e.ns, id)
+	ns := "sf-" + instanceID
 	if inst.Spec.ClusterID != "target" {
 		t.Errorf("spec.clusterId = %q, want the only SFCluster, target", inst.Spec.ClusterID)
 	}
@@ -105,7 +106,7 @@ func TestSampleCatalog(t *testing.T) {
 	if inst.Status.Description != "Namespace "+ns+" is ready" {
 		t.Errorf("description = %q, want the status template's response", inst.Status.Description)
 	}
-	credsNS := credentialsNamespace(id)
+	credsNS := credentialsNamespace(instanceID)
 	wantResources := []osbv1alpha1.Source{
 		{APIVersion: "v1", Kind: "Namespace", Name: ns},
 		{APIVersion: "v1", Kind: "ResourceQuota", Name: "quota", Namespace: ns},
@@ -121,8 +122,8 @@ func TestSampleCatalog(t *testing.T) {
 			t.Errorf("quota %s = %s, want %s (from the parameters)", res, got.String(), want)
 		}
 	}
-	if quota.Labels[provisioner.LabelInstanceID] != id {
-		t.Errorf("quota labels = %v, want %s=%s", quota.Labels, provisioner.LabelInstanceID, id)
+	if quota.Labels[provisioner.LabelInstanceID] != instanceID || quota.Labels[provisioner.LabelInstanceUID] != string(inst.UID) {
+		t.Errorf("quota labels = %v, want %s=%s and %s=%s", quota.Labels, provisioner.LabelInstanceID, instanceID, provisioner.LabelInstanceUID, inst.UID)
 	}
 
 	// Bind: the token Secret is filled by the token controller; until
@@ -235,7 +236,7 @@ func TestSampleCatalogHelm(t *testing.T) {
 	e.createInstance(t, id, sampleServiceID, samplePlanHelm, map[string]any{"cpu": "6"},
 		func(i *osbv1alpha1.SFServiceInstance) { controllerutil.AddFinalizer(i, holdFinalizer) })
 	inst := e.waitInstance(t, id, osbv1alpha1.StateSucceeded)
-	ns := "sf-" + id
+	ns := "sf-" + provisioner.InstanceID(e.ns, id)
 	quota := &corev1.ResourceQuota{}
 	must(t, target.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "quota"}, quota))
 	if got := quota.Spec.Hard["requests.cpu"]; got.String() != "6" {
@@ -246,7 +247,7 @@ func TestSampleCatalogHelm(t *testing.T) {
 	}
 	lr := &corev1.LimitRange{}
 	must(t, target.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "defaults"}, lr))
-	if lr.Labels["app.kubernetes.io/instance"] == "" || lr.Labels[provisioner.LabelInstanceID] != id {
+	if lr.Labels["app.kubernetes.io/instance"] == "" || lr.Labels[provisioner.LabelInstanceUID] != string(inst.UID) {
 		t.Errorf("LimitRange labels = %v, want the chart's and the instance's", lr.Labels)
 	}
 	if len(inst.Status.Resources) != 3 {
@@ -345,8 +346,8 @@ func mustJSON(t *testing.T, v any) string {
 
 // credentialsNamespace is the sample plan's namespace of an instance's
 // binding service accounts and their tokens: sfb- and the first 40 hex
-// digits of the SHA-256 of the instance name.
-func credentialsNamespace(instance string) string {
-	sum := sha256.Sum256([]byte(instance))
+// digits of the SHA-256 of the instance's id (provisioner.InstanceID).
+func credentialsNamespace(instanceID string) string {
+	sum := sha256.Sum256([]byte(instanceID))
 	return "sfb-" + hex.EncodeToString(sum[:])[:40]
 }

@@ -281,7 +281,7 @@ func TestSFClusterOffboarding(t *testing.T) {
 	e := newEnv(t, envOptions{setup: []interoperator.Option{interoperator.WithClusterChecks(time.Hour, time.Hour, time.Hour)}})
 	ctx := context.Background()
 	e.createService(t, "svc")
-	e.createPlan(t, "plan", "svc", []osbv1alpha1.TemplateSpec{gotemplate(osbv1alpha1.ActionProvision, configMaps("cm"))})
+	e.createPlan(t, "plan", "svc", []osbv1alpha1.TemplateSpec{gotemplate(osbv1alpha1.ActionProvision, configMaps("cm-{{ .instance.metadata.name }}"))})
 	for _, name := range []string{"inst-1", "inst-2"} {
 		e.createInstance(t, name, "svc", "plan", nil, onCluster("target"))
 		e.waitInstance(t, name, osbv1alpha1.StateSucceeded)

@@ -25,7 +25,8 @@ import (
 // namespace on the target. A gate that is missing, or says anything else,
 // keeps the operation in progress.
 var gatedPlan = []osbv1alpha1.TemplateSpec{
-	gotemplate(osbv1alpha1.ActionProvision, configMaps("payload")),
+	// One ConfigMap per instance: instances never share an object.
+	gotemplate(osbv1alpha1.ActionProvision, configMaps("payload-{{ .instance.metadata.name }}")),
 	gotemplate(osbv1alpha1.ActionSources, `gate:
   apiVersion: v1
   kind: ConfigMap

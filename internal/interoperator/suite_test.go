@@ -179,6 +179,9 @@ type env struct {
 	stop func() error
 	// setup are further options of interoperator.Setup (envOptions.setup).
 	setup []interoperator.Option
+	// more are further onboarding namespaces the inter-operator serves
+	// (envOptions.moreNamespaces).
+	more []string
 }
 
 // envOptions configure newEnv.
@@ -194,10 +197,22 @@ type envOptions struct {
 	configSpec func(*interoperatorv1alpha1.ProviderConfigSpec)
 	// setup are further options of interoperator.Setup.
 	setup []interoperator.Option
+	// moreNamespaces are further onboarding namespaces, created for the
+	// test, whose instances the inter-operator serves too: other tenants.
+	moreNamespaces []string
 }
 
 // onboarding returns the env's onboarding cluster.
 func (e *env) onboarding() *testenv.Cluster { return cmp.Or(e.onb, onboarding) }
+
+// tenant returns the env as seen from the onboarding namespace ns, one of
+// its moreNamespaces: the helpers create and read instances and bindings
+// there.
+func (e *env) tenant(ns string) *env {
+	other := *e
+	other.ns = ns
+	return &other
+}
 
 // newEnv starts an inter-operator for a test and stops it when the test
 // ends.
@@ -214,6 +229,10 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	} else {
 		must(t, e.onboarding().Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}))
 	}
+	for _, ns := range opts.moreNamespaces {
+		must(t, e.onboarding().Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	}
+	e.more = opts.moreNamespaces
 	if err := platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.catalog}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
@@ -240,11 +259,15 @@ func (e *env) start(t *testing.T) {
 	ctx := context.Background()
 	platformCluster, err := cluster.New(platform.Config, func(o *cluster.Options) { o.Scheme = scheme })
 	must(t, err)
+	namespaces := map[string]cache.Config{e.ns: {}}
+	for _, ns := range e.more {
+		namespaces[ns] = cache.Config{}
+	}
 	mgr, err := ctrl.NewManager(e.onboarding().Config, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{e.ns: {}}},
+		Cache:                  cache.Options{DefaultNamespaces: namespaces},
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	must(t, err)

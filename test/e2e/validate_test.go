@@ -34,6 +34,7 @@ import (
 	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
 	"github.com/marketplane/marketplane/internal/interoperator"
 	"github.com/marketplane/marketplane/internal/interoperator/clusters"
+	"github.com/marketplane/marketplane/internal/interoperator/provisioner"
 	"github.com/marketplane/marketplane/pkg/testenv"
 	"github.com/marketplane/marketplane/pkg/validation"
 )
@@ -352,7 +353,7 @@ func TestValidateInterOperator(t *testing.T) {
 		if state != "succeeded" || clusterID != "workload" {
 			return fmt.Errorf("SFServiceInstance %s/%s: state %q on cluster %q, want succeeded on workload", inst.GetNamespace(), inst.GetName(), state, clusterID)
 		}
-		ns := "sf-" + inst.GetName()
+		ns := "sf-" + provisioner.InstanceID(inst.GetNamespace(), inst.GetName())
 		if err := env.Workload.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}); err != nil {
 			return fmt.Errorf("the instance's namespace on the workload cluster: %w", err)
 		}
@@ -405,11 +406,13 @@ func TestValidateInterOperator(t *testing.T) {
 			t.Errorf("step %s: %s %q, want %s", s.ID, s.Result, s.Message, want)
 		}
 	}
+	// The example instance tenant-a/demo's namespace: sf-<instanceId>.
+	demoNamespace := "sf-" + provisioner.InstanceID("tenant-a", "demo")
 	for id, want := range map[string]string{
 		validation.StepProviderInit:   "registered no service kinds",
 		validation.StepProviderConfig: "service objects: SFServiceInstance tenant-a/demo",
-		validation.StepDomainService:  "workload cluster: namespace sf-demo, namespace sfb-",
-		validation.StepCheck:          "SFServiceInstance tenant-a/demo succeeded on SFCluster workload: namespace sf-demo with a quota of 5 pods",
+		validation.StepDomainService:  "workload cluster: namespace " + demoNamespace + ", namespace sfb-",
+		validation.StepCheck:          "SFServiceInstance tenant-a/demo succeeded on SFCluster workload: namespace " + demoNamespace + " with a quota of 5 pods",
 	} {
 		if !strings.Contains(steps[id].Message, want) {
 			t.Errorf("step %s: message %q does not contain %q", id, steps[id].Message, want)

@@ -225,7 +225,12 @@ func (a *Applier) Get(ctx context.Context, ref osbv1alpha1.Source) (*unstructure
 // have no finalizers and are gone once their DELETE is answered, so that
 // the caller finishes in this pass instead of polling for the deletion
 // (one read instead of a wait, a status write and a second pass).
-func (a *Applier) Delete(ctx context.Context, refs []osbv1alpha1.Source) ([]osbv1alpha1.Source, error) {
+//
+// When owner is set, an object whose UID labels say it belongs to another
+// instance or binding is left alone and counts as gone: only a takeover
+// could have put it into the owner's status.resources, and deleting it
+// would delete another tenant's object.
+func (a *Applier) Delete(ctx context.Context, refs []osbv1alpha1.Source, owner *Owner) ([]osbv1alpha1.Source, error) {
 	var remaining []osbv1alpha1.Source
 	var errs []error
 	for _, r := range refs {
@@ -236,6 +241,9 @@ func (a *Applier) Delete(ctx context.Context, refs []osbv1alpha1.Source) ([]osbv
 			continue
 		}
 		if obj == nil {
+			continue
+		}
+		if owner != nil && owner.another(obj.GetLabels()) {
 			continue
 		}
 		if obj.GetDeletionTimestamp() != nil {

@@ -200,14 +200,26 @@ func TestDeleteReportsWhatRemains(t *testing.T) {
 	held := func() client.Object {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "cm", Finalizers: []string{"example.com/hold"}}}
 	}
+	labelled := func(uid string) client.Object {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "cm", Labels: map[string]string{LabelInstanceUID: uid}}}
+	}
 	ref := osbv1alpha1.Source{APIVersion: "v1", Kind: "ConfigMap", Namespace: "tenant", Name: "cm"}
 	tests := map[string]struct {
 		reason        string
 		existing      client.Object
+		owner         *Owner
 		calls         int
 		wantRemaining int
 		wantDeletes   int
 	}{
+		"AnotherInstances": {
+			reason:   "An object labelled with another instance's UID is never deleted for this one, even when its status.resources lists it: it counts as gone.",
+			existing: labelled("other"), owner: &Owner{InstanceUID: "mine"}, calls: 1, wantRemaining: 0, wantDeletes: 0,
+		},
+		"Mine": {
+			reason:   "An object labelled with the owner's UID is deleted.",
+			existing: labelled("mine"), owner: &Owner{InstanceUID: "mine"}, calls: 1, wantRemaining: 0, wantDeletes: 1,
+		},
 		"GoneAtOnce": {
 			reason:   "An object without finalizers is gone once its DELETE is answered: nothing remains after the first call, so the caller does not wait for a second pass.",
 			existing: plain(), calls: 1, wantRemaining: 0, wantDeletes: 1,
@@ -237,7 +249,7 @@ func TestDeleteReportsWhatRemains(t *testing.T) {
 			var remaining []osbv1alpha1.Source
 			for range tc.calls {
 				var err error
-				if remaining, err = a.Delete(context.Background(), []osbv1alpha1.Source{ref}); err != nil {
+				if remaining, err = a.Delete(context.Background(), []osbv1alpha1.Source{ref}, tc.owner); err != nil {
 					t.Fatalf("%s\nDelete() error: %v", tc.reason, err)
 				}
 			}

@@ -16,18 +16,6 @@ import (
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 )
 
-// Labels the provisioner puts on every object it applies. The render
-// policy reads them to tell an instance's objects and namespaces from
-// everyone else's.
-const (
-	// LabelInstanceID holds the name of the SFServiceInstance (or a hash
-	// of it when the name is not a valid label value).
-	LabelInstanceID = "interoperator.servicefabrik.io/instance-id"
-	// LabelBindingID holds the name of the SFServiceBinding of bind
-	// resources.
-	LabelBindingID = "interoperator.servicefabrik.io/binding-id"
-)
-
 // DefaultMaxObjectBytes bounds the JSON encoding of one rendered object.
 // etcd refuses requests above 1.5 MiB (its --max-request-bytes default,
 // 1572864), and the API server stores more than the object a template
@@ -57,6 +45,9 @@ const (
 	// RuleOwnSources: a source is never an object of another instance or
 	// of another binding.
 	RuleOwnSources = "own-sources"
+	// RuleNoAdoption: an object that exists and belongs to another
+	// instance, or to another binding, is never applied over.
+	RuleNoAdoption = "no-adoption"
 )
 
 // Policy is what the rendered objects of one operation, and the sources it
@@ -66,11 +57,8 @@ const (
 // grants (the ProviderConfig's renderPolicies); plan authors and tenants
 // cannot.
 type Policy struct {
-	// Instance is the instance-id label value of the instance.
-	Instance string
-	// Binding is the binding-id label value of the binding, empty for an
-	// instance's own operations.
-	Binding string
+	// Owner is the instance (and binding) of the operation.
+	Owner Owner
 	// DefaultNamespace is the namespace objects without one are given. It
 	// is always the instance's.
 	DefaultNamespace string
@@ -152,24 +140,32 @@ func (e *TooLargeError) Error() string {
 
 // Check checks objects prepared by Prepare against p, before any of them is
 // applied. It returns a *RefusedError or a *TooLargeError for the first
-// object that breaks a rule, and another error when it could not read a
-// namespace it needed to look at.
+// object that breaks a rule, and another error when it could not read an
+// object it needed to look at.
+//
+// An object that exists and belongs to another instance (or binding) is
+// refused (RuleNoAdoption): forced server-side apply would take it over,
+// and deprovision would delete it. Objects are read for that only where
+// another instance's object can be: in the instance's default namespace,
+// in granted namespaces, of granted cluster-scoped kinds, and for a
+// binding's operation everywhere. A namespace labelled for the instance,
+// or created by this render, holds only the instance's objects.
 func (a *Applier) Check(ctx context.Context, objs []*unstructured.Unstructured, p Policy) error {
-	own := map[string]bool{}
+	spaces := map[string]nsOwnership{}
 	// Namespaces first: the objects of a Namespace the render creates are
 	// in an own namespace.
 	for _, o := range objs {
 		if !isNamespace(o.GroupVersionKind().GroupKind()) {
 			continue
 		}
-		ok, why, err := a.ownNamespace(ctx, o.GetName(), p, true)
+		own, refusal, err := a.ownNamespace(ctx, o.GetName(), p, true)
 		if err != nil {
 			return err
 		}
-		if !ok {
-			return &RefusedError{Ref: ref(o), Rule: RuleOwnNamespaceObjects, Problem: why}
+		if own == nsNotOwn {
+			return refusal.of(ref(o), RuleOwnNamespaceObjects, "")
 		}
-		own[o.GetName()] = true
+		spaces[o.GetName()] = own
 	}
 	for _, o := range objs {
 		r := ref(o)
@@ -181,29 +177,53 @@ func (a *Applier) Check(ctx context.Context, objs []*unstructured.Unstructured, 
 			return &TooLargeError{Ref: r, Size: len(b), Limit: limit}
 		}
 		gk := o.GroupVersionKind().GroupKind()
+		shared := p.Owner.BindingUID != ""
 		switch ns := o.GetNamespace(); {
 		case isNamespace(gk):
+			// ownNamespace read it: only the default or a granted
+			// namespace can still be another owner's.
+			shared = spaces[o.GetName()] == nsShared
 		case ns == "":
 			// Prepare leaves a namespace on namespaced objects only.
 			if !p.grantsKind(gk) {
 				return &RefusedError{Ref: r, Rule: RuleNamespacedKinds, Problem: fmt.Sprintf("%s is a cluster-scoped kind; plans render namespaced objects in the instance's namespaces unless the ProviderConfig's renderPolicies grant the kind", kindName(gk))}
 			}
-		case !own[ns]:
-			ok, why, err := a.ownNamespace(ctx, ns, p, false)
-			if err != nil {
+			shared = true
+		default:
+			own, seen := spaces[ns]
+			if !seen {
+				var refusal *nsRefusal
+				if own, refusal, err = a.ownNamespace(ctx, ns, p, false); err != nil {
+					return err
+				}
+				if own == nsNotOwn {
+					return refusal.of(r, RuleOwnNamespaces, fmt.Sprintf("namespace %s neither exists nor is rendered by the template; objects go into the instance's namespaces (its default namespace %s, Namespaces it renders or owns) or namespaces the ProviderConfig's renderPolicies grant the plan", ns, p.DefaultNamespace))
+				}
+				spaces[ns] = own
+			}
+			shared = shared || own == nsShared
+		}
+		if shared {
+			if err := a.notAnotherOwners(ctx, r, p.Owner); err != nil {
 				return err
 			}
-			if !ok {
-				if why == "" {
-					why = fmt.Sprintf("namespace %s neither exists nor is rendered by the template; objects go into the instance's namespaces (its default namespace %s, Namespaces it renders or owns) or namespaces the ProviderConfig's renderPolicies grant the plan", ns, p.DefaultNamespace)
-				}
-				return &RefusedError{Ref: r, Rule: RuleOwnNamespaces, Problem: why}
-			}
-			own[ns] = true
 		}
 		if err := checkRBAC(o, gk, p); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// notAnotherOwners refuses r when it exists and belongs to another
+// instance or binding than o.
+func (a *Applier) notAnotherOwners(ctx context.Context, r osbv1alpha1.Source, o Owner) error {
+	existing, err := a.Get(ctx, r)
+	if err != nil || existing == nil {
+		return err
+	}
+	if foreign, why := o.foreign(existing.GetLabels(), r); foreign {
+		return &RefusedError{Ref: r, Rule: RuleNoAdoption, Problem: why + "; an instance never takes over another instance's objects: name them after .instanceId (and .binding.metadata.name), which no two instances share"}
 	}
 	return nil
 }
@@ -241,16 +261,48 @@ func checkRBAC(o *unstructured.Unstructured, gk schema.GroupKind, p Policy) erro
 	return nil
 }
 
-// ownNamespace reports whether the namespace name is one of p's instance:
-// its default namespace, a granted one, or one labelled with its instance
-// id (and, for a binding's operation, with no other binding's id). A
-// namespace that does not exist is the instance's only when the render
-// itself creates it (rendered); otherwise ownNamespace returns false and
-// an empty reason. When an existing namespace is not the instance's, the
-// string says why.
-func (a *Applier) ownNamespace(ctx context.Context, name string, p Policy, rendered bool) (bool, string, error) {
+// nsOwnership is what a namespace is to an operation.
+type nsOwnership int
+
+const (
+	// nsNotOwn: not the instance's.
+	nsNotOwn nsOwnership = iota
+	// nsShared: the instance's default namespace or a granted one, where
+	// other instances' objects may be too.
+	nsShared
+	// nsExclusive: labelled for the instance, or created by this render:
+	// only its objects are there.
+	nsExclusive
+)
+
+// nsRefusal says why a namespace is not the instance's: the rule and the
+// problem. A nil *nsRefusal means the namespace does not exist.
+type nsRefusal struct{ rule, problem string }
+
+// of returns the refusal of r, an object in this namespace (or the
+// namespace itself), under rule: with the problem n says, and the rule
+// no-adoption when the namespace is another instance's; rule and problem
+// as given when the namespace does not exist (n is nil).
+func (n *nsRefusal) of(r osbv1alpha1.Source, rule, problem string) *RefusedError {
+	if n != nil {
+		problem = n.problem
+		if n.rule == RuleNoAdoption {
+			rule = n.rule
+		}
+	}
+	return &RefusedError{Ref: r, Rule: rule, Problem: problem}
+}
+
+// ownNamespace tells what the namespace name is to p's operation: shared
+// when it is the instance's default namespace or a granted one, exclusive
+// when it is labelled for the instance (and, for a binding's operation,
+// for no other binding). A namespace that does not exist is the instance's
+// only when the render itself creates it (rendered); otherwise it is not,
+// with a nil refusal. An existing namespace that is not the instance's
+// comes with the refusal that says why.
+func (a *Applier) ownNamespace(ctx context.Context, name string, p Policy, rendered bool) (nsOwnership, *nsRefusal, error) {
 	if name == p.DefaultNamespace || p.grantsNamespace(name) {
-		return true, "", nil
+		return nsShared, nil, nil
 	}
 	ns := &corev1.Namespace{}
 	err := a.client.Get(ctx, client.ObjectKey{Name: name}, ns)
@@ -258,37 +310,22 @@ func (a *Applier) ownNamespace(ctx context.Context, name string, p Policy, rende
 	case apierrors.IsNotFound(err):
 		// A namespace the render itself creates is the instance's. For
 		// objects in a namespace that neither exists nor is rendered, the
-		// caller says what it makes of that (the empty reason).
-		return rendered, "", nil
+		// caller says what it makes of that (the nil refusal).
+		if rendered {
+			return nsExclusive, nil, nil
+		}
+		return nsNotOwn, nil, nil
 	case err != nil:
-		return false, "", fmt.Errorf("get namespace %s: %w", name, err)
+		return nsNotOwn, nil, fmt.Errorf("get namespace %s: %w", name, err)
 	}
-	if ownedBy(ns.Labels, p) {
-		return true, "", nil
+	r := osbv1alpha1.Source{APIVersion: "v1", Kind: "Namespace", Name: name}
+	if p.Owner.owns(ns.Labels, r) {
+		return nsExclusive, nil, nil
 	}
-	return false, fmt.Sprintf("namespace %s exists and is not the instance's (it lacks the label %s=%s); the instance's namespaces are its default namespace %s, Namespaces it renders or owns, and namespaces the ProviderConfig's renderPolicies grant the plan", name, LabelInstanceID, p.Instance, p.DefaultNamespace), nil
-}
-
-// ownedBy reports whether labels mark an object of p's instance that is
-// not another binding's.
-func ownedBy(labels map[string]string, p Policy) bool {
-	if p.Instance == "" || labels[LabelInstanceID] != p.Instance {
-		return false
+	if foreign, why := p.Owner.foreign(ns.Labels, r); foreign {
+		return nsNotOwn, &nsRefusal{rule: RuleNoAdoption, problem: fmt.Sprintf("namespace %s exists and %s; an instance never takes over another instance's objects: name the plan's namespaces after .instanceId, which no two instances share", name, why)}, nil
 	}
-	b, ok := labels[LabelBindingID]
-	return !ok || p.Binding == "" || b == p.Binding
-}
-
-// foreign reports, for an object's labels, whether it is another
-// instance's, or another binding's of the same instance.
-func foreign(labels map[string]string, p Policy) (bool, string) {
-	if id, ok := labels[LabelInstanceID]; ok && id != p.Instance {
-		return true, "it belongs to another instance"
-	}
-	if id, ok := labels[LabelBindingID]; ok && p.Binding != "" && id != p.Binding {
-		return true, "it belongs to another binding"
-	}
-	return false, ""
+	return nsNotOwn, &nsRefusal{rule: RuleOwnNamespaceObjects, problem: fmt.Sprintf("namespace %s exists and is not the instance's (it lacks the label %s); the instance's namespaces are its default namespace %s, Namespaces it renders or owns, and namespaces the ProviderConfig's renderPolicies grant the plan", name, LabelInstanceUID, p.DefaultNamespace)}, nil
 }
 
 // GetSource reads a source, ref, for an operation under p: namespaced
@@ -303,32 +340,32 @@ func (a *Applier) GetSource(ctx context.Context, ref osbv1alpha1.Source, namespa
 		// Decided before the object is read: an object outside the
 		// instance's namespaces is not even fetched. In a namespace that
 		// does not exist there is nothing to read, and nothing to refuse.
-		ok, why, err := a.ownNamespace(ctx, ref.Namespace, p, false)
+		own, refusal, err := a.ownNamespace(ctx, ref.Namespace, p, false)
 		if err != nil {
 			return nil, err
 		}
-		if !ok {
-			if why == "" {
+		if own == nsNotOwn {
+			if refusal == nil {
 				return nil, nil
 			}
-			return nil, &RefusedError{Ref: ref, Rule: RuleOwnSources, Problem: why}
+			return nil, &RefusedError{Ref: ref, Rule: RuleOwnSources, Problem: refusal.problem}
 		}
 	}
 	obj, err := a.Get(ctx, ref)
 	if err != nil || obj == nil {
 		return nil, err
 	}
-	if bad, why := foreign(obj.GetLabels(), p); bad {
+	if bad, why := p.Owner.foreign(obj.GetLabels(), ref); bad {
 		return nil, &RefusedError{Ref: ref, Rule: RuleOwnSources, Problem: why}
 	}
-	if namespaced || ownedBy(obj.GetLabels(), p) {
+	if namespaced || p.Owner.owns(obj.GetLabels(), ref) {
 		return obj, nil
 	}
 	gk := obj.GroupVersionKind().GroupKind()
 	if isNamespace(gk) && (obj.GetName() == p.DefaultNamespace || p.grantsNamespace(obj.GetName())) || p.grantsKind(gk) {
 		return obj, nil
 	}
-	return nil, &RefusedError{Ref: ref, Rule: RuleOwnSources, Problem: fmt.Sprintf("a cluster-scoped source must be the instance's (labelled %s=%s) or of a kind the ProviderConfig's renderPolicies grant the plan", LabelInstanceID, p.Instance)}
+	return nil, &RefusedError{Ref: ref, Rule: RuleOwnSources, Problem: fmt.Sprintf("a cluster-scoped source must be the instance's (labelled %s with its UID) or of a kind the ProviderConfig's renderPolicies grant the plan", LabelInstanceUID)}
 }
 
 func isNamespace(gk schema.GroupKind) bool { return gk == schema.GroupKind{Kind: "Namespace"} }

@@ -57,7 +57,7 @@ func TestCheckSizeAndScope(t *testing.T) {
 	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, apimeta.RESTScopeNamespace)
 	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, apimeta.RESTScopeRoot)
 	a := New(fake.NewClientBuilder().WithRESTMapper(mapper).Build())
-	p := Policy{Instance: "i", DefaultNamespace: "tenant", MaxObjectBytes: 100}
+	p := Policy{Owner: Owner{InstanceUID: "i"}, DefaultNamespace: "tenant", MaxObjectBytes: 100}
 
 	big := obj("v1", "ConfigMap", "tenant", "big")
 	big.Object["data"] = map[string]any{"x": string(make([]byte, 200))}

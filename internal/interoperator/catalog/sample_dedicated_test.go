@@ -53,6 +53,9 @@ func TestSampleDedicatedClusterPlan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The plan checks the id it is given: the name, as for an
+		// instance the broker made.
+		vals[varInstanceID] = instance
 		return vals
 	}
 

@@ -22,6 +22,11 @@ import (
 
 const sampleDir = "../../../examples/catalog"
 
+// varInstanceID is the provisioner's template variable .instanceId
+// (provisioner.VarInstanceID, which this package cannot import): the
+// tests set what the provisioner would.
+const varInstanceID = "instanceId"
+
 func readSample[T any](t *testing.T, file string) *T {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(sampleDir, file))
@@ -65,7 +70,8 @@ func TestSampleCatalogRenders(t *testing.T) {
 	r := render.New()
 	ctx := context.Background()
 	instance := func(params string) *osbv1alpha1.SFServiceInstance {
-		i := &osbv1alpha1.SFServiceInstance{ObjectMeta: metav1.ObjectMeta{Name: "i1", Namespace: "tenant"},
+		// Where the broker puts instance i1: its .instanceId is i1.
+		i := &osbv1alpha1.SFServiceInstance{ObjectMeta: metav1.ObjectMeta{Name: "i1", Namespace: "sf-i1"},
 			Spec: osbv1alpha1.SFServiceInstanceSpec{ServiceID: svc.Spec.ID, PlanID: plan.Spec.ID}}
 		if params != "" {
 			i.Spec.Parameters = &runtime.RawExtension{Raw: []byte(params)}
@@ -93,6 +99,7 @@ func TestSampleCatalogRenders(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			vals[varInstanceID] = "i1"
 			objs, err := r.RenderObjects(ctx, render.Input{Template: tmpl(osbv1alpha1.ActionProvision), Values: vals})
 			if err != nil {
 				t.Fatal(err)
@@ -113,6 +120,7 @@ func TestSampleCatalogRenders(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		vals[varInstanceID] = "i1"
 		vals["cluster"] = map[string]any{"name": "c", "server": "https://api.example.com", "caData": "Q0E="}
 		srcs, err := r.RenderMap(ctx, render.Input{Template: tmpl(osbv1alpha1.ActionSources), Values: vals})
 		if err != nil {

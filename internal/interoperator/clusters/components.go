@@ -239,7 +239,7 @@ func (r *StatusReconciler) reconcileComponents(ctx context.Context, cfg *interop
 	// them in the status until they are gone.
 	for _, name := range sortedKeys(old) {
 		s := old[name]
-		remaining, err := target.Applier.Delete(ctx, toSources(s.Resources))
+		remaining, err := target.Applier.Delete(ctx, toSources(s.Resources), nil)
 		if len(remaining) == 0 && err == nil {
 			r.recorder.Eventf(sfc, nil, "Normal", "ComponentRemoved", "RemoveComponent", "component %s removed", name)
 			continue
@@ -314,7 +314,7 @@ func (r *StatusReconciler) installComponent(ctx context.Context, cr *componentRe
 	}
 	// Prune: what the previous version had and this one has not.
 	stale := minus(toSources(prev.Resources), refs)
-	remaining, err := target.Applier.Delete(ctx, stale)
+	remaining, err := target.Applier.Delete(ctx, stale, nil)
 	st.Resources = fromSources(union(refs, remaining))
 	st.Chart, st.Version, st.Hash = comp.Chart.URL, version, sum
 	if err != nil {

@@ -106,6 +106,7 @@ func (a *InstanceAccess) schedule(ctx context.Context, inst *osbv1alpha1.SFServi
 		if err != nil {
 			return "", err
 		}
+		vals[VarInstanceID] = InstanceID(inst.Namespace, inst.Name)
 		text, err := a.engine.renderer(cfg).RenderString(ctx, render.Input{Template: t, Values: vals, Namespace: inst.Namespace})
 		if err != nil {
 			if render.IsTransient(err) {

@@ -129,8 +129,7 @@ func (r *BindingReconciler) bind(ctx context.Context, b *osbv1alpha1.SFServiceBi
 		if !o.ok() {
 			return ctrl.Result{}, r.engine.settle(b, cfg, o, fail)
 		}
-		labels := map[string]string{LabelInstanceID: labelValue(inst.Name), LabelBindingID: labelValue(b.Name)}
-		refs, applied, o := r.engine.applyObjects(ctx, cfg, t, objs, inst.Namespace, labels, bindFieldOwner(b))
+		refs, applied, o := r.engine.applyObjects(ctx, cfg, t, objs, inst.Namespace, bindFieldOwner(b))
 		if !o.ok() {
 			b.Status.Resources = union(b.Status.Resources, applied)
 			return ctrl.Result{}, r.engine.settle(b, cfg, o, fail)
@@ -228,7 +227,8 @@ func (r *BindingReconciler) Delete(ctx context.Context, b *osbv1alpha1.SFService
 		resources = minus(resources, inst.Status.Resources)
 	}
 	if len(resources) > 0 {
-		remaining, err := t.Applier.Delete(ctx, resources)
+		owner := bindingOwner(b, inst)
+		remaining, err := t.Applier.Delete(ctx, resources, &owner)
 		if err != nil {
 			return ctrl.Result{}, fmt.Errorf("unbind: %w", err)
 		}
@@ -279,8 +279,7 @@ func (r *BindingReconciler) unbindTemplate(ctx context.Context, b *osbv1alpha1.S
 	}
 	objs, o := r.engine.renderObjects(ctx, cfg, plan, tmpl, vals, t, inst.Namespace)
 	if o.ok() {
-		labels := map[string]string{LabelInstanceID: labelValue(inst.Name), LabelBindingID: labelValue(b.Name)}
-		_, _, o = r.engine.applyObjects(ctx, cfg, t, objs, inst.Namespace, labels, bindFieldOwner(b))
+		_, _, o = r.engine.applyObjects(ctx, cfg, t, objs, inst.Namespace, bindFieldOwner(b))
 	}
 	switch {
 	case o.err != nil:

@@ -230,7 +230,7 @@ func (e *Engine) catalogEntries(ctx context.Context, cfg *interoperatorv1alpha1.
 const msgMissingServiceOrPlan = "the instance names no service or plan: spec.serviceId and spec.planId are required"
 
 // values returns the variables of a template: .service, .plan, .instance,
-// .binding (when binding is not nil) and .cluster.
+// .binding (when binding is not nil), .cluster and .instanceId.
 func values(svc *osbv1alpha1.SFService, plan *osbv1alpha1.SFPlan, inst *osbv1alpha1.SFServiceInstance, binding *osbv1alpha1.SFServiceBinding, t *clusters.Target) (map[string]any, error) {
 	var b client.Object
 	if binding != nil {
@@ -241,6 +241,7 @@ func values(svc *osbv1alpha1.SFService, plan *osbv1alpha1.SFPlan, inst *osbv1alp
 		return nil, err
 	}
 	vals[VarCluster] = t.Variable()
+	vals[VarInstanceID] = InstanceID(inst.Namespace, inst.Name)
 	return vals, nil
 }
 
@@ -327,22 +328,18 @@ func renderPolicy(cfg *interoperatorv1alpha1.ProviderConfig, vals map[string]any
 	for _, k := range grants.ClusterScopedKinds {
 		p.ClusterScopedKinds = append(p.ClusterScopedKinds, schema.GroupKind{Group: k.Group, Kind: k.Kind})
 	}
-	if name, _, _ := unstructured.NestedString(vals, render.VarInstance, "metadata", "name"); name != "" {
-		p.Instance = labelValue(name)
-	}
-	if name, _, _ := unstructured.NestedString(vals, render.VarBinding, "metadata", "name"); name != "" {
-		p.Binding = labelValue(name)
-	}
+	p.Owner = ownerOf(vals)
 	return p
 }
 
 // applyObjects prepares, checks against the render policy and applies
-// rendered objects to the target. It returns the references of every
+// rendered objects to the target, labelled for their owner (the policy's).
+// It returns the references of every
 // object it rendered and of those it applied (all of them unless it
 // failed). Nothing is applied unless every object passes the policy.
-func (e *Engine) applyObjects(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, t *clusters.Target, r rendered, namespace string, labels map[string]string, fieldOwner string) (refs, applied []osbv1alpha1.Source, o outcome) {
+func (e *Engine) applyObjects(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, t *clusters.Target, r rendered, namespace string, fieldOwner string) (refs, applied []osbv1alpha1.Source, o outcome) {
 	objs := r.objs
-	refs, defaulted, err := t.Applier.Prepare(objs, namespace, labels)
+	refs, defaulted, err := t.Applier.Prepare(objs, namespace, r.policy.Owner.Labels())
 	if err != nil {
 		if apply.IsPermanent(err) {
 			return nil, nil, failed(ReasonInvalidResource, "%v", err)
@@ -377,8 +374,11 @@ func policyOutcome(err error) outcome {
 		return outcome{}
 	case errors.As(err, &refused):
 		reason := ReasonRenderedObjectRefused
-		if refused.Rule == apply.RuleOwnSources {
+		switch refused.Rule {
+		case apply.RuleOwnSources:
 			reason = ReasonSourceRefused
+		case apply.RuleNoAdoption:
+			reason = ReasonResourceConflict
 		}
 		return failed(reason, "%v", err)
 	case errors.As(err, &tooLarge):

@@ -138,15 +138,14 @@ func (r *InstanceReconciler) provision(ctx context.Context, inst *osbv1alpha1.SF
 	if !o.ok() {
 		return ctrl.Result{}, r.engine.settle(inst, cfg, o, fail)
 	}
-	labels := map[string]string{LabelInstanceID: labelValue(inst.Name)}
-	refs, applied, o := r.engine.applyObjects(ctx, cfg, t, objs, inst.Namespace, labels, r.engine.fieldOwner)
+	refs, applied, o := r.engine.applyObjects(ctx, cfg, t, objs, inst.Namespace, r.engine.fieldOwner)
 	if !o.ok() {
 		inst.Status.Resources = union(inst.Status.Resources, applied)
 		return ctrl.Result{}, r.engine.settle(inst, cfg, o, fail)
 	}
 	if stale := minus(inst.Status.Resources, refs); len(stale) > 0 {
 		log.V(1).Info("Deleting resources the render no longer has", "count", len(stale))
-		if _, err := t.Applier.Delete(ctx, stale); err != nil {
+		if _, err := t.Applier.Delete(ctx, stale, &objs.policy.Owner); err != nil {
 			inst.Status.Resources = union(refs, stale)
 			return ctrl.Result{}, r.engine.settle(inst, cfg, r.engine.requestFailed(ctx, cfg, t, err), fail)
 		}
@@ -251,7 +250,8 @@ func (r *InstanceReconciler) Delete(ctx context.Context, inst *osbv1alpha1.SFSer
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		remaining, err := t.Applier.Delete(ctx, inst.Status.Resources)
+		owner := instanceOwner(inst)
+		remaining, err := t.Applier.Delete(ctx, inst.Status.Resources, &owner)
 		if err != nil {
 			return ctrl.Result{}, fmt.Errorf("deprovision: %w", err)
 		}

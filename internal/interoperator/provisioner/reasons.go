@@ -58,6 +58,10 @@ const (
 	// ReasonSourceRefused: the render policy refused a source (an object
 	// of another instance, or outside the instance's namespaces).
 	ReasonSourceRefused Reason = "SourceRefused"
+	// ReasonResourceConflict: a rendered object, or namespace, exists and
+	// belongs to another instance or binding (its UID label says so);
+	// nothing was applied. An instance never takes over another's objects.
+	ReasonResourceConflict Reason = "ResourceConflict"
 	// ReasonResourceTooLarge: a rendered object, or a bind response, is
 	// larger than etcd would store; nothing was applied.
 	ReasonResourceTooLarge Reason = "ResourceTooLarge"
@@ -86,13 +90,18 @@ const ReasonScheduled = "Scheduled"
 // Labels the provisioner puts on every object it applies, so that the
 // objects of an instance or binding can be found on the target cluster.
 const (
-	// LabelInstanceID holds the name of the SFServiceInstance (its OSB
-	// instance id, or a hash of it when the id is not a valid label
-	// value).
+	// LabelInstanceID holds the instance's id on target clusters
+	// (InstanceID, the template variable .instanceId).
 	LabelInstanceID = apply.LabelInstanceID
 	// LabelBindingID holds the name of the SFServiceBinding of bind
 	// resources.
 	LabelBindingID = apply.LabelBindingID
+	// LabelInstanceUID holds the UID of the SFServiceInstance: what tells
+	// an instance's objects from another's.
+	LabelInstanceUID = apply.LabelInstanceUID
+	// LabelBindingUID holds the UID of the SFServiceBinding of bind
+	// resources.
+	LabelBindingUID = apply.LabelBindingUID
 )
 
 // BindingSecretPrefix starts the name of the Secret with a binding's bind
