@@ -28,7 +28,7 @@ import (
 const injectable = `apiVersion: v1
 kind: ConfigMap
 metadata:
-  name: settings
+  name: settings-{{ .instance.metadata.name }}
 data:
   greeting: {{ .instance.spec.parameters.greeting }}
 `
