@@ -342,6 +342,7 @@ func TestCodeOffering(t *testing.T) {
 	t.Run("Lifecycle", func(t *testing.T) { t.Parallel(); lifecycle(t, c) })
 	t.Run("ExistingControlPlane", func(t *testing.T) { t.Parallel(); existingControlPlane(t, c) })
 	t.Run("Failed", func(t *testing.T) { t.Parallel(); failedProvision(t, c) })
+	t.Run("SameNameTenant", func(t *testing.T) { t.Parallel(); sameNameTenant(t, c) })
 }
 
 func h2(t *testing.T, base string) h { return h{t: t, base: base} }
@@ -504,8 +505,10 @@ func lifecycle(t *testing.T, c *codeLandscape) {
 			return r.status == http.StatusGone
 		})
 	assertNoNamespace(t, c.l.Onboarding.Client, nsName)
+	// Only this instance's: the other subtests bind in the same namespace
+	// at the same time.
 	ars := &clustersv1alpha1.AccessRequestList{}
-	if err := c.l.Platform.Client.List(ctx, ars, client.InNamespace(brokerAccessNamespace)); err != nil || len(ars.Items) != 0 {
+	if err := c.l.Platform.Client.List(ctx, ars, client.InNamespace(brokerAccessNamespace), client.MatchingLabels{broker.LabelCodeInstance: nsName}); err != nil || len(ars.Items) != 0 {
 		t.Errorf("AccessRequests left behind: %d (%v)", len(ars.Items), err)
 	}
 	mcps := &corev2alpha1.ManagedControlPlaneList{}
