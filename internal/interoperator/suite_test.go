@@ -179,6 +179,9 @@ type env struct {
 	stop func() error
 	// setup are further options of interoperator.Setup (envOptions.setup).
 	setup []interoperator.Option
+	// watched are further onboarding namespaces the inter-operator
+	// watches (envOptions.namespaces).
+	watched []string
 }
 
 // envOptions configure newEnv.
@@ -194,6 +197,10 @@ type envOptions struct {
 	configSpec func(*interoperatorv1alpha1.ProviderConfigSpec)
 	// setup are further options of interoperator.Setup.
 	setup []interoperator.Option
+	// namespaces are further onboarding namespaces the inter-operator
+	// watches, created by someone else: the broker's, one per instance,
+	// for a test that provisions several instances through it.
+	namespaces []string
 }
 
 // onboarding returns the env's onboarding cluster.
@@ -228,7 +235,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	if !opts.noCluster {
 		e.createCluster(t, "target")
 	}
-	e.setup = opts.setup
+	e.setup, e.watched = opts.setup, opts.namespaces
 	e.start(t)
 	return e
 }
@@ -240,11 +247,15 @@ func (e *env) start(t *testing.T) {
 	ctx := context.Background()
 	platformCluster, err := cluster.New(platform.Config, func(o *cluster.Options) { o.Scheme = scheme })
 	must(t, err)
+	namespaces := map[string]cache.Config{e.ns: {}}
+	for _, ns := range e.watched {
+		namespaces[ns] = cache.Config{}
+	}
 	mgr, err := ctrl.NewManager(e.onboarding().Config, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{e.ns: {}}},
+		Cache:                  cache.Options{DefaultNamespaces: namespaces},
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	must(t, err)
