@@ -44,7 +44,10 @@ import (
 func TestAttackCredentialsAfterUnbind(t *testing.T) {
 	needsClusters(t)
 	t.Parallel()
-	const id, bid = "6f1e2d3c-0000-4000-8000-00000000a032", "7a2b3c4d-0000-4000-8000-00000000b032"
+	// Fresh ids, so that the test can run again (-count) beside the
+	// tombstones of its last run.
+	run := randomHex(t, 6)
+	id, bid := "6f1e2d3c-0000-4000-8000-"+run, "7a2b3c4d-0000-4000-8000-"+run
 	e := newEnv(t, envOptions{namespace: broker.InstanceNamespace(id)})
 	applySamplePlanSmall(t, e)
 	ctx := context.Background()
