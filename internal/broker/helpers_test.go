@@ -154,8 +154,6 @@ func (h h) bind(id, bid, plan string, params obj, async bool) reply {
 }
 
 // bound binds and waits until the binding is created.
-//
-//nolint:unparam // the callers name the binding id they go on to use, so the test reads without looking here
 func (h h) bound(id, bid, plan string, params obj) {
 	h.t.Helper()
 	if !isAsync(plan) {

@@ -320,15 +320,16 @@ func etagMatches(header, etag string) bool {
 }
 
 // unknown answers paths and methods the OSB API does not define: 400 for
-// an id that is a dot segment ("." or "..", also percent-encoded) in the
-// path of an endpoint that takes the method, 405 with an Allow header
+// an id that is a dot segment ("." or "..", also percent-encoded) or holds
+// one between percent-encoded slashes ("..%2Fother") in the path of an
+// endpoint that takes the method, 405 with an Allow header
 // (RFC 9110) when the path is an endpoint that does not take the method,
 // 404 otherwise.
 func (s *Server) unknown(x *exchange, r *http.Request) (int, any, error) {
 	u := r.URL
 	if probe, field := dotSegmentID(r.URL); field != "" {
 		if slices.Contains(s.allowedMethods(probe, r.Host), r.Method) {
-			return 0, nil, badRequest("%s must not be %q or %q: a dot segment is no id, since URL normalisation removes it; use the unreserved characters OSB recommends.", field, ".", "..")
+			return 0, nil, badRequest("%s must not be %q or %q, nor hold such a segment or an empty one between slashes: URL normalisation rewrites such a path, so it cannot address the id; use the unreserved characters OSB recommends.", field, ".", "..")
 		}
 		u = probe
 	}
@@ -357,17 +358,19 @@ func (s *Server) allowedMethods(u *url.URL, host string) []string {
 	return allowed
 }
 
-// dotSegmentID finds an instance or binding id that is a dot segment in
-// the path of an instance or binding endpoint. It returns the name of the
-// first such id and the path with every such id replaced by a placeholder,
-// to find the endpoint it addresses; field is empty when there is none.
+// dotSegmentID finds an instance or binding id that makes the decoded path
+// of an instance or binding endpoint not canonical: a dot segment, or an
+// id whose percent-encoded slashes enclose a dot segment or an empty one
+// ("..%2Fother", "a%2F"). It returns the name of the first such id and the
+// path with every such id replaced by a placeholder, to find the endpoint
+// it addresses; field is empty when there is none.
 func dotSegmentID(u *url.URL) (probe *url.URL, field string) {
 	segs := strings.Split(u.EscapedPath(), "/")
 	if len(segs) < 4 || segs[0] != "" || segs[1] != "v2" || segs[2] != "service_instances" {
 		return nil, ""
 	}
 	replace := func(i int, name string) {
-		if v, err := url.PathUnescape(segs[i]); err == nil && (v == "." || v == "..") {
+		if v, err := url.PathUnescape(segs[i]); err == nil && segs[i] != "" && !cleanSegments(v) {
 			segs[i] = "id"
 			if field == "" {
 				field = name
@@ -386,6 +389,17 @@ func dotSegmentID(u *url.URL) (probe *url.URL, field string) {
 		return nil, ""
 	}
 	return probe, field
+}
+
+// cleanSegments reports whether id, put into a path, leaves it canonical:
+// none of its slash-separated parts is empty, "." or "..".
+func cleanSegments(id string) bool {
+	for part := range strings.SplitSeq(id, "/") {
+		if part == "" || part == "." || part == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 // queryValue is one query parameter: its first value and whether it was

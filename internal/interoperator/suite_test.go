@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -180,7 +181,7 @@ type env struct {
 	// setup are further options of interoperator.Setup (envOptions.setup).
 	setup []interoperator.Option
 	// more are further onboarding namespaces the inter-operator serves
-	// (envOptions.moreNamespaces).
+	// (envOptions.moreNamespaces and envOptions.namespaces).
 	more []string
 }
 
@@ -200,6 +201,10 @@ type envOptions struct {
 	// moreNamespaces are further onboarding namespaces, created for the
 	// test, whose instances the inter-operator serves too: other tenants.
 	moreNamespaces []string
+	// namespaces are further onboarding namespaces the inter-operator
+	// watches, created by someone else: the broker's, one per instance,
+	// for a test that provisions several instances through it.
+	namespaces []string
 }
 
 // onboarding returns the env's onboarding cluster.
@@ -232,7 +237,7 @@ func newEnv(t *testing.T, opts envOptions) *env {
 	for _, ns := range opts.moreNamespaces {
 		must(t, e.onboarding().Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	}
-	e.more = opts.moreNamespaces
+	e.more = slices.Concat(opts.moreNamespaces, opts.namespaces)
 	if err := platform.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.catalog}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}

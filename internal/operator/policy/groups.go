@@ -115,6 +115,15 @@ func validEntry(gvk metav1.GroupVersionKind) bool {
 	return validGroup(gvk.Group) && gvk.Kind != "" && gvk.Version != ""
 }
 
+// AnnotationOwnedGroups is the annotation in which the operator records,
+// on a ServiceProvider, the API groups it owns by registration (comma
+// separated). It makes the first registration win: a group stays with the
+// provider that owns it for as long as that provider registers it, whoever
+// registers it later, older or not. The provider cannot write it: its
+// ServiceAccounts may write the object's status only, and a status write
+// leaves metadata as it is.
+const AnnotationOwnedGroups = providerv1alpha1.GroupName + "/owned-api-groups"
+
 // Provider is what ownership is computed from for one provider object.
 type Provider struct {
 	// Kind is KindServiceProvider, KindClusterProvider or KindPlatformService.
@@ -129,6 +138,9 @@ type Provider struct {
 	// Resources is status.resources, set by the provider itself
 	// (ServiceProviders only).
 	Resources []metav1.GroupVersionKind
+	// Recorded are the groups the operator recorded as owned by this
+	// provider's registration (AnnotationOwnedGroups).
+	Recorded []string
 }
 
 // Rejection is an entry of a provider's status.resources that the operator
@@ -167,7 +179,9 @@ type ownedState struct {
 //     than one, it belongs to none of them (a conflict reported on each);
 //   - otherwise a reserved group belongs to nobody;
 //   - otherwise a group belongs to the ServiceProvider that registered it in
-//     status.resources first (oldest creationTimestamp, then name);
+//     status.resources first: the one the operator recorded as its owner
+//     (AnnotationOwnedGroups) while it still registers the group, else the
+//     oldest registrant (creationTimestamp, then name);
 //   - a group nobody owns and that is not reserved may still be claimed by
 //     any provider (MayOwn).
 //
@@ -191,6 +205,7 @@ func LoadOwnership(ctx context.Context, c client.Reader) (*Ownership, error) {
 		sp := &sps.Items[i]
 		p := newProvider(KindServiceProvider, sp, &sp.Spec.DeploymentSpec)
 		p.Resources = sp.Status.Resources
+		p.Recorded = RecordedGroups(sp)
 		providers = append(providers, p)
 	}
 	cps := &providerv1alpha1.ClusterProviderList{}
@@ -208,6 +223,23 @@ func LoadOwnership(ctx context.Context, c client.Reader) (*Ownership, error) {
 		providers = append(providers, newProvider(KindPlatformService, &pss.Items[i], &pss.Items[i].Spec.DeploymentSpec))
 	}
 	return Compute(providers), nil
+}
+
+// RecordedGroups returns the groups AnnotationOwnedGroups of o records.
+func RecordedGroups(o metav1.Object) []string {
+	v := o.GetAnnotations()[AnnotationOwnedGroups]
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
+
+// RecordGroups returns the value of AnnotationOwnedGroups for groups:
+// sorted, comma separated; empty for none.
+func RecordGroups(groups []string) string {
+	sorted := slices.Clone(groups)
+	slices.Sort(sorted)
+	return strings.Join(slices.Compact(sorted), ",")
 }
 
 func newProvider(kind string, o metav1.Object, spec *providerv1alpha1.DeploymentSpec) Provider {
@@ -267,7 +299,18 @@ func Compute(providers []Provider) *Ownership {
 		}
 	}
 
-	// Then the registrations in status.resources, oldest first.
+	// Then the registrations in status.resources: first those the
+	// operator recorded as owned, while their provider still registers
+	// them, so that a later registration cannot take a group over however
+	// old its provider is; then the others, oldest provider first.
+	for _, p := range sorted {
+		for _, g := range p.Recorded {
+			if _, taken := o.owner[g]; taken || Reserved(g) || !registers(p, g) {
+				continue
+			}
+			o.owner[g] = providerKey{p.Kind, p.Name}
+		}
+	}
 	for _, p := range sorted {
 		for _, gvk := range p.Resources {
 			if _, taken := o.owner[gvk.Group]; taken || !validEntry(gvk) || Reserved(gvk.Group) {
@@ -303,6 +346,14 @@ func Compute(providers []Provider) *Ownership {
 		})
 	}
 	return o
+}
+
+// registers reports whether p registers a valid kind of group in its
+// status.resources.
+func registers(p Provider, group string) bool {
+	return slices.ContainsFunc(p.Resources, func(gvk metav1.GroupVersionKind) bool {
+		return gvk.Group == group && validEntry(gvk)
+	})
 }
 
 // reject returns why the status.resources entry gvk of provider key is not
@@ -368,6 +419,23 @@ func (o *Ownership) Groups(kind, name string) []string {
 		return slices.Clone(st.groups)
 	}
 	return nil
+}
+
+// RegisteredGroups returns the API groups the ServiceProvider owns and
+// registers in its status.resources, sorted: what the operator records in
+// AnnotationOwnedGroups. Nil for other kinds.
+func (o *Ownership) RegisteredGroups(kind, name string) []string {
+	st := o.state(kind, name)
+	if st == nil {
+		return nil
+	}
+	var out []string
+	for _, g := range st.groups {
+		if slices.ContainsFunc(st.kinds, func(gvk metav1.GroupVersionKind) bool { return gvk.Group == g }) {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // Rejected returns the provider's status.resources entries that are not

@@ -156,6 +156,46 @@ func TestCompute(t *testing.T) {
 				{sp, "a-thief"}: {Rejected: map[string]string{velero.Group: policy.ReasonGroupNotOwned}},
 			},
 		},
+		"RecordedRegistrationStays": {
+			reason: "A group the operator recorded as the younger provider's stays its own while it registers it: an older provider registering it later takes nothing (issue #32).",
+			providers: []policy.Provider{
+				{Kind: sp, Name: "a-thief", Created: at(0), Resources: []metav1.GroupVersionKind{velero}},
+				{Kind: sp, Name: "velero", Created: at(5), Resources: []metav1.GroupVersionKind{velero}, Recorded: []string{velero.Group}},
+			},
+			want: map[key]ownership{
+				{sp, "velero"}:  {Groups: []string{velero.Group}, Kinds: []metav1.GroupVersionKind{velero}},
+				{sp, "a-thief"}: {Rejected: map[string]string{velero.Group: policy.ReasonGroupNotOwned}},
+			},
+		},
+		"RecordedButLetGo": {
+			reason: "A recorded group its owner no longer registers is free: the oldest registrant has it.",
+			providers: []policy.Provider{
+				{Kind: sp, Name: "a-next", Created: at(0), Resources: []metav1.GroupVersionKind{velero}},
+				{Kind: sp, Name: "velero", Created: at(5), Recorded: []string{velero.Group}},
+			},
+			want: map[key]ownership{
+				{sp, "a-next"}: {Groups: []string{velero.Group}, Kinds: []metav1.GroupVersionKind{velero}},
+				{sp, "velero"}: {},
+			},
+		},
+		"RecordedNeverReserved": {
+			reason: "A recorded reserved group gives nothing: only the spec grants reserved groups.",
+			providers: []policy.Provider{
+				{Kind: sp, Name: "evil", Created: at(0), Resources: []metav1.GroupVersionKind{gvk("osb.servicefabrik.io", "SFServiceInstance")}, Recorded: []string{"osb.servicefabrik.io"}},
+			},
+			want: map[key]ownership{{sp, "evil"}: {Rejected: map[string]string{"osb.servicefabrik.io": policy.ReasonGroupReserved}}},
+		},
+		"SpecBeatsRecorded": {
+			reason: "The platform operator's spec.accessPolicy.apiGroups wins over a recorded registration.",
+			providers: []policy.Provider{
+				{Kind: sp, Name: "velero", Created: at(0), Resources: []metav1.GroupVersionKind{velero}, Recorded: []string{velero.Group}},
+				{Kind: sp, Name: "granted", Created: at(5), SpecGroups: []string{velero.Group}},
+			},
+			want: map[key]ownership{
+				{sp, "granted"}: {Groups: []string{velero.Group}},
+				{sp, "velero"}:  {Rejected: map[string]string{velero.Group: policy.ReasonGroupNotOwned}},
+			},
+		},
 		"NameBreaksTie": {
 			reason: "With the same creationTimestamp, the name decides.",
 			providers: []policy.Provider{

@@ -68,6 +68,38 @@ func (r *Reconciler[T]) setResourcesAccepted(ctx context.Context, st *providerv1
 		"%s", strings.Join(msgs, "; "))
 }
 
+// recordOwnedGroups records on a ServiceProvider the API groups it owns by
+// registration (policy.AnnotationOwnedGroups), so that they stay its own
+// while it registers them: a provider that registers one of them later is
+// refused, however old it is. The patch touches that annotation only and
+// leaves obj, whose status is not written yet, as it is.
+func (r *Reconciler[T]) recordOwnedGroups(ctx context.Context, obj T, own *policy.Ownership) error {
+	if r.kind.Name != policy.KindServiceProvider {
+		return nil
+	}
+	want := policy.RecordGroups(own.RegisteredGroups(r.kind.Name, obj.GetName()))
+	if obj.GetAnnotations()[policy.AnnotationOwnedGroups] == want {
+		return nil
+	}
+	cp := obj.DeepCopyObject().(T)
+	base := cp.DeepCopyObject().(T)
+	annotations := cp.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	if want == "" {
+		delete(annotations, policy.AnnotationOwnedGroups)
+	} else {
+		annotations[policy.AnnotationOwnedGroups] = want
+	}
+	cp.SetAnnotations(annotations)
+	if err := r.client.Patch(ctx, cp, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("record the API groups %s %s owns: %w", r.kind.Name, obj.GetName(), err)
+	}
+	logf.FromContext(ctx).V(1).Info("Recorded the API groups the provider owns by registration", "groups", want)
+	return nil
+}
+
 // enqueueAll maps a change of any provider to every provider of r's kind:
 // one provider's claim can change what the others own.
 func (r *Reconciler[T]) enqueueAll(c client.Reader) handler.MapFunc {

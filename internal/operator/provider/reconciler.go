@@ -216,6 +216,10 @@ func (r *Reconciler[T]) reconcileNormal(ctx context.Context, obj T, n names) (re
 		return ctrl.Result{}, err
 	}
 	r.setResourcesAccepted(ctx, st, obj, own)
+	if err := r.recordOwnedGroups(ctx, obj, own); err != nil {
+		ready(metav1.ConditionFalse, providerv1alpha1.ReasonProviderInstallationFailed, "recording the API groups the provider owns failed: %v", err)
+		return ctrl.Result{}, err
+	}
 	tenants = r.ensureTenantRoles(ctx, obj, w, n, own)
 	// Before init runs: init may write CRDs, but only of groups the
 	// provider owns or can still claim.
