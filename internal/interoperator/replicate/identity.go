@@ -27,11 +27,11 @@ const (
 	LabelOriginal = "interoperator.marketplane.io/original-uid"
 )
 
-// ReasonReplicaConflict: an object the replicator would use on the sister
-// (the replica's namespace, the replica, a catalog entry, the bind
+// ReasonReplicaConflict is the reason of an original whose object on the
+// sister (the replica's namespace, the replica, a catalog entry, the bind
 // response Secret) exists and is not this master's, or not this
-// original's. It is never updated, adopted or deleted; the operation
-// fails.
+// original's. That object is never updated, adopted or deleted; the
+// operation fails.
 const ReasonReplicaConflict = "ReplicaConflict"
 
 // master is the identity of this inter-operator on the sisters: the UID
