@@ -95,6 +95,7 @@ var projectFiles = []projectFile{
 	{"internal/controller/unit_test.go.tmpl", fixed("internal/controller/unit_test.go")},
 	{"internal/controller/suite_test.go.tmpl", fixed("internal/controller/suite_test.go")},
 	{"internal/controller/controller_test.go.tmpl", fixed("internal/controller/controller_test.go")},
+	{"internal/controller/ownership_test.go.tmpl", fixed("internal/controller/ownership_test.go")},
 	{"cmd/main.go.tmpl", func(v values) string { return "cmd/" + v.Name + "/main.go" }},
 	{"cmd/main_test.go.tmpl", func(v values) string { return "cmd/" + v.Name + "/main_test.go" }},
 	{"config/serviceprovider.yaml.tmpl", fixed("config/serviceprovider.yaml")},

@@ -29,19 +29,28 @@ import (
 func (r *Replicator) Binding(ctx context.Context, b *osbv1alpha1.SFServiceBinding, inst *osbv1alpha1.SFServiceInstance, cfg *interoperatorv1alpha1.ProviderConfig, cc spruntime.ClusterContext, starting bool) (ctrl.Result, error) {
 	name := cc.WorkloadCluster.Name()
 	fail := func(err error) (ctrl.Result, error) {
+		if uerr, ok := spruntime.AsInvalidUserInput(err); ok {
+			b.Status.State = osbv1alpha1.StateFailed
+			b.Status.Error = uerr.Message
+			return ctrl.Result{}, err
+		}
 		return ctrl.Result{}, unreachable(b, name, false, err, nil)
 	}
-	c, err := r.sister(ctx, cfg.CatalogNamespace(), cc)
+	m, err := masterOf(cfg)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	c, err := r.sister(ctx, cfg.CatalogNamespace(), m, cc)
 	if err != nil {
 		return fail(err)
 	}
-	if err := ensureNamespace(ctx, c, b.Namespace); err != nil {
+	if err := m.ensureNamespace(ctx, c, name, b.Namespace); err != nil {
 		return fail(err)
 	}
 	replica := &osbv1alpha1.SFServiceBinding{}
 	err = c.Get(ctx, client.ObjectKeyFromObject(b), replica)
 	if apierrors.IsNotFound(err) {
-		replica = bindingReplica(b, nil)
+		replica = m.bindingReplica(b, nil)
 		if err := c.Create(ctx, replica); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fail(fmt.Errorf("create the replica: %w", err))
 		}
@@ -56,7 +65,11 @@ func (r *Replicator) Binding(ctx context.Context, b *osbv1alpha1.SFServiceBindin
 		spruntime.StatusProgressing(b, ReasonReplicating, fmt.Sprintf("Waiting for an earlier replica on SFCluster %s to be deleted", name))
 		return ctrl.Result{RequeueAfter: r.poll}, nil
 	}
-	if want := bindingReplica(b, replica); !apiequality.Semantic.DeepEqual(want.Spec, replica.Spec) || !maps.Equal(want.Labels, replica.Labels) {
+	if replicaOf(replica.Labels, b.UID) == foreign {
+		return fail(conflict("SFServiceBinding %s/%s exists on SFCluster %s and is not this binding's replica (it belongs to another master, an earlier binding or the cluster itself); "+
+			"a replica is never taken over: delete this binding and use another name", b.Namespace, b.Name, name))
+	}
+	if want := m.bindingReplica(b, replica); !apiequality.Semantic.DeepEqual(want.Spec, replica.Spec) || !maps.Equal(want.Labels, replica.Labels) {
 		if err := c.Update(ctx, want); err != nil {
 			return fail(fmt.Errorf("update the replica: %w", err))
 		}
@@ -99,12 +112,16 @@ func (r *Replicator) DeleteBinding(ctx context.Context, b *osbv1alpha1.SFService
 	fail := func(err error) (ctrl.Result, error) {
 		return ctrl.Result{}, unreachable(b, name, true, err, nil)
 	}
-	c, err := r.sister(ctx, cfg.CatalogNamespace(), cc)
+	m, err := masterOf(cfg)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	c, err := r.sister(ctx, cfg.CatalogNamespace(), m, cc)
 	if err != nil {
 		return fail(err)
 	}
 	replica := &osbv1alpha1.SFServiceBinding{}
-	gone, err := deleteReplica(ctx, c, client.ObjectKeyFromObject(b), replica)
+	gone, err := m.deleteReplica(ctx, c, client.ObjectKeyFromObject(b), b.UID, replica)
 	if err != nil {
 		return fail(err)
 	}
@@ -117,7 +134,7 @@ func (r *Replicator) DeleteBinding(ctx context.Context, b *osbv1alpha1.SFService
 	if err := r.onboarding.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("delete the bind response Secret %s/%s: %w", b.Namespace, secret.Name, err)
 	}
-	if err := cleanupNamespace(ctx, c, b.Namespace); err != nil {
+	if err := m.cleanupNamespace(ctx, c, b.Namespace); err != nil {
 		return fail(err)
 	}
 	b.Status.Resources = nil
@@ -129,7 +146,8 @@ func (r *Replicator) DeleteBinding(ctx context.Context, b *osbv1alpha1.SFService
 
 // copySecret copies the replica's bind response Secret from the sister
 // into the binding's Secret on the onboarding cluster, owned by the
-// binding, as the central provisioner writes it.
+// binding, as the central provisioner writes it. A Secret that another
+// object controls is not the replica's response and is not copied.
 func (r *Replicator) copySecret(ctx context.Context, c client.Client, b, replica *osbv1alpha1.SFServiceBinding) error {
 	name := provisioner.BindingSecretName(replica)
 	if replica.Status.Response != nil && replica.Status.Response.SecretRef != "" {
@@ -138,6 +156,9 @@ func (r *Replicator) copySecret(ctx context.Context, c client.Client, b, replica
 	from := &corev1.Secret{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: replica.Namespace, Name: name}, from); err != nil {
 		return fmt.Errorf("get the bind response Secret %s/%s on the sister cluster: %w", replica.Namespace, name, err)
+	}
+	if controlledByOther(from, replica.UID) {
+		return conflict("the bind response Secret %s/%s on the sister cluster belongs to another object than the binding's replica; it is not copied", replica.Namespace, name)
 	}
 	gvk := osbv1alpha1.GroupVersion.WithKind("SFServiceBinding")
 	to := corev1ac.Secret(provisioner.BindingSecretName(b), b.Namespace).
@@ -158,13 +179,14 @@ func (r *Replicator) copySecret(ctx context.Context, c client.Client, b, replica
 }
 
 // bindingReplica returns the replica of b: existing (or a new object) with
-// the original's labels, the replica label and the original's spec.
-func bindingReplica(b, existing *osbv1alpha1.SFServiceBinding) *osbv1alpha1.SFServiceBinding {
+// the original's labels, the labels that say whose replica it is, and the
+// original's spec.
+func (m master) bindingReplica(b, existing *osbv1alpha1.SFServiceBinding) *osbv1alpha1.SFServiceBinding {
 	replica := &osbv1alpha1.SFServiceBinding{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: b.Name}}
 	if existing != nil {
 		replica = existing.DeepCopy()
 	}
-	replica.Labels = replicaLabels(b.Labels)
+	replica.Labels = m.replicaLabels(b.Labels, b.UID)
 	b.Spec.DeepCopyInto(&replica.Spec)
 	return replica
 }

@@ -16,6 +16,13 @@
 //   - the replica: the original's spec (spec.clusterId set to "1", Service
 //     Fabrik's id of the cluster an inter-operator runs on) and labels.
 //
+// A sister may serve other masters and tenants of its own, with the same
+// namespace and object names (identity.go): what the replicator creates
+// carries its master's identity, the UID of its ProviderConfig, and a
+// replica its original's UID. A namespace, replica, catalog entry or bind
+// Secret that is not this master's or this original's is never updated,
+// adopted or deleted; the operation fails with ReplicaConflict.
+//
 // Spec goes to the sister; status (state, error, description, dashboard
 // URL, resources, the binding's response) and the bind response Secret
 // come back, into the original, which the provider runtime writes. A

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -28,19 +29,33 @@ import (
 func (r *Replicator) Instance(ctx context.Context, inst *osbv1alpha1.SFServiceInstance, cfg *interoperatorv1alpha1.ProviderConfig, cc spruntime.ClusterContext, svc *osbv1alpha1.SFService, plan *osbv1alpha1.SFPlan, starting bool) (ctrl.Result, error) {
 	name := cc.WorkloadCluster.Name()
 	fail := func(err error) (ctrl.Result, error) {
+		if uerr, ok := spruntime.AsInvalidUserInput(err); ok {
+			// A conflict ends an operation that runs; one that has
+			// ended keeps its state, and Ready says what is wrong.
+			if starting || !inst.Status.State.IsTerminal() {
+				inst.Status.State = osbv1alpha1.StateFailed
+				inst.Status.Error = uerr.Message
+				inst.Status.Description = uerr.Message
+			}
+			return ctrl.Result{}, err
+		}
 		return ctrl.Result{}, unreachable(inst, name, false, err, &inst.Status.Description)
 	}
-	c, err := r.sister(ctx, cfg.CatalogNamespace(), cc)
+	m, err := masterOf(cfg)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	c, err := r.sister(ctx, cfg.CatalogNamespace(), m, cc)
 	if err != nil {
 		return fail(err)
 	}
-	if err := r.copyCatalog(ctx, c, cfg.CatalogNamespace(), svc, plan); err != nil {
+	if err := r.copyCatalog(ctx, c, m, name, cfg.CatalogNamespace(), svc, plan); err != nil {
 		return fail(err)
 	}
 	if !starting && inst.Status.State.IsTerminal() {
 		return ctrl.Result{}, nil
 	}
-	if err := ensureNamespace(ctx, c, inst.Namespace); err != nil {
+	if err := m.ensureNamespace(ctx, c, name, inst.Namespace); err != nil {
 		return fail(err)
 	}
 	replica := &osbv1alpha1.SFServiceInstance{}
@@ -48,7 +63,7 @@ func (r *Replicator) Instance(ctx context.Context, inst *osbv1alpha1.SFServiceIn
 	if apierrors.IsNotFound(err) {
 		// Also while in progress: a sister that lost its replica gets it
 		// again, the original's spec is what counts.
-		replica = instanceReplica(inst, nil)
+		replica = m.instanceReplica(inst, nil)
 		if err := c.Create(ctx, replica); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fail(fmt.Errorf("create the replica: %w", err))
 		}
@@ -65,7 +80,14 @@ func (r *Replicator) Instance(ctx context.Context, inst *osbv1alpha1.SFServiceIn
 		spruntime.StatusProgressing(inst, ReasonReplicating, inst.Status.Description)
 		return ctrl.Result{RequeueAfter: r.poll}, nil
 	}
-	if want := instanceReplica(inst, replica); !apiequality.Semantic.DeepEqual(want.Spec, replica.Spec) || !maps.Equal(want.Labels, replica.Labels) {
+	if replicaOf(replica.Labels, inst.UID) == foreign {
+		// Another master's replica, an earlier instance's, or the
+		// sister's own instance: never updated, read or deleted. The
+		// message names only what the tenant named itself.
+		return fail(conflict("SFServiceInstance %s/%s exists on SFCluster %s and is not this instance's replica (it belongs to another master, an earlier instance or the cluster itself); "+
+			"a replica is never taken over: delete this instance and use another name", inst.Namespace, inst.Name, name))
+	}
+	if want := m.instanceReplica(inst, replica); !apiequality.Semantic.DeepEqual(want.Spec, replica.Spec) || !maps.Equal(want.Labels, replica.Labels) {
 		if err := c.Update(ctx, want); err != nil {
 			return fail(fmt.Errorf("update the replica: %w", err))
 		}
@@ -99,12 +121,16 @@ func (r *Replicator) DeleteInstance(ctx context.Context, inst *osbv1alpha1.SFSer
 	fail := func(err error) (ctrl.Result, error) {
 		return ctrl.Result{}, unreachable(inst, name, true, err, &inst.Status.Description)
 	}
-	c, err := r.sister(ctx, cfg.CatalogNamespace(), cc)
+	m, err := masterOf(cfg)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	c, err := r.sister(ctx, cfg.CatalogNamespace(), m, cc)
 	if err != nil {
 		return fail(err)
 	}
 	replica := &osbv1alpha1.SFServiceInstance{}
-	gone, err := deleteReplica(ctx, c, client.ObjectKeyFromObject(inst), replica)
+	gone, err := m.deleteReplica(ctx, c, client.ObjectKeyFromObject(inst), inst.UID, replica)
 	if err != nil {
 		return fail(err)
 	}
@@ -117,7 +143,7 @@ func (r *Replicator) DeleteInstance(ctx context.Context, inst *osbv1alpha1.SFSer
 		spruntime.StatusTerminatingWithReason(inst, ReasonDeletingReplica, inst.Status.Description)
 		return ctrl.Result{RequeueAfter: r.poll}, nil
 	}
-	if err := cleanupNamespace(ctx, c, inst.Namespace); err != nil {
+	if err := m.cleanupNamespace(ctx, c, inst.Namespace); err != nil {
 		return fail(err)
 	}
 	inst.Status.Resources = nil
@@ -166,14 +192,14 @@ func (r *Replicator) settle(obj spruntime.API, replicaConditions *[]metav1.Condi
 }
 
 // instanceReplica returns the replica of inst: existing (or a new object)
-// with the original's labels, the replica label and the original's spec on
-// the sister's own cluster.
-func instanceReplica(inst, existing *osbv1alpha1.SFServiceInstance) *osbv1alpha1.SFServiceInstance {
+// with the original's labels, the labels that say whose replica it is, and
+// the original's spec on the sister's own cluster.
+func (m master) instanceReplica(inst, existing *osbv1alpha1.SFServiceInstance) *osbv1alpha1.SFServiceInstance {
 	replica := &osbv1alpha1.SFServiceInstance{ObjectMeta: metav1.ObjectMeta{Namespace: inst.Namespace, Name: inst.Name}}
 	if existing != nil {
 		replica = existing.DeepCopy()
 	}
-	replica.Labels = replicaLabels(inst.Labels)
+	replica.Labels = m.replicaLabels(inst.Labels, inst.UID)
 	inst.Spec.DeepCopyInto(&replica.Spec)
 	replica.Spec.ClusterID = SisterClusterID
 	return replica
@@ -194,16 +220,6 @@ func copyInstanceStatus(inst, replica *osbv1alpha1.SFServiceInstance) {
 		inst.Status.AppliedSpec = replica.Status.AppliedSpec.DeepCopy()
 		inst.Status.AppliedSpec.ClusterID = inst.Spec.ClusterID
 	}
-}
-
-// replicaLabels returns the original's labels and the replica label.
-func replicaLabels(original map[string]string) map[string]string {
-	out := maps.Clone(original)
-	if out == nil {
-		out = map[string]string{}
-	}
-	out[LabelReplica] = "true"
-	return out
 }
 
 // processed reports whether the sister's inter-operator has looked at the
@@ -228,30 +244,53 @@ func startState(s osbv1alpha1.State) osbv1alpha1.State {
 	return osbv1alpha1.StateInQueue
 }
 
-// ensureNamespace creates the namespace name on the sister, labelled as the
-// replicator's, unless it exists.
-func ensureNamespace(ctx context.Context, c client.Client, name string) error {
+// ensureNamespace creates the namespace name on the sister, labelled as
+// this master's, unless it exists. An existing namespace must be this
+// master's: one an earlier replicator created is claimed (labelled), any
+// other is a conflict. A sister's own tenants, or another master's, may
+// have a namespace of the same name, and a replica there would be theirs
+// to read and change.
+func (m master) ensureNamespace(ctx context.Context, c client.Client, cluster, name string) error {
 	ns := &corev1.Namespace{}
 	err := c.Get(ctx, client.ObjectKey{Name: name}, ns)
 	switch {
-	case err == nil:
-		if ns.DeletionTimestamp != nil {
-			return fmt.Errorf("the namespace %s is being deleted on the sister cluster; waiting", name)
+	case apierrors.IsNotFound(err):
+		ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelReplica: "true", LabelMaster: string(m)}}}
+		if err := c.Create(ctx, ns); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				// Created since the read: look at whose it is next time.
+				return fmt.Errorf("namespace %s appeared on the sister cluster while it was created; retrying", name)
+			}
+			return fmt.Errorf("create namespace %s: %w", name, err)
 		}
 		return nil
-	case !apierrors.IsNotFound(err):
+	case err != nil:
 		return fmt.Errorf("get namespace %s: %w", name, err)
 	}
-	ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelReplica: "true"}}}
-	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create namespace %s: %w", name, err)
+	switch m.namespaceOf(ns.Labels) {
+	case foreign:
+		return conflict("the namespace %s on SFCluster %s was not created by this inter-operator for its replicas (it belongs to another master or to the cluster itself); "+
+			"replicas are never put into it", name, cluster)
+	case legacy:
+		// Optimistic: a namespace relabelled since the read is looked at
+		// again.
+		patch := client.MergeFromWithOptions(ns.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		ns.Labels[LabelMaster] = string(m)
+		if err := c.Patch(ctx, ns, patch); err != nil {
+			return fmt.Errorf("label namespace %s as this inter-operator's: %w", name, err)
+		}
+		logf.FromContext(ctx).Info("Claimed a namespace an earlier version created for replicas", "namespace", name)
+	}
+	if ns.DeletionTimestamp != nil {
+		return fmt.Errorf("the namespace %s is being deleted on the sister cluster; waiting", name)
 	}
 	return nil
 }
 
-// cleanupNamespace deletes the namespace name on the sister when the
-// replicator created it and no replica is left in it.
-func cleanupNamespace(ctx context.Context, c client.Client, name string) error {
+// cleanupNamespace deletes the namespace name on the sister when this
+// master (or an earlier replicator) created it and no replica is left in
+// it.
+func (m master) cleanupNamespace(ctx context.Context, c client.Client, name string) error {
 	ns := &corev1.Namespace{}
 	if err := c.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -259,7 +298,7 @@ func cleanupNamespace(ctx context.Context, c client.Client, name string) error {
 		}
 		return fmt.Errorf("get namespace %s: %w", name, err)
 	}
-	if ns.Labels[LabelReplica] != "true" || ns.DeletionTimestamp != nil {
+	if m.namespaceOf(ns.Labels) == foreign || ns.DeletionTimestamp != nil {
 		return nil
 	}
 	for _, list := range []client.ObjectList{&osbv1alpha1.SFServiceInstanceList{}, &osbv1alpha1.SFServiceBindingList{}} {
@@ -273,7 +312,8 @@ func cleanupNamespace(ctx context.Context, c client.Client, name string) error {
 			return nil
 		}
 	}
-	if err := c.Delete(ctx, ns); err != nil && !apierrors.IsNotFound(err) {
+	uid := ns.UID
+	if err := c.Delete(ctx, ns, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("delete namespace %s: %w", name, err)
 	}
 	logf.FromContext(ctx).V(1).Info("Deleted the replicas' namespace on the sister cluster", "namespace", name)
@@ -282,9 +322,14 @@ func cleanupNamespace(ctx context.Context, c client.Client, name string) error {
 
 // copyCatalog copies the service and plan of an instance into the
 // namespace catalog on the sister (created when missing), where the
-// sister's inter-operator finds them.
-func (r *Replicator) copyCatalog(ctx context.Context, c client.Client, catalog string, svc *osbv1alpha1.SFService, plan *osbv1alpha1.SFPlan) error {
+// sister's inter-operator finds them. It never overwrites an entry another
+// master copied or the sister's own, nor adds one whose id such an entry
+// has (the sister's inter-operator would render this master's instances
+// with the oldest entry of an id).
+func (r *Replicator) copyCatalog(ctx context.Context, c client.Client, m master, cluster, catalog string, svc *osbv1alpha1.SFService, plan *osbv1alpha1.SFPlan) error {
 	if err := c.Get(ctx, client.ObjectKey{Name: catalog}, &corev1.Namespace{}); apierrors.IsNotFound(err) {
+		// Shared by every master of the sister, whose inter-operator
+		// reads one catalog namespace: the entries say whose they are.
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: catalog}}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create the catalog namespace %s: %w", catalog, err)
 		}
@@ -292,44 +337,106 @@ func (r *Replicator) copyCatalog(ctx context.Context, c client.Client, catalog s
 		return fmt.Errorf("get the catalog namespace %s: %w", catalog, err)
 	}
 	gotSvc := &osbv1alpha1.SFService{}
-	if err := copySpec(ctx, c, gotSvc, catalog, svc.Name, svc.Labels, func() bool {
-		same := apiequality.Semantic.DeepEqual(gotSvc.Spec, svc.Spec)
-		svc.Spec.DeepCopyInto(&gotSvc.Spec)
-		return same
+	if err := m.copySpec(ctx, c, catalogCopy{
+		obj: gotSvc, list: &osbv1alpha1.SFServiceList{}, kind: "SFService", cluster: cluster, namespace: catalog, name: svc.Name, id: svc.Spec.ID, labels: svc.Labels,
+		idOf: func(o client.Object) string { return o.(*osbv1alpha1.SFService).Spec.ID },
+		setSpec: func() bool {
+			same := apiequality.Semantic.DeepEqual(gotSvc.Spec, svc.Spec)
+			svc.Spec.DeepCopyInto(&gotSvc.Spec)
+			return same
+		},
 	}); err != nil {
-		return fmt.Errorf("copy SFService %s: %w", svc.Name, err)
+		return err
 	}
 	gotPlan := &osbv1alpha1.SFPlan{}
-	if err := copySpec(ctx, c, gotPlan, catalog, plan.Name, plan.Labels, func() bool {
-		same := apiequality.Semantic.DeepEqual(gotPlan.Spec, plan.Spec)
-		plan.Spec.DeepCopyInto(&gotPlan.Spec)
-		return same
-	}); err != nil {
-		return fmt.Errorf("copy SFPlan %s: %w", plan.Name, err)
+	return m.copySpec(ctx, c, catalogCopy{
+		obj: gotPlan, list: &osbv1alpha1.SFPlanList{}, kind: "SFPlan", cluster: cluster, namespace: catalog, name: plan.Name, id: plan.Spec.ID, labels: plan.Labels,
+		idOf: func(o client.Object) string { return o.(*osbv1alpha1.SFPlan).Spec.ID },
+		setSpec: func() bool {
+			same := apiequality.Semantic.DeepEqual(gotPlan.Spec, plan.Spec)
+			plan.Spec.DeepCopyInto(&gotPlan.Spec)
+			return same
+		},
+	})
+}
+
+// catalogCopy is one catalog entry copySpec copies.
+type catalogCopy struct {
+	// obj receives the entry on the sister; list lists its kind.
+	obj  client.Object
+	list client.ObjectList
+	// kind, cluster, namespace and name say which entry, for messages.
+	kind, cluster, namespace, name string
+	// id is the entry's OSB id, idOf reads it from an entry; labels are
+	// the master's entry's labels.
+	id     string
+	idOf   func(client.Object) string
+	labels map[string]string
+	// setSpec copies the master's spec into obj and reports whether it
+	// was the same already.
+	setSpec func() bool
+}
+
+// copySpec creates or updates an entry on the sister with the master's
+// labels and spec. An existing entry another master copied is a conflict;
+// one without a master label (the sister's own, or an earlier
+// replicator's copy) is claimed only while its spec is the same as the
+// master's, when taking it changes nothing the sister renders.
+func (m master) copySpec(ctx context.Context, c client.Client, e catalogCopy) error {
+	obj := e.obj
+	err := c.Get(ctx, client.ObjectKey{Namespace: e.namespace, Name: e.name}, obj)
+	if apierrors.IsNotFound(err) {
+		if err := m.checkID(ctx, c, e); err != nil {
+			return err
+		}
+		obj.SetNamespace(e.namespace)
+		obj.SetName(e.name)
+		obj.SetLabels(m.catalogLabels(e.labels))
+		obj.SetResourceVersion("")
+		e.setSpec()
+		if err := c.Create(ctx, obj); err != nil {
+			return fmt.Errorf("copy %s %s: %w", e.kind, e.name, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("copy %s %s: %w", e.kind, e.name, err)
+	}
+	whose := m.catalogEntryOf(obj.GetLabels())
+	same := e.setSpec()
+	switch {
+	case whose == foreign:
+		return conflict("%s %s in namespace %s on SFCluster %s was copied there by another master; it is never overwritten: give the entry another name", e.kind, e.name, e.namespace, e.cluster)
+	case whose == legacy && !same:
+		return conflict("%s %s in namespace %s on SFCluster %s was not copied there by this inter-operator and differs from its own; it is never overwritten: "+
+			"give the entry another name, or label it %s=<UID of this inter-operator's ProviderConfig> if it is this one's copy", e.kind, e.name, e.namespace, e.cluster, LabelMaster)
+	}
+	want := m.catalogLabels(e.labels)
+	if same && maps.Equal(obj.GetLabels(), want) {
+		return nil
+	}
+	if err := m.checkID(ctx, c, e); err != nil {
+		return err
+	}
+	obj.SetLabels(want)
+	if err := c.Update(ctx, obj); err != nil {
+		return fmt.Errorf("copy %s %s: %w", e.kind, e.name, err)
 	}
 	return nil
 }
 
-// copySpec creates or updates obj, namespace/name on the sister, with
-// labels and the spec that setSpec copies into it (it reports whether the
-// spec was the same already).
-func copySpec(ctx context.Context, c client.Client, obj client.Object, namespace, name string, labels map[string]string, setSpec func() bool) error {
-	err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj)
-	if apierrors.IsNotFound(err) {
-		obj.SetNamespace(namespace)
-		obj.SetName(name)
-		obj.SetLabels(maps.Clone(labels))
-		obj.SetResourceVersion("")
-		setSpec()
-		return c.Create(ctx, obj)
+// checkID refuses to write the entry when another entry of its kind on
+// the sister, not this master's, has its id.
+func (m master) checkID(ctx context.Context, c client.Client, e catalogCopy) error {
+	if err := c.List(ctx, e.list, client.InNamespace(e.namespace)); err != nil {
+		return fmt.Errorf("list the %ss in namespace %s: %w", e.kind, e.namespace, err)
 	}
-	if err != nil {
-		return err
-	}
-	sameLabels := maps.Equal(obj.GetLabels(), labels)
-	if setSpec() && sameLabels {
-		return nil
-	}
-	obj.SetLabels(maps.Clone(labels))
-	return c.Update(ctx, obj)
+	return apimeta.EachListItem(e.list, func(o runtime.Object) error {
+		other, ok := o.(client.Object)
+		if !ok || other.GetName() == e.name || other.GetDeletionTimestamp() != nil || e.idOf(other) != e.id || m.catalogEntryOf(other.GetLabels()) == mine {
+			return nil
+		}
+		return conflict("another %s in namespace %s on SFCluster %s, not copied there by this inter-operator, has the id %q of %s %s; "+
+			"the cluster's inter-operator could render with it, so %s is not copied", e.kind, e.namespace, e.cluster, e.id, e.kind, e.name, e.name)
+	})
 }

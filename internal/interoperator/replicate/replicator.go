@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -36,7 +37,7 @@ import (
 // LabelReplica marks, on a sister cluster, what the replicator created:
 // the replicas (value "true"), whose changes it watches, and the
 // namespaces it created for them, which it deletes once they are empty of
-// replicas.
+// replicas. Whose they are, LabelMaster and LabelOriginal say.
 const LabelReplica = "interoperator.marketplane.io/replica"
 
 // SisterClusterID is the spec.clusterId of a replica: Service Fabrik's id
@@ -94,11 +95,12 @@ var (
 )
 
 // sister is one replicate-mode SFCluster: the client it was set up with
-// (a new kubeconfig makes a new one), and its cache once the CRDs are
-// there.
+// (a new kubeconfig makes a new one), the master identity its cache
+// selects the replicas of, and its cache once the CRDs are there.
 type sister struct {
 	mu      sync.Mutex
 	cluster *spruntime.Cluster
+	master  master
 	ready   bool
 	cancel  context.CancelFunc
 }
@@ -237,22 +239,24 @@ func (s *sister) stopCache() {
 }
 
 // sister returns the client of the sister of cc, registered in the catalog
-// namespace, after making sure that the CRDs are there and that its
-// replicas are watched.
-func (r *Replicator) sister(ctx context.Context, catalog string, cc spruntime.ClusterContext) (client.Client, error) {
+// namespace, after making sure that the CRDs are there and that the
+// replicas of master m are watched.
+func (r *Replicator) sister(ctx context.Context, catalog string, m master, cc spruntime.ClusterContext) (client.Client, error) {
 	if cc.WorkloadCluster == nil {
 		return nil, errors.New("no sister cluster")
 	}
 	key := types.NamespacedName{Namespace: catalog, Name: cc.WorkloadCluster.Name()}
 	r.mu.Lock()
 	s := r.sisters[key]
-	if s == nil || s.cluster != cc.WorkloadCluster {
+	if s == nil || s.cluster != cc.WorkloadCluster || s.master != m {
 		// New, or the registry has a new client because the kubeconfig
-		// changed: the old cache watches with stale credentials.
+		// changed: the old cache watches with stale credentials; or the
+		// ProviderConfig was created again, and the cache selects
+		// another master's replicas.
 		if s != nil {
 			go s.stopCache()
 		}
-		s = &sister{cluster: cc.WorkloadCluster}
+		s = &sister{cluster: cc.WorkloadCluster, master: m}
 		r.sisters[key] = s
 	}
 	r.mu.Unlock()
@@ -266,7 +270,7 @@ func (r *Replicator) sister(ctx context.Context, catalog string, cc spruntime.Cl
 	if err := r.installCRDs(ctx, c); err != nil {
 		return nil, err
 	}
-	cancel, err := r.watch(cc.WorkloadCluster.RESTConfig())
+	cancel, err := r.watch(cc.WorkloadCluster.RESTConfig(), m)
 	if err != nil {
 		return nil, err
 	}
@@ -298,10 +302,12 @@ func (r *Replicator) installCRDs(ctx context.Context, c client.Client) error {
 	return nil
 }
 
-// watch starts a cache of the replicas on the cluster of cfg and returns
-// its stop function.
-func (r *Replicator) watch(cfg *rest.Config) (context.CancelFunc, error) {
-	replicas := labels.SelectorFromSet(labels.Set{LabelReplica: "true"})
+// watch starts a cache of the replicas of master m on the cluster of cfg
+// and returns its stop function. Other masters' replicas, which may have
+// the names of m's originals, are not in it, so their changes wake no
+// original.
+func (r *Replicator) watch(cfg *rest.Config, m master) (context.CancelFunc, error) {
+	replicas := labels.SelectorFromSet(labels.Set{LabelReplica: "true", LabelMaster: string(m)})
 	c, err := cache.New(rest.CopyConfig(cfg), cache.Options{
 		Scheme: r.scheme,
 		ByObject: map[client.Object]cache.ByObject{
@@ -336,7 +342,8 @@ func (r *Replicator) watch(cfg *rest.Config) (context.CancelFunc, error) {
 			if !ok {
 				return
 			}
-			// The original has the replica's namespace and name.
+			// The original has the replica's namespace and name; the
+			// controller compares the UIDs.
 			original := w.empty()
 			original.SetNamespace(replica.GetNamespace())
 			original.SetName(replica.GetName())
@@ -362,18 +369,38 @@ func (r *Replicator) watch(cfg *rest.Config) (context.CancelFunc, error) {
 	return cancel, nil
 }
 
-// deleteReplica deletes the replica at key on the sister c, read into
-// replica, unless it is already being deleted, and reports whether it is
-// gone (a sister without the kind has none).
-func deleteReplica(ctx context.Context, c client.Client, key client.ObjectKey, replica client.Object) (gone bool, err error) {
+// deleteReplica deletes the replica of the original with uid at key on
+// the sister c, read into replica, unless it is already being deleted, and
+// reports whether it is gone (a sister without the kind has none). An
+// object at key that is not the original's replica (another master's,
+// another original's, the sister's own; an earlier replicator's outside
+// a namespace of this master's) is left alone and counts as gone.
+func (m master) deleteReplica(ctx context.Context, c client.Client, key client.ObjectKey, uid types.UID, replica client.Object) (gone bool, err error) {
 	if err := c.Get(ctx, key, replica); err != nil {
 		if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
 			return true, nil
 		}
 		return false, fmt.Errorf("get the replica: %w", err)
 	}
+	switch replicaOf(replica.GetLabels(), uid) {
+	case foreign:
+		logf.FromContext(ctx).V(1).Info("Leaving an object that is not the replica alone", "kind", fmt.Sprintf("%T", replica), "name", key.Name)
+		return true, nil
+	case legacy:
+		ns := &corev1.Namespace{}
+		if err := c.Get(ctx, client.ObjectKey{Name: key.Namespace}, ns); err != nil && !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("get namespace %s: %w", key.Namespace, err)
+		}
+		if m.namespaceOf(ns.Labels) == foreign {
+			logf.FromContext(ctx).V(1).Info("Leaving an object in another's namespace alone", "kind", fmt.Sprintf("%T", replica), "name", key.Name)
+			return true, nil
+		}
+	}
 	if replica.GetDeletionTimestamp() == nil {
-		if err := c.Delete(ctx, replica); err != nil && !apierrors.IsNotFound(err) {
+		// The precondition keeps an object that replaced the one read
+		// from being deleted in its place.
+		uid := replica.GetUID()
+		if err := c.Delete(ctx, replica, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return false, fmt.Errorf("delete the replica: %w", err)
 		}
 		logf.FromContext(ctx).V(1).Info("Deleting the replica", "kind", fmt.Sprintf("%T", replica), "name", key.Name)

@@ -107,11 +107,14 @@ func TestGoesReady(t *testing.T) {
 	}
 
 	ns := &corev1.Namespace{}
-	if err := landscape.Workload.Client.Get(ctx, client.ObjectKey{Name: controller.WorkloadNamespace(obj)}, ns); err != nil {
+	if err := landscape.Workload.Client.Get(ctx, client.ObjectKey{Name: controller.WorkloadNamespace(p.name, obj)}, ns); err != nil {
 		t.Fatalf("the workload namespace: %v", err)
 	}
 	if got := ns.Annotations[controller.OwnerAnnotation]; got != p.tenant+"/"+mcpName {
 		t.Errorf("workload namespace annotation %s = %q, want %q", controller.OwnerAnnotation, got, p.tenant+"/"+mcpName)
+	}
+	if got := ns.Labels[controller.OwnerUIDLabel]; got != string(obj.UID) {
+		t.Errorf("workload namespace label %s = %q, want the Sample's UID %s", controller.OwnerUIDLabel, got, obj.UID)
 	}
 }
 
@@ -424,7 +427,7 @@ func TestWorkload(t *testing.T) {
 	}
 	ctx := context.Background()
 	wl := landscape.Workload.Client
-	key := client.ObjectKey{Namespace: controller.ServerNamespace, Name: controller.ServerName(obj)}
+	key := client.ObjectKey{Namespace: controller.ServerNamespace, Name: controller.ServerName(p.name, obj)}
 	deploy := &appsv1.Deployment{}
 	if err := wl.Get(ctx, key, deploy); err != nil {
 		t.Fatalf("the server Deployment %s: %v", key, err)

@@ -36,14 +36,22 @@ const (
 
 // Labels and annotations on what the provider creates.
 const (
-	// ManagedByLabel names the provider that manages an object.
+	// ManagedByLabel names the provider that manages an object. The
+	// provider changes and deletes only objects that carry its name here
+	// (and, in the shared workload cluster, the object's UID).
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	// VersionAnnotation records the version of the domain service (the
 	// Sample's spec.version, or the ProviderConfig's default).
 	VersionAnnotation = "sample.services.openmcp.cloud/version"
 	// OwnerAnnotation records the Sample ("namespace/name") a workload
-	// namespace belongs to.
+	// namespace or server belongs to, for people; OwnerUIDLabel decides.
 	OwnerAnnotation = "sample.services.openmcp.cloud/owner"
+	// OwnerUIDLabel holds the UID of the Sample a workload namespace or
+	// server belongs to. The API server assigns UIDs and nobody can choose
+	// one, so a namespace or Deployment with the name the provider
+	// computes, but without the object's UID (an orphaned object's of the
+	// same name, another provider's), is never taken over or deleted.
+	OwnerUIDLabel = "sample.services.openmcp.cloud/owner-uid"
 	// NameLabel and InstanceLabel select the pods of a Sample's server:
 	// the server's name and the Sample it serves (its ServerName).
 	NameLabel     = "app.kubernetes.io/name"
@@ -79,6 +87,15 @@ const (
 	// ReasonUnsupportedVersion: spec.version is not one the
 	// ProviderConfig offers (invalid user input).
 	ReasonUnsupportedVersion = "UnsupportedVersion"
+	// ReasonCRDConflict: the DomainServiceAPI's CRD exists in the MCP
+	// cluster and this provider does not manage it (ManagedByLabel): it is
+	// never taken over or deleted (invalid user input).
+	ReasonCRDConflict = "CRDConflict"
+	// ReasonWorkloadConflict: the object's namespace or server Deployment
+	// exists in the workload cluster and is not the object's
+	// (OwnerUIDLabel): it is never taken over or deleted (invalid user
+	// input).
+	ReasonWorkloadConflict = "WorkloadConflict"
 	// ReasonWorkloadNotReady: the server Deployment (ProviderConfig
 	// spec.workload) is not Available yet; the message says how many of
 	// its replicas are.
@@ -138,6 +155,19 @@ func desiredCRD(providerName, version string) *apiextensionsv1.CustomResourceDef
 			}},
 		},
 	}
+}
+
+// managedBy reports whether o carries the ManagedByLabel of the provider
+// providerName.
+func managedBy(o metav1.Object, providerName string) bool {
+	return o.GetLabels()[ManagedByLabel] == providerName
+}
+
+// crdConflict is the error of a DomainServiceAPI CRD in the MCP cluster
+// that this provider does not manage: another provider's, or the
+// tenant's own.
+func crdConflict(name string) error {
+	return spruntime.InvalidUserInput(ReasonCRDConflict, "CRD %s in the MCP cluster is not managed by this provider (label %s); it is never taken over or deleted: delete it first if it is not needed", name, ManagedByLabel)
 }
 
 // applyCRD makes crd (as read from the cluster, or new) what want says,
@@ -203,10 +233,14 @@ func merge(dst, src map[string]string) map[string]string {
 }
 
 // WorkloadNamespace is the namespace in the workload cluster that belongs to
-// obj. Objects of the same name in different onboarding namespaces share
-// the workload cluster, so the name hashes both.
-func WorkloadNamespace(obj *apiv1alpha1.Sample) string {
-	sum := sha256.Sum256([]byte(obj.Namespace + "/" + obj.Name))
+// obj of the provider providerName. The workload cluster is shared: with
+// objects of the same name in other onboarding namespaces, and with other
+// providers, whose kinds may have the same name; so the name hashes the
+// provider, the group and kind, and the object's namespace and name. A
+// name proves nothing, though: OwnerUIDLabel says whose a namespace is.
+func WorkloadNamespace(providerName string, obj *apiv1alpha1.Sample) string {
+	id := strings.Join([]string{providerName, apiv1alpha1.GroupVersion.Group, "Sample", obj.Namespace, obj.Name}, "/")
+	sum := sha256.Sum256([]byte(id))
 	prefix := "sample"
 	if len(prefix) > 40 {
 		prefix = prefix[:40]
@@ -215,8 +249,30 @@ func WorkloadNamespace(obj *apiv1alpha1.Sample) string {
 }
 
 // ServerName is the name of obj's server Deployment in ServerNamespace:
-// unique per Sample like its WorkloadNamespace, whose name it shares.
-func ServerName(obj *apiv1alpha1.Sample) string { return WorkloadNamespace(obj) }
+// unique per provider and Sample like its WorkloadNamespace, whose name it
+// shares.
+func ServerName(providerName string, obj *apiv1alpha1.Sample) string {
+	return WorkloadNamespace(providerName, obj)
+}
+
+// ownerLabels are the labels that make a namespace or Deployment in the
+// workload cluster obj's.
+func ownerLabels(providerName string, obj *apiv1alpha1.Sample) map[string]string {
+	return map[string]string{ManagedByLabel: providerName, OwnerUIDLabel: string(obj.UID)}
+}
+
+// ownedBy reports whether o, in the workload cluster, is obj's: it carries
+// the provider's ManagedByLabel and obj's UID.
+func ownedBy(o metav1.Object, providerName string, obj *apiv1alpha1.Sample) bool {
+	l := o.GetLabels()
+	return l[ManagedByLabel] == providerName && obj.UID != "" && l[OwnerUIDLabel] == string(obj.UID)
+}
+
+// workloadConflict is the error of a namespace or Deployment in the
+// workload cluster that has the name obj's would have but is not obj's.
+func workloadConflict(what string) error {
+	return spruntime.InvalidUserInput(ReasonWorkloadConflict, "%s in the workload cluster exists and belongs to another object (one deleted with the Orphan policy, or another provider's); it is never taken over or deleted", what)
+}
 
 // serverReplicas is how many replicas w asks for: one when unset.
 func serverReplicas(w *apiv1alpha1.Workload) int32 {
@@ -229,12 +285,12 @@ func serverReplicas(w *apiv1alpha1.Workload) int32 {
 // desiredServer returns obj's server Deployment as the provider
 // providerName runs it for w.
 func desiredServer(providerName string, obj *apiv1alpha1.Sample, w *apiv1alpha1.Workload) *appsv1.Deployment {
-	selector := map[string]string{NameLabel: ServerAppName, InstanceLabel: ServerName(obj)}
+	selector := map[string]string{NameLabel: ServerAppName, InstanceLabel: ServerName(providerName, obj)}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        ServerName(obj),
+			Name:        ServerName(providerName, obj),
 			Namespace:   ServerNamespace,
-			Labels:      merge(map[string]string{ManagedByLabel: providerName}, selector),
+			Labels:      merge(ownerLabels(providerName, obj), selector),
 			Annotations: map[string]string{OwnerAnnotation: obj.Namespace + "/" + obj.Name},
 		},
 		Spec: appsv1.DeploymentSpec{

@@ -79,14 +79,18 @@ func (r *Reconciler) Observe(ctx context.Context, obj *apiv1alpha1.Sample, cfg *
 		return spruntime.Observation{Exists: true, Drift: fmt.Sprintf("CRD %s in the MCP cluster is not established", want.Name)}, nil
 	}
 	ns := &corev1.Namespace{}
-	if err := clusters.WorkloadCluster.Client().Get(ctx, client.ObjectKey{Name: WorkloadNamespace(obj)}, ns); err != nil {
+	nsName := WorkloadNamespace(r.providerName, obj)
+	if err := clusters.WorkloadCluster.Client().Get(ctx, client.ObjectKey{Name: nsName}, ns); err != nil {
 		if apierrors.IsNotFound(err) {
-			return spruntime.Observation{Exists: true, Drift: fmt.Sprintf("namespace %s is missing in the workload cluster", WorkloadNamespace(obj))}, nil
+			return spruntime.Observation{Exists: true, Drift: fmt.Sprintf("namespace %s is missing in the workload cluster", nsName)}, nil
 		}
-		return spruntime.Observation{}, fmt.Errorf("get namespace %s in the workload cluster: %w", WorkloadNamespace(obj), err)
+		return spruntime.Observation{}, fmt.Errorf("get namespace %s in the workload cluster: %w", nsName, err)
 	}
 	if !ns.DeletionTimestamp.IsZero() {
 		return spruntime.Observation{Exists: true, Drift: fmt.Sprintf("namespace %s in the workload cluster is being deleted", ns.Name)}, nil
+	}
+	if !ownedBy(ns, r.providerName, obj) {
+		return spruntime.Observation{Exists: true, Drift: fmt.Sprintf("namespace %s in the workload cluster belongs to another object", ns.Name)}, nil
 	}
 	if drift, err := r.observeServer(ctx, obj, cfg, clusters.WorkloadCluster.Client()); err != nil || drift != "" {
 		return spruntime.Observation{Exists: true, Drift: drift}, err
@@ -118,6 +122,11 @@ func (r *Reconciler) CreateOrUpdate(ctx context.Context, obj *apiv1alpha1.Sample
 			// Someone deleted it; it can be created again once it is gone.
 			return fmt.Errorf("CRD %s is being deleted; waiting until it is gone", crd.Name)
 		}
+		if crd.ResourceVersion != "" && !managedBy(crd, r.providerName) {
+			// Another provider's, or the tenant's own: taking it over
+			// would change, and Delete would delete, what is not ours.
+			return crdConflict(crd.Name)
+		}
 		applyCRD(crd, want)
 		return nil
 	})
@@ -126,19 +135,9 @@ func (r *Reconciler) CreateOrUpdate(ctx context.Context, obj *apiv1alpha1.Sample
 	}
 	log.V(1).Info("Applied the DomainServiceAPI", "crd", want.Name, "version", v, "operation", op)
 
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: WorkloadNamespace(obj)}}
-	op, err = controllerutil.CreateOrUpdate(ctx, clusters.WorkloadCluster.Client(), ns, func() error {
-		if !ns.DeletionTimestamp.IsZero() {
-			return fmt.Errorf("namespace %s is being deleted; waiting until it is gone", ns.Name)
-		}
-		ns.Labels = merge(ns.Labels, map[string]string{ManagedByLabel: r.providerName})
-		ns.Annotations = merge(ns.Annotations, map[string]string{OwnerAnnotation: obj.Namespace + "/" + obj.Name})
-		return nil
-	})
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("apply namespace %s in the workload cluster: %w", ns.Name, err)
+	if err := r.ensureNamespace(ctx, obj, clusters.WorkloadCluster.Client()); err != nil {
+		return ctrl.Result{}, err
 	}
-	log.V(1).Info("Applied the workload namespace", "namespace", ns.Name, "operation", op)
 
 	server, err := r.applyServer(ctx, obj, cfg, clusters.WorkloadCluster.Client())
 	if err != nil {
@@ -171,9 +170,10 @@ func (r *Reconciler) UserResources(ctx context.Context, _ *apiv1alpha1.Sample, _
 		}
 		return nil, fmt.Errorf("get CRD %s in the MCP cluster: %w", DomainCRDName, err)
 	}
-	if !crd.DeletionTimestamp.IsZero() {
-		// Delete has begun; the API server removes the remaining objects
-		// with the CRD.
+	if !crd.DeletionTimestamp.IsZero() || !managedBy(crd, r.providerName) {
+		// Delete has begun, and the API server removes the remaining
+		// objects with the CRD; or the CRD is not this provider's, and
+		// Delete leaves it and its objects alone.
 		return nil, nil
 	}
 	list := &unstructured.UnstructuredList{}
@@ -197,31 +197,50 @@ func (r *Reconciler) UserResources(ctx context.Context, _ *apiv1alpha1.Sample, _
 // Delete implements spruntime.Reconciler: it removes the DomainServiceAPI
 // from the MCP cluster, and the object's server Deployment and namespace from the
 // workload cluster, and reports done (a zero Result) once the CRD is gone.
+// It deletes only what this provider manages and, in the workload cluster,
+// what carries the object's UID: anything else of the same name is
+// left alone and counts as gone.
 func (r *Reconciler) Delete(ctx context.Context, obj *apiv1alpha1.Sample, _ *apiv1alpha1.ProviderConfig, clusters spruntime.ClusterContext) (ctrl.Result, error) {
 	spruntime.StatusTerminating(obj)
+	log := logf.FromContext(ctx)
 	c := clusters.MCPCluster.Client()
-	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: DomainCRDName}}
-	if err := c.Delete(ctx, crd); client.IgnoreNotFound(err) != nil {
-		return ctrl.Result{}, fmt.Errorf("delete CRD %s in the MCP cluster: %w", DomainCRDName, err)
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	err := c.Get(ctx, client.ObjectKey{Name: DomainCRDName}, crd)
+	if client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("get CRD %s in the MCP cluster: %w", DomainCRDName, err)
+	}
+	mine := err == nil && managedBy(crd, r.providerName)
+	if err == nil && !mine {
+		log.V(1).Info("Leaving a CRD this provider does not manage alone", "crd", DomainCRDName)
+	}
+	if mine && crd.DeletionTimestamp.IsZero() {
+		// The precondition keeps a CRD that replaced the one read from
+		// being deleted in its place.
+		uid := crd.UID
+		if err := c.Delete(ctx, crd, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			return ctrl.Result{}, fmt.Errorf("delete CRD %s in the MCP cluster: %w", DomainCRDName, err)
+		}
 	}
 	// Whether or not the ProviderConfig still sets spec.workload: a server
 	// started before it was unset goes too. Its pods go with it (the
 	// cluster's garbage collector), so that is not waited for.
-	server := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ServerNamespace, Name: ServerName(obj)}}
-	if err := clusters.WorkloadCluster.Client().Delete(ctx, server); client.IgnoreNotFound(err) != nil {
-		return ctrl.Result{}, fmt.Errorf("delete Deployment %s/%s in the workload cluster: %w", server.Namespace, server.Name, err)
+	wl := clusters.WorkloadCluster.Client()
+	if err := r.deleteOwned(ctx, wl, obj, &appsv1.Deployment{}, client.ObjectKey{Namespace: ServerNamespace, Name: ServerName(r.providerName, obj)}); err != nil {
+		return ctrl.Result{}, err
 	}
 	// The namespace's contents go with it; the cluster finishes that
 	// without the provider, so its deletion is not waited for.
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: WorkloadNamespace(obj)}}
-	if err := clusters.WorkloadCluster.Client().Delete(ctx, ns); client.IgnoreNotFound(err) != nil {
-		return ctrl.Result{}, fmt.Errorf("delete namespace %s in the workload cluster: %w", ns.Name, err)
+	if err := r.deleteOwned(ctx, wl, obj, &corev1.Namespace{}, client.ObjectKey{Name: WorkloadNamespace(r.providerName, obj)}); err != nil {
+		return ctrl.Result{}, err
+	}
+	if !mine {
+		return ctrl.Result{}, nil
 	}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(crd), crd); !apierrors.IsNotFound(err) {
 		if err != nil {
 			return ctrl.Result{}, fmt.Errorf("get CRD %s in the MCP cluster: %w", DomainCRDName, err)
 		}
-		logf.FromContext(ctx).V(1).Info("Waiting for the CRD to be gone", "crd", DomainCRDName)
+		log.V(1).Info("Waiting for the CRD to be gone", "crd", DomainCRDName)
 		return ctrl.Result{RequeueAfter: waitInterval}, nil
 	}
 	return ctrl.Result{}, nil
@@ -233,7 +252,7 @@ func (r *Reconciler) Delete(ctx context.Context, obj *apiv1alpha1.Sample, _ *api
 // wanted.
 func (r *Reconciler) observeServer(ctx context.Context, obj *apiv1alpha1.Sample, cfg *apiv1alpha1.ProviderConfig, c client.Client) (string, error) {
 	got := &appsv1.Deployment{}
-	key := client.ObjectKey{Namespace: ServerNamespace, Name: ServerName(obj)}
+	key := client.ObjectKey{Namespace: ServerNamespace, Name: ServerName(r.providerName, obj)}
 	if err := c.Get(ctx, key, got); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return "", fmt.Errorf("get Deployment %s in the workload cluster: %w", key, err)
@@ -262,17 +281,17 @@ func (r *Reconciler) observeServer(ctx context.Context, obj *apiv1alpha1.Sample,
 // cluster c as cfg.Spec.Workload asks, and returns it; without
 // spec.workload it deletes one left from before and returns nil.
 func (r *Reconciler) applyServer(ctx context.Context, obj *apiv1alpha1.Sample, cfg *apiv1alpha1.ProviderConfig, c client.Client) (*appsv1.Deployment, error) {
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ServerNamespace, Name: ServerName(obj)}}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ServerNamespace, Name: ServerName(r.providerName, obj)}}
 	if cfg.Spec.Workload == nil {
-		if err := c.Delete(ctx, d); client.IgnoreNotFound(err) != nil {
-			return nil, fmt.Errorf("delete Deployment %s/%s in the workload cluster: %w", d.Namespace, d.Name, err)
-		}
-		return nil, nil
+		return nil, r.deleteOwned(ctx, c, obj, d, client.ObjectKeyFromObject(d))
 	}
 	want := desiredServer(r.providerName, obj, cfg.Spec.Workload)
 	op, err := controllerutil.CreateOrUpdate(ctx, c, d, func() error {
 		if !d.DeletionTimestamp.IsZero() {
 			return fmt.Errorf("the Deployment %s/%s is being deleted; waiting until it is gone", d.Namespace, d.Name)
+		}
+		if d.ResourceVersion != "" && !ownedBy(d, r.providerName, obj) {
+			return workloadConflict(fmt.Sprintf("Deployment %s/%s", d.Namespace, d.Name))
 		}
 		applyServer(d, want)
 		return nil
@@ -282,4 +301,62 @@ func (r *Reconciler) applyServer(ctx context.Context, obj *apiv1alpha1.Sample, c
 	}
 	logf.FromContext(ctx).V(1).Info("Applied the server", "deployment", d.Namespace+"/"+d.Name, "image", cfg.Spec.Workload.Image, "operation", op)
 	return d, nil
+}
+
+// ensureNamespace creates obj's namespace in the workload cluster c,
+// labelled as obj's. An existing namespace must be obj's: one that is not
+// (an orphaned object's of the same name, another provider's) is never
+// taken over, and the provider may not relabel namespaces on the shared
+// cluster anyway (WorkloadPermissions).
+func (r *Reconciler) ensureNamespace(ctx context.Context, obj *apiv1alpha1.Sample, c client.Client) error {
+	name := WorkloadNamespace(r.providerName, obj)
+	ns := &corev1.Namespace{}
+	err := c.Get(ctx, client.ObjectKey{Name: name}, ns)
+	switch {
+	case apierrors.IsNotFound(err):
+		ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Labels:      ownerLabels(r.providerName, obj),
+			Annotations: map[string]string{OwnerAnnotation: obj.Namespace + "/" + obj.Name},
+		}}
+		// One created since the read makes this fail; the retry reads it.
+		if err := c.Create(ctx, ns); err != nil {
+			return fmt.Errorf("create namespace %s in the workload cluster: %w", name, err)
+		}
+		logf.FromContext(ctx).V(1).Info("Created the workload namespace", "namespace", name)
+		return nil
+	case err != nil:
+		return fmt.Errorf("get namespace %s in the workload cluster: %w", name, err)
+	case !ns.DeletionTimestamp.IsZero():
+		return fmt.Errorf("namespace %s is being deleted; waiting until it is gone", name)
+	case !ownedBy(ns, r.providerName, obj):
+		return workloadConflict("namespace " + name)
+	}
+	return nil
+}
+
+// deleteOwned deletes the object at key in the workload cluster c, read
+// into o, when it is obj's, and leaves anything else alone.
+func (r *Reconciler) deleteOwned(ctx context.Context, c client.Client, obj *apiv1alpha1.Sample, o client.Object, key client.ObjectKey) error {
+	kind := fmt.Sprintf("%T", o)
+	if err := c.Get(ctx, key, o); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("get %s %s in the workload cluster: %w", kind, key, err)
+	}
+	if !ownedBy(o, r.providerName, obj) {
+		logf.FromContext(ctx).V(1).Info("Leaving an object of another owner alone", "kind", kind, "name", key)
+		return nil
+	}
+	if !o.GetDeletionTimestamp().IsZero() {
+		return nil
+	}
+	// The precondition keeps an object that replaced the one read from
+	// being deleted in its place.
+	uid := o.GetUID()
+	if err := c.Delete(ctx, o, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete %s %s in the workload cluster: %w", kind, key, err)
+	}
+	return nil
 }

@@ -127,14 +127,48 @@ func TestApplyCRDKeepsOthers(t *testing.T) {
 func TestWorkloadNamespace(t *testing.T) {
 	a := &apiv1alpha1.Sample{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "cp"}}
 	b := &apiv1alpha1.Sample{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-b", Name: "cp"}}
-	if WorkloadNamespace(a) != WorkloadNamespace(a.DeepCopy()) {
+	if WorkloadNamespace("p", a) != WorkloadNamespace("p", a.DeepCopy()) {
 		t.Error("WorkloadNamespace is not stable")
 	}
-	if WorkloadNamespace(a) == WorkloadNamespace(b) {
+	if WorkloadNamespace("p", a) == WorkloadNamespace("p", b) {
 		t.Error("objects of the same name in different namespaces share a workload namespace")
 	}
-	if msgs := validation.IsDNS1123Label(WorkloadNamespace(a)); len(msgs) > 0 {
-		t.Errorf("WorkloadNamespace %q is not a valid namespace name: %v", WorkloadNamespace(a), msgs)
+	// Two providers may offer kinds of the same name; a tenant who orders
+	// both for one MCP has two objects of the same namespace and name.
+	if WorkloadNamespace("p", a) == WorkloadNamespace("q", a) || ServerName("p", a) == ServerName("q", a) {
+		t.Error("the objects of two providers with the same namespace and name share a workload namespace or server")
+	}
+	if msgs := validation.IsDNS1123Label(WorkloadNamespace("p", a)); len(msgs) > 0 {
+		t.Errorf("WorkloadNamespace %q is not a valid namespace name: %v", WorkloadNamespace("p", a), msgs)
+	}
+}
+
+// TestOwnedBy: only the provider's label and the object's UID make a
+// namespace or Deployment in the workload cluster the object's; its name
+// does not.
+func TestOwnedBy(t *testing.T) {
+	obj := &apiv1alpha1.Sample{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "cp", UID: "u1"}}
+	cases := map[string]struct {
+		reason string
+		labels map[string]string
+		want   bool
+	}{
+		"Mine":          {reason: "What the provider created for the object.", labels: ownerLabels("p", obj), want: true},
+		"Orphaned":      {reason: "An earlier object of the same name, deleted with the Orphan policy, left it.", labels: map[string]string{ManagedByLabel: "p", OwnerUIDLabel: "u0"}, want: false},
+		"OtherProvider": {reason: "Another provider's, even naming the same UID.", labels: map[string]string{ManagedByLabel: "q", OwnerUIDLabel: "u1"}, want: false},
+		"NoUID":         {reason: "Labelled by the provider without a UID: nothing proves whose it is.", labels: map[string]string{ManagedByLabel: "p"}, want: false},
+		"Unlabelled":    {reason: "Someone else's namespace of that name.", labels: nil, want: false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := &metav1.ObjectMeta{Labels: tc.labels}
+			if got := ownedBy(o, "p", obj); got != tc.want {
+				t.Errorf("%s\nownedBy(%v) = %v, want %v", tc.reason, tc.labels, got, tc.want)
+			}
+		})
+	}
+	if ownedBy(&metav1.ObjectMeta{Labels: ownerLabels("p", &apiv1alpha1.Sample{})}, "p", &apiv1alpha1.Sample{}) {
+		t.Error("an object without a UID owns what is labelled with an empty UID")
 	}
 }
 
