@@ -79,7 +79,7 @@ func (o Owner) instanceOf(labels map[string]string, r osbv1alpha1.Source) (mine,
 	return false, true
 }
 
-// bindingOf tells, for a binding's operation, whether an object with
+// otherBinding tells, for a binding's operation, whether an object with
 // labels is another binding's. Objects without a binding label are the
 // instance's, which every binding of it may use.
 func (o Owner) otherBinding(labels map[string]string, r osbv1alpha1.Source) bool {
@@ -90,7 +90,12 @@ func (o Owner) otherBinding(labels map[string]string, r osbv1alpha1.Source) bool
 		return uid != o.BindingUID
 	}
 	id, ok := labels[LabelBindingID]
-	return ok && !(o.recorded(r) && (id == o.LegacyBindingID || id == o.BindingID))
+	if !ok {
+		return false
+	}
+	// A label of an earlier version: the binding's when it recorded it.
+	mine := o.recorded(r) && (id == o.LegacyBindingID || id == o.BindingID)
+	return !mine
 }
 
 // owns reports whether an object with labels is the owner's: labelled
