@@ -41,7 +41,7 @@ func TestSameNameTakeoverThroughBroker(t *testing.T) {
 	e := newEnv(t, envOptions{namespace: broker.InstanceNamespace(id), moreNamespaces: []string{nsB}})
 	applySamplePlanSmall(t, e)
 	ctx := context.Background()
-	osb := startBroker(t, e.catalog, "platform", randomHex(t, 16), testenv.Logger().WithName("broker"))
+	osb := startBroker(t, e.catalog, "osb-platform", randomHex(t, 16), testenv.Logger().WithName("broker"))
 	osb.identity = "takeover"
 
 	// A, through the broker.
