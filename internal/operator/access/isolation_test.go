@@ -395,10 +395,17 @@ func testSharedWorkload(t *testing.T, e *isolationEnv) {
 		}
 		touch(t, e.nsA, "unowned")
 		waitAccess(t, e.nsA, "unowned", clustersv1alpha1.RequestGranted, access.ReasonGranted)
+
+		// And takes it back: the grant is revoked at the next check.
+		if err := e.target.Client.Get(ctx, client.ObjectKey{Name: unowned}, ns); err != nil {
+			t.Fatal(err)
+		}
 		delete(ns.Labels, access.NamespaceOwnerLabel)
 		if err := e.target.Client.Update(ctx, ns); err != nil {
 			t.Fatal(err)
 		}
+		touch(t, e.nsA, "unowned")
+		e.waitDenied(t, e.nsA, "unowned", "namespace "+unowned+" exists on this shared cluster and belongs to no provider")
 	})
 	t.Run("WritesInOtherProvidersNamespace", func(t *testing.T) {
 		// With the platform operator's cluster-wide rules, A's token may
@@ -437,6 +444,26 @@ func testSharedWorkload(t *testing.T, e *isolationEnv) {
 		allowed(t, "create a namespace", a.Create(ctx, ns))
 		allowed(t, "delete it", a.Delete(ctx, ns))
 		allowed(t, "B still writes in its namespace", b.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: bData}}))
+	})
+	t.Run("UpgradeAdoptsTheRequestsNamespace", func(t *testing.T) {
+		// The namespace the operator created for A's request, as an
+		// operator without owners left it: no owner label.
+		ns := &corev1.Namespace{}
+		if err := e.target.Client.Get(ctx, client.ObjectKey{Name: aData}, ns); err != nil {
+			t.Fatal(err)
+		}
+		delete(ns.Labels, access.NamespaceOwnerLabel)
+		if err := e.target.Client.Update(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+		touch(t, e.nsA, "workload")
+		optest.Eventually(t, 30*time.Second, "namespace "+aData+" labelled for A again", func(ctx context.Context) (bool, error) {
+			if err := e.target.Client.Get(ctx, client.ObjectKey{Name: aData}, ns); err != nil {
+				return false, err
+			}
+			return ns.Labels[access.NamespaceOwnerLabel] == e.idA, nil
+		})
+		waitAccess(t, e.nsA, "workload", clustersv1alpha1.RequestGranted, access.ReasonGranted)
 	})
 }
 
