@@ -90,6 +90,18 @@ const (
 		`!(variables.podAccount in ['', 'default'])`
 )
 
+// celWebhookGroups: a webhook configuration a provider writes intercepts
+// only API groups of custom resources, never a Kubernetes group (the core
+// group, groups without a dot, *.k8s.io) nor all groups. A webhook on
+// Pods, workloads, Secrets, ServiceAccounts or RBAC would let one provider
+// change what another provider, the tenant or the operator writes there:
+// run another provider's Deployment with its own image under that
+// provider's ServiceAccount, add itself to a binding, or refuse them all.
+const celWebhookGroups = `!(request.resource.group == 'admissionregistration.k8s.io' && ` +
+	`request.resource.resource in ['mutatingwebhookconfigurations', 'validatingwebhookconfigurations']) || object == null || !has(object.webhooks) || ` +
+	`object.webhooks.all(w, !has(w.rules) || w.rules.all(r, has(r.apiGroups) && ` +
+	`r.apiGroups.all(g, g.contains('.') && g != 'k8s.io' && !g.endsWith('.k8s.io'))))`
+
 // providerMatch matches the requests of providers' ServiceAccounts in
 // accessNamespace.
 func providerMatch(accessNamespace string) []admissionregistrationv1.MatchCondition {
@@ -121,11 +133,13 @@ func labelOf(obj string) string {
 //   - obtain a token of a ServiceAccount outside its own namespaces: a
 //     Secret of type kubernetes.io/service-account-token, a TokenRequest,
 //     a Pod (or a workload's Pod template) running as a ServiceAccount
-//     other than default, exec, attach or ephemeral containers.
+//     other than default, exec, attach or ephemeral containers;
+//   - write a webhook configuration that intercepts a Kubernetes API group
+//     (celWebhookGroups).
 //
 // RBAC cannot say any of this: the ceilings of the access policy grant
-// Secrets, workloads and namespaces cluster-wide on an MCP, and namespaces
-// cluster-wide on a shared workload cluster.
+// Secrets, workloads, namespaces and webhook configurations cluster-wide on
+// an MCP, and namespaces cluster-wide on a shared workload cluster.
 func isolationPolicy(accessNamespace string) *admissionregistrationv1.ValidatingAdmissionPolicy {
 	label := NamespaceOwnerLabel
 	return &admissionregistrationv1.ValidatingAdmissionPolicy{
@@ -187,6 +201,12 @@ func isolationPolicy(accessNamespace string) *admissionregistrationv1.Validating
 					MessageExpression: fmt.Sprintf(`'a provider may obtain a ServiceAccount token (a Secret of type kubernetes.io/service-account-token, a TokenRequest, `+
 						`Pods running as a ServiceAccount other than default, exec, attach or ephemeral containers) only in the namespaces it created; namespace ' + `+
 						`variables.requestNamespace + ' is not labelled %s=' + variables.provider`, label),
+					Reason: ptr.To(metav1.StatusReasonForbidden),
+				},
+				{
+					Expression: celWebhookGroups,
+					Message: "a provider's webhooks may intercept only API groups of custom resources, " +
+						"not the core group, groups without a dot, *.k8s.io or all groups",
 					Reason: ptr.To(metav1.StatusReasonForbidden),
 				},
 			},

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -203,6 +205,31 @@ func tokenSecret(namespace, name, serviceAccount string) *corev1.Secret {
 	}
 }
 
+func webhookRule(group, resource string) admissionregistrationv1.RuleWithOperations {
+	return admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: []string{resource}},
+	}
+}
+
+// mutatingWebhook is a webhook configuration whose webhook nobody serves;
+// it is ignored when called, so that one that was wrongly allowed does not
+// break the rest of the test.
+func mutatingWebhook(name string, rule admissionregistrationv1.RuleWithOperations) *admissionregistrationv1.MutatingWebhookConfiguration {
+	return &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name:                    "steal.isolation.example",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1/mutate")},
+			Rules:                   []admissionregistrationv1.RuleWithOperations{rule},
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+			FailurePolicy:           ptr.To(admissionregistrationv1.Ignore),
+			TimeoutSeconds:          ptr.To[int32](1),
+		}},
+	}
+}
+
 func deployment(namespace, name, serviceAccount string) *appsv1.Deployment {
 	labels := map[string]string{"app": name}
 	return &appsv1.Deployment{
@@ -242,6 +269,7 @@ func testMCPTokens(t *testing.T, e *isolationEnv) {
 	a := e.grant(t, e.nsA, "mcp", nil, ref(e.tenantCR), &clustersv1alpha1.TokenConfig{Permissions: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"secrets", "serviceaccounts", "namespaces"}, Verbs: all},
 		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: all},
+		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"}, Verbs: all},
 		tokenRequests,
 	}}}})
 
@@ -277,6 +305,41 @@ func testMCPTokens(t *testing.T, e *isolationEnv) {
 		d := deployment(team, "plain", "")
 		allowed(t, "Deployment in "+team+" running as default", a.Create(ctx, d))
 		allowed(t, "delete it", a.Delete(ctx, d))
+	})
+	t.Run("Webhooks", func(t *testing.T) {
+		// A mutating webhook on Deployments would let A run the tenant's
+		// (or another provider's) Deployments with its own image under
+		// their ServiceAccounts; one on RBAC would add A to bindings.
+		for name, rule := range map[string]admissionregistrationv1.RuleWithOperations{
+			"deployments": webhookRule("apps", "deployments"),
+			"pods":        webhookRule("", "pods"),
+			"rbac":        webhookRule(rbacv1.GroupName, "rolebindings"),
+			"everything":  webhookRule("*", "*"),
+		} {
+			w := mutatingWebhook("steal-"+name, rule)
+			err := a.Create(ctx, w)
+			forbidden(t, "MutatingWebhookConfiguration on "+name, err, "may intercept only API groups of custom resources", nil)
+			if err == nil {
+				_ = e.target.Client.Delete(ctx, w)
+			}
+		}
+		v := &admissionregistrationv1.ValidatingWebhookConfiguration{
+			ObjectMeta: metav1.ObjectMeta{Name: "isolation-deny-pods"},
+			Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+				Name: "deny.isolation.example", ClientConfig: mutatingWebhook("x", webhookRule("", "pods")).Webhooks[0].ClientConfig,
+				Rules: []admissionregistrationv1.RuleWithOperations{webhookRule("", "pods")}, SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone),
+				AdmissionReviewVersions: []string{"v1"}, FailurePolicy: ptr.To(admissionregistrationv1.Ignore), TimeoutSeconds: ptr.To[int32](1),
+			}},
+		}
+		err := a.Create(ctx, v)
+		forbidden(t, "ValidatingWebhookConfiguration on pods", err, "may intercept only API groups of custom resources", nil)
+		if err == nil {
+			_ = e.target.Client.Delete(ctx, v)
+		}
+		// Its own domain service's webhook, on its own kinds.
+		own := mutatingWebhook("isolation-tools", webhookRule(isolationGroup, "tools"))
+		allowed(t, "MutatingWebhookConfiguration on its own kinds", a.Create(ctx, own))
+		allowed(t, "delete it", a.Delete(ctx, own))
 	})
 	t.Run("AccessNamespace", func(t *testing.T) {
 		forbidden(t, "Opaque Secret in "+access.AccessNamespace, a.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "plant", Namespace: access.AccessNamespace}}),
