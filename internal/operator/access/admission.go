@@ -102,6 +102,23 @@ const celWebhookGroups = `!(request.resource.group == 'admissionregistration.k8s
 	`object.webhooks.all(w, !has(w.rules) || w.rules.all(r, has(r.apiGroups) && ` +
 	`r.apiGroups.all(g, g.contains('.') && g != 'k8s.io' && !g.endsWith('.k8s.io'))))`
 
+// celBindings: outside its own namespaces (and in every
+// ClusterRoleBinding) a provider binds roles only to its own AccessRequests'
+// ServiceAccounts and to users and groups that are not Kubernetes' own.
+// RBAC lets it bind whatever it holds to anyone; bound to a ServiceAccount
+// it creates in a namespace of its own (whose token it may mint there), or
+// to a group such as system:serviceaccounts, its rights would act under
+// an identity these rules do not know, and do what they refuse it. Inside
+// its own namespaces a binding confines the rights to them.
+func celBindings(accessNamespace string) string {
+	return `!(request.resource.group == 'rbac.authorization.k8s.io' && request.resource.resource in ['rolebindings', 'clusterrolebindings'] && ` +
+		`variables.subResource == '' && object != null) || ` +
+		`(request.resource.resource == 'rolebindings' && variables.namespaceOwner == variables.provider) || !has(object.subjects) || ` +
+		`object.subjects.all(s, s.kind == 'ServiceAccount' ? ` +
+		fmt.Sprintf(`(has(s.namespace) && s.namespace == '%s' && s.name.startsWith('ar-') && s.name.endsWith('.' + variables.provider)) : `, accessNamespace) +
+		`!s.name.startsWith('system:'))`
+}
+
 // providerMatch matches the requests of providers' ServiceAccounts in
 // accessNamespace.
 func providerMatch(accessNamespace string) []admissionregistrationv1.MatchCondition {
@@ -135,7 +152,11 @@ func labelOf(obj string) string {
 //     a Pod (or a workload's Pod template) running as a ServiceAccount
 //     other than default, exec, attach or ephemeral containers;
 //   - write a webhook configuration that intercepts a Kubernetes API group
-//     (celWebhookGroups).
+//     (celWebhookGroups);
+//   - bind roles, outside its own namespaces, to ServiceAccounts other
+//     than its own AccessRequests' or to system: users and groups
+//     (celBindings), which would let its rights act under an identity
+//     these rules do not limit.
 //
 // RBAC cannot say any of this: the ceilings of the access policy grant
 // Secrets, workloads, namespaces and webhook configurations cluster-wide on
@@ -201,6 +222,12 @@ func isolationPolicy(accessNamespace string) *admissionregistrationv1.Validating
 					MessageExpression: fmt.Sprintf(`'a provider may obtain a ServiceAccount token (a Secret of type kubernetes.io/service-account-token, a TokenRequest, `+
 						`Pods running as a ServiceAccount other than default, exec, attach or ephemeral containers) only in the namespaces it created; namespace ' + `+
 						`variables.requestNamespace + ' is not labelled %s=' + variables.provider`, label),
+					Reason: ptr.To(metav1.StatusReasonForbidden),
+				},
+				{
+					Expression: celBindings(accessNamespace),
+					Message: "a provider may bind roles to other ServiceAccounts than its own AccessRequests', or to system: users and groups, " +
+						"only in RoleBindings in the namespaces it created: elsewhere its rights would act under an identity these rules do not limit",
 					Reason: ptr.To(metav1.StatusReasonForbidden),
 				},
 				{

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -142,12 +143,19 @@ func startIsolationEnv(t *testing.T) *isolationEnv {
 // a client with its credentials.
 func (e *isolationEnv) grant(t *testing.T, ns, name string, clusterRef, requestRef *common.ObjectReference, token *clustersv1alpha1.TokenConfig) client.Client {
 	t.Helper()
+	c, _ := e.grantRequest(t, ns, name, clusterRef, requestRef, token)
+	return c
+}
+
+// grantRequest is grant that also returns the granted request.
+func (e *isolationEnv) grantRequest(t *testing.T, ns, name string, clusterRef, requestRef *common.ObjectReference, token *clustersv1alpha1.TokenConfig) (client.Client, *clustersv1alpha1.AccessRequest) {
+	t.Helper()
 	createAccessRequest(t, &clustersv1alpha1.AccessRequest{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec:       clustersv1alpha1.AccessRequestSpec{ClusterRef: clusterRef, RequestRef: requestRef, Token: token},
 	})
 	ar := waitAccess(t, ns, name, clustersv1alpha1.RequestGranted, access.ReasonGranted)
-	return kubeconfigClient(t, getSecret(t, ns, ar.Status.SecretRef.Name))
+	return kubeconfigClient(t, getSecret(t, ns, ar.Status.SecretRef.Name)), ar
 }
 
 func (e *isolationEnv) workload() *common.ObjectReference {
@@ -266,10 +274,11 @@ func TestProviderIsolation(t *testing.T) {
 func testMCPTokens(t *testing.T, e *isolationEnv) {
 	ctx := t.Context()
 	all := []string{"get", "list", "create", "update", "delete"}
-	a := e.grant(t, e.nsA, "mcp", nil, ref(e.tenantCR), &clustersv1alpha1.TokenConfig{Permissions: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+	a, aMCP := e.grantRequest(t, e.nsA, "mcp", nil, ref(e.tenantCR), &clustersv1alpha1.TokenConfig{Permissions: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"secrets", "serviceaccounts", "namespaces"}, Verbs: all},
 		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: all},
 		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"}, Verbs: all},
+		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterrolebindings", "rolebindings"}, Verbs: all},
 		tokenRequests,
 	}}}})
 
@@ -305,6 +314,60 @@ func testMCPTokens(t *testing.T, e *isolationEnv) {
 		d := deployment(team, "plain", "")
 		allowed(t, "Deployment in "+team+" running as default", a.Create(ctx, d))
 		allowed(t, "delete it", a.Delete(ctx, d))
+	})
+	t.Run("DelegatedServiceAccount", func(t *testing.T) {
+		// A creates a ServiceAccount in a namespace of its own, where it
+		// may mint its token, and binds it to all it holds (RBAC's
+		// escalation check allows that): the ServiceAccount would do
+		// for A what A may not.
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "isolation-a-agent"}}
+		allowed(t, "create a namespace", a.Create(ctx, ns))
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: ns.Name}}
+		allowed(t, "create a ServiceAccount in it", a.Create(ctx, sa))
+		ownRole := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: access.ServiceAccountNameFor(aMCP, e.idA) + "-p0"}
+		crb := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "isolation-a-agent"},
+			RoleRef:    ownRole,
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: ns.Name}},
+		}
+		err := a.Create(ctx, crb)
+		forbidden(t, "bind its ServiceAccount to its ClusterRole cluster-wide", err, "only in RoleBindings in the namespaces it created", nil)
+		for _, s := range []rbacv1.Subject{
+			{Kind: rbacv1.GroupKind, Name: "system:serviceaccounts:" + ns.Name},
+			{Kind: rbacv1.UserKind, Name: "system:serviceaccount:" + ns.Name + ":" + sa.Name},
+			{Kind: rbacv1.GroupKind, Name: "system:authenticated"},
+		} {
+			forbidden(t, "bind "+s.Kind+" "+s.Name+" in the tenant's namespace", a.Create(ctx, &rbacv1.RoleBinding{
+				ObjectMeta: metav1.ObjectMeta{GenerateName: "agent-", Namespace: team}, RoleRef: ownRole, Subjects: []rbacv1.Subject{s},
+			}), "only in RoleBindings in the namespaces it created", nil)
+		}
+		// The tenant's people may get what A holds; A's ServiceAccount may
+		// get it in A's namespace.
+		allowed(t, "bind the tenant's group in its namespace", a.Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "viewers", Namespace: team}, RoleRef: ownRole,
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, Name: "isolation-team-viewers"}},
+		}))
+		allowed(t, "bind its ServiceAccount in its own namespace", a.Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: ns.Name}, RoleRef: ownRole,
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: ns.Name}},
+		}))
+		if err == nil {
+			t.Cleanup(func() { _ = e.target.Client.Delete(context.Background(), crb) })
+		}
+		// The agent's token holds A's rights in A's namespace only.
+		tr := &authenticationv1.TokenRequest{}
+		allowed(t, "TokenRequest for it", a.SubResource("token").Create(ctx, sa, tr))
+		cfg := rest.CopyConfig(e.target.Config)
+		cfg.CertData, cfg.KeyData, cfg.BearerToken = nil, nil, tr.Status.Token
+		agent, err := client.New(cfg, client.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		allowed(t, "the agent's Secret in its namespace", agent.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "agent-config", Namespace: ns.Name}}))
+		s := tokenSecret(access.AccessNamespace, "agent-steal-admin", e.adminServiceAcct)
+		forbidden(t, "the agent's token Secret for the MCP's admin ServiceAccount", agent.Create(ctx, s), "cannot create resource", tokenOf(e.target.Client, client.ObjectKeyFromObject(s)))
+		s = tokenSecret(team, "agent-steal-robot", robot)
+		forbidden(t, "the agent's token Secret for "+team+"/"+robot, agent.Create(ctx, s), "cannot create resource", tokenOf(e.target.Client, client.ObjectKeyFromObject(s)))
 	})
 	t.Run("Webhooks", func(t *testing.T) {
 		// A mutating webhook on Deployments would let A run the tenant's
