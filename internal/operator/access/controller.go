@@ -425,15 +425,21 @@ func (r *Reconciler) grant(ctx context.Context, ar *clustersv1alpha1.AccessReque
 			return o, 0, err
 		}
 		own = ownershipOf(check.Requester, ceilings)
-		// No provider holds a token on a cluster whose API server does
-		// not keep providers apart.
-		// Keyed by the Cluster's UID and server: a Cluster of the same
-		// name for a new API server gets the policies anew.
-		if err := r.ensureAdmission(ctx, string(cluster.UID)+"@"+target.endpoint.host, target.Client, target.config); err != nil {
-			if isUnreachable(err) {
-				return targetError(err), 0, nil
+		// No provider holds a token on an MCP or a shared workload
+		// cluster whose API server does not keep providers apart. The
+		// onboarding ceiling holds no Secrets, workloads, namespaces or
+		// RBAC to keep apart (only what the platform operator adds,
+		// e.g. the marketplace's binding of all users to reading
+		// Offerings), so an onboarding cluster gets no policies. The
+		// cache is keyed by the Cluster's UID and server: a Cluster of
+		// the same name for a new API server gets the policies anew.
+		if own.isolated {
+			if err := r.ensureAdmission(ctx, string(cluster.UID)+"@"+target.endpoint.host, target.Client, target.config); err != nil {
+				if isUnreachable(err) {
+					return targetError(err), 0, nil
+				}
+				return &outcome{reason: ReasonAdmissionNotEnforced, message: err.Error(), retry: true}, 0, nil
 			}
-			return &outcome{reason: ReasonAdmissionNotEnforced, message: err.Error(), retry: true}, 0, nil
 		}
 	}
 	// Read before anything is written for the request, so that a request

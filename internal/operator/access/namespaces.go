@@ -28,6 +28,10 @@ type ownership struct {
 	// no provider owns is the tenant's, and the tenant's providers may get
 	// Roles there; one another provider owns is refused everywhere.
 	shared bool
+	// isolated: the target is an MCP or a shared workload cluster, which
+	// gets the admission policies (admission.go); an onboarding cluster
+	// does not.
+	isolated bool
 }
 
 // namespacePlan is what the controller does with the namespaces of a
@@ -169,8 +173,8 @@ func adoptable(ctx context.Context, c client.Client, uid string, ns *corev1.Name
 }
 
 // ownershipOf returns the ownership of a request of req checked against
-// ceilings: the provider's ID, and whether the target is a shared workload
-// cluster.
+// ceilings: the provider's ID, whether the target is a shared workload
+// cluster, and whether it gets the admission policies.
 func ownershipOf(req *policy.Requester, ceilings []policy.Ceiling) ownership {
 	id := ProviderID(req.Kind, req.Name)
 	if req.Name == "" {
@@ -178,7 +182,8 @@ func ownershipOf(req *policy.Requester, ceilings []policy.Ceiling) ownership {
 		id = req.Namespace
 	}
 	return ownership{
-		owner:  id,
-		shared: slices.ContainsFunc(ceilings, func(c policy.Ceiling) bool { return c.Scope() == policy.ScopeWorkload }),
+		owner:    id,
+		shared:   slices.ContainsFunc(ceilings, func(c policy.Ceiling) bool { return c.Scope() == policy.ScopeWorkload }),
+		isolated: slices.ContainsFunc(ceilings, func(c policy.Ceiling) bool { return c.Scope() != policy.ScopeOnboarding }),
 	}
 }
