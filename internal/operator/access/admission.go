@@ -451,8 +451,10 @@ func probeOnce(ctx context.Context, c client.Client, accessNamespace string, mut
 	err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: accessNamespace}}, dry)
 	switch {
 	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), IsolationPolicyName):
-	case err == nil, apierrors.IsAlreadyExists(err), apierrors.IsForbidden(err):
-		return fmt.Errorf("creating namespace %s as a provider: %v: %w", accessNamespace, err, errNotEnforced)
+	case err == nil, apierrors.IsAlreadyExists(err):
+		return fmt.Errorf("creating namespace %s as a provider was not refused: %w", accessNamespace, errNotEnforced)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("creating namespace %s as a provider: %w: %w", accessNamespace, err, errNotEnforced)
 	default:
 		return fmt.Errorf("create namespace %s as a provider (dry run): %w", accessNamespace, err)
 	}
@@ -464,8 +466,10 @@ func probeOnce(ctx context.Context, c client.Client, accessNamespace string, mut
 	switch {
 	case err == nil && ns.Labels[NamespaceOwnerLabel] == probeProvider:
 		return nil
-	case err == nil, apierrors.IsForbidden(err):
-		return fmt.Errorf("a namespace a provider creates is not labelled %s (%v): %w", NamespaceOwnerLabel, err, errNotEnforced)
+	case err == nil:
+		return fmt.Errorf("a namespace a provider creates is not labelled %s: %w", NamespaceOwnerLabel, errNotEnforced)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("a namespace a provider creates is not labelled %s: %w: %w", NamespaceOwnerLabel, err, errNotEnforced)
 	}
 	return fmt.Errorf("create a namespace as a provider (dry run): %w", err)
 }

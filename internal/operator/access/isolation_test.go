@@ -115,7 +115,8 @@ func startIsolationEnv(t *testing.T) *isolationEnv {
 	createServed(t, e.target.Client, tool)
 	e.tenantCR = mcpClusterRequest(t, tenant, types.NamespacedName{Namespace: e.clustersNS, Name: "mcp"})
 
-	onboarding := func(context.Context) (client.Reader, error) { return e.target.Client, nil }
+	// The tenant check reads the onboarding cluster: the target here.
+	onboarding := func(ctx context.Context) (client.Reader, error) { return e.target.Client, ctx.Err() }
 	optest.StartManagerFor(t, []string{e.nsA, e.nsB, e.clustersNS, e.tenantCR.Namespace}, func(mgr ctrl.Manager) error {
 		if err := clusters.NewClusterReconciler(mgr.GetClient(), clusters.WithClusterControllerName("cluster-isolation")).SetupWithManager(mgr); err != nil {
 			return err
