@@ -12,7 +12,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -89,8 +88,13 @@ func TestOnboarding(t *testing.T) {
 		}
 		// Invalidate the token: delete its ServiceAccount on the
 		// onboarding cluster and wait until the API server rejects it.
-		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: access.ServiceAccountName(ar), Namespace: access.AccessNamespace}}
-		if err := l.Onboarding.Client.Delete(ctx, sa); err != nil {
+		// The operator labels it with the request's UID (its name names
+		// the provider too, when the request is the provider's).
+		accounts := &corev1.ServiceAccountList{}
+		if err := l.Onboarding.Client.List(ctx, accounts, client.InNamespace(access.AccessNamespace), client.MatchingLabels{access.RequestUIDLabel: string(ar.UID)}); err != nil || len(accounts.Items) != 1 {
+			t.Fatalf("the ServiceAccount of AccessRequest %s: %d found, %v", key, len(accounts.Items), err)
+		}
+		if err := l.Onboarding.Client.Delete(ctx, &accounts.Items[0]); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, "the old token is rejected", func(ctx context.Context) error {

@@ -214,6 +214,13 @@ func checkTenant(t *testing.T, mcp *providertest.MCP) {
 	if cm.Data["message"] != "hello "+mcp.Name {
 		t.Errorf("workload ConfigMap of %s says %q", key, cm.Data["message"])
 	}
+	// The shared workload cluster knows whose namespace it is: no other
+	// provider gets Roles in it or writes there.
+	workloadNS := &corev1.Namespace{}
+	must(t, landscape.Workload.Client.Get(ctx, client.ObjectKey{Name: controller.WorkloadNamespace(mcp.Namespace, mcp.Name)}, workloadNS))
+	if got, want := workloadNS.Labels[access.NamespaceOwnerLabel], access.ProviderID("ServiceProvider", providerName); got != want {
+		t.Errorf("workload namespace %s is labelled %s=%q, want %q", workloadNS.Name, access.NamespaceOwnerLabel, got, want)
+	}
 
 	namespace, err := libutils.StableMCPNamespace(mcp.Name, mcp.Namespace)
 	must(t, err)
@@ -232,7 +239,9 @@ func checkTenant(t *testing.T, mcp *providertest.MCP) {
 	// cluster-admin (the tenant's own admin token may be).
 	ar := &clustersv1alpha1.AccessRequest{}
 	must(t, landscape.Platform.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: advanced.StableRequestName(providerName, reconcile.Request{NamespacedName: key}, "mcp")}, ar))
-	sa := access.ServiceAccountName(ar)
+	// Named after the provider: the admission policies on the control
+	// plane know the provider by it.
+	sa := access.ServiceAccountNameFor(ar, access.ProviderID("ServiceProvider", providerName))
 	must(t, mcp.Admin.Client.Get(ctx, client.ObjectKey{Namespace: access.AccessNamespace, Name: sa}, &corev1.ServiceAccount{}))
 	for _, crb := range clusterAdminBindings(t, mcp.Admin.Client) {
 		for _, s := range crb.Subjects {

@@ -43,6 +43,11 @@ const (
 	// TokenTTLAnnotation, on the kubeconfig Secret, holds the TTL that was
 	// asked for when the token was minted; a changed spec.ttl mints anew.
 	TokenTTLAnnotation = clusters.MarketplaneGroup + "/token-ttl"
+	// NamespaceOwnerLabel, on a namespace of a target cluster, names the
+	// provider (ProviderID) that created it, or for which the controller
+	// created it. Only that provider may write in it and delete it
+	// (admission.go).
+	NamespaceOwnerLabel = clusters.MarketplaneGroup + "/provider"
 )
 
 // Defaults of the token lifetime and the controller's timing.
@@ -106,4 +111,9 @@ const (
 	// ReasonPolicyCheckFailed: the access policy could not be checked (a
 	// cluster it reads did not answer); retried with backoff.
 	ReasonPolicyCheckFailed Reason = "PolicyCheckFailed"
+	// ReasonAdmissionNotEnforced: the admission policies that keep
+	// providers apart on the target cluster (admission.go) could not be
+	// installed, or the API server does not enforce them yet; nothing is
+	// granted to a provider until it does. Retried with backoff.
+	ReasonAdmissionNotEnforced Reason = "AdmissionNotEnforced"
 )

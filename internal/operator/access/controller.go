@@ -14,6 +14,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -45,6 +46,9 @@ type Reconciler struct {
 	recorder        events.EventRecorder
 	onboarding      policy.OnboardingSource
 	enforcer        *policy.Enforcer
+	// admission remembers on which targets the admission policies are
+	// known to be enforced.
+	admission admissionState
 }
 
 // Option configures a Reconciler.
@@ -327,27 +331,34 @@ func (r *Reconciler) resolve(ctx context.Context, ar *clustersv1alpha1.AccessReq
 	return cluster, nil, nil, nil
 }
 
+// target is a connection to a target cluster with admin rights.
+type target struct {
+	client.Client
+	config   *rest.Config
+	endpoint endpoint
+}
+
 // connect returns a client for the cluster's API server with admin rights,
 // or an outcome when the kubeconfig is unusable.
-func (r *Reconciler) connect(ctx context.Context, cluster *clustersv1alpha1.Cluster) (client.Client, *endpoint, *outcome, error) {
+func (r *Reconciler) connect(ctx context.Context, cluster *clustersv1alpha1.Cluster) (*target, *outcome, error) {
 	cfg, err := clusters.AdminConfig(ctx, r.client, cluster)
 	if err != nil {
 		if reason, ok := clusters.ReasonFor(err); ok {
 			// No retry: the Cluster controller notices a fixed Secret and
 			// the Cluster's status change brings the request back.
-			return nil, nil, &outcome{reason: Reason(reason), message: err.Error()}, nil
+			return nil, &outcome{reason: Reason(reason), message: err.Error()}, nil
 		}
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	ep, err := endpointFromConfig(cluster.Name, cfg)
 	if err != nil {
-		return nil, nil, &outcome{reason: ReasonKubeconfigInvalid, message: err.Error()}, nil
+		return nil, &outcome{reason: ReasonKubeconfigInvalid, message: err.Error()}, nil
 	}
 	c, err := newTargetClient(cfg)
 	if err != nil {
-		return nil, nil, &outcome{reason: ReasonKubeconfigInvalid, message: err.Error()}, nil
+		return nil, &outcome{reason: ReasonKubeconfigInvalid, message: err.Error()}, nil
 	}
-	return c, &ep, nil, nil
+	return &target{Client: c, config: cfg, endpoint: ep}, nil, nil
 }
 
 // targetError turns an error of a target cluster into an outcome: a role
@@ -398,10 +409,12 @@ func (r *Reconciler) grant(ctx context.Context, ar *clustersv1alpha1.AccessReque
 			return o, 0, err
 		}
 	}
-	target, ep, o, err := r.connect(ctx, cluster)
+	target, o, err := r.connect(ctx, cluster)
 	if o != nil || err != nil {
 		return o, 0, err
 	}
+	clusterKey := client.ObjectKeyFromObject(cluster).String()
+	var own ownership
 	if check != nil {
 		v, err := policy.CheckToken(ctx, target, ceilings, ar.Spec.Token)
 		if err != nil {
@@ -411,13 +424,41 @@ func (r *Reconciler) grant(ctx context.Context, ar *clustersv1alpha1.AccessReque
 			o, err := r.deny(ctx, ar, v)
 			return o, 0, err
 		}
+		own = ownershipOf(check.Requester, ceilings)
+		// No provider holds a token on an MCP or a shared workload
+		// cluster whose API server does not keep providers apart. The
+		// onboarding ceiling holds no Secrets, workloads, namespaces or
+		// RBAC to keep apart (only what the platform operator adds,
+		// e.g. the marketplace's binding of all users to reading
+		// Offerings), so an onboarding cluster gets no policies. The
+		// cache is keyed by the Cluster's UID and server: a Cluster of
+		// the same name for a new API server gets the policies anew.
+		if own.isolated {
+			if err := r.ensureAdmission(ctx, string(cluster.UID)+"@"+target.endpoint.host, target.Client, target.config); err != nil {
+				if isUnreachable(err) {
+					return targetError(err), 0, nil
+				}
+				return &outcome{reason: ReasonAdmissionNotEnforced, message: err.Error(), retry: true}, 0, nil
+			}
+		}
 	}
-	// Read before anything is written, so that a request to an unreachable
-	// cluster gets no finalizer it could never be released from.
+	// Read before anything is written for the request, so that a request
+	// to an unreachable cluster gets no finalizer it could never be
+	// released from, and one for another provider's namespace is denied
+	// before it has any.
+	want := desiredObjects(ar, r.accessNamespace, own.owner)
+	namespaces, err := own.plan(ctx, target, string(ar.UID), want.createNamespaces, want.requireNamespaces)
+	if err != nil {
+		var v *policy.Violation
+		if errors.As(err, &v) {
+			o, err := r.deny(ctx, ar, v)
+			return o, 0, err
+		}
+		return targetError(err), 0, nil
+	}
 	if err := target.Get(ctx, client.ObjectKey{Name: r.accessNamespace}, &corev1.Namespace{}); err != nil && !apierrors.IsNotFound(err) {
 		return targetError(err), 0, nil
 	}
-	clusterKey := client.ObjectKeyFromObject(cluster).String()
 	if prev := ar.Annotations[TargetClusterAnnotation]; prev != "" && prev != clusterKey {
 		// status.cluster of a ClusterRequest never changes and clusterRef
 		// is immutable, so this only happens when someone edits the
@@ -429,8 +470,13 @@ func (r *Reconciler) grant(ctx context.Context, ar *clustersv1alpha1.AccessReque
 		return nil, 0, err
 	}
 
-	sa, err := applyTarget(ctx, target, string(ar.UID), r.accessNamespace, desiredObjects(ar, r.accessNamespace))
+	sa, err := applyTarget(ctx, target, string(ar.UID), r.accessNamespace, namespaces, want)
 	if err != nil {
+		var v *policy.Violation
+		if errors.As(err, &v) {
+			o, err := r.deny(ctx, ar, v)
+			return o, 0, err
+		}
 		return targetError(err), 0, nil
 	}
 
@@ -451,7 +497,7 @@ func (r *Reconciler) grant(ctx context.Context, ar *clustersv1alpha1.AccessReque
 		}
 		log.V(1).Info("Minted token", "serviceAccount", sa.Name, "expires", tok.expires)
 	}
-	if err := r.writeSecret(ctx, ar, secret, *ep, sa, tok); err != nil {
+	if err := r.writeSecret(ctx, ar, secret, target.endpoint, sa, tok); err != nil {
 		return nil, 0, err
 	}
 	if check != nil && check.Requester.MCP.Name != "" {
@@ -536,7 +582,7 @@ func (r *Reconciler) revoke(ctx context.Context, ar *clustersv1alpha1.AccessRequ
 		case err != nil:
 			return nil, fmt.Errorf("get Cluster %s: %w", key, err)
 		default:
-			target, _, o, err := r.connect(ctx, cluster)
+			target, o, err := r.connect(ctx, cluster)
 			if o != nil || err != nil {
 				if o != nil {
 					o.retry = true

@@ -23,10 +23,14 @@
 //
 // Requests in a provider namespace are checked against the access policy
 // (package policy) before anything is read through their reference or
-// created on their cluster: which clusters a provider may reach, and which
-// rules and roles it may ask for there. A request outside the policy is
-// Denied with reason PolicyViolation, and what an earlier grant created is
-// revoked.
+// created on their cluster: which clusters a provider may reach, which
+// rules and roles it may ask for there, and in whose namespaces
+// (namespaces.go). A request outside the policy is Denied with reason
+// PolicyViolation, and what an earlier grant created is revoked. A
+// provider's ServiceAccount is named "ar-<hash>.<provider ID>", and before
+// the controller grants a provider anything on a cluster it installs there
+// the admission policies that keep providers apart where RBAC cannot
+// (admission.go) and waits until the API server enforces them.
 //
 // OIDC access is not supported on the clusters Marketplane provides and is
 // reported as Ready=False with reason OIDCNotSupported.

@@ -16,12 +16,27 @@ import (
 )
 
 // ServiceAccountName returns the name of the ServiceAccount of an
-// AccessRequest: "ar-" and 16 hex digits of the SHA-256 of its UID, so that
-// it is unique per request (also across platforms sharing a target) and
-// reveals nothing about the request's name.
+// AccessRequest that the access policy does not police (outside provider
+// and MCP namespaces): "ar-" and 16 hex digits of the SHA-256 of its UID,
+// so that it is unique per request (also across platforms sharing a
+// target) and reveals nothing about the request's name.
 func ServiceAccountName(ar *clustersv1alpha1.AccessRequest) string {
 	sum := sha256.Sum256([]byte(ar.UID))
 	return "ar-" + hex.EncodeToString(sum[:])[:16]
+}
+
+// ServiceAccountNameFor returns the name of the ServiceAccount of an
+// AccessRequest of the provider providerID (ProviderID):
+// "<ServiceAccountName>.<providerID>". The admission policies on the target
+// (admission.go) know a provider's requests, and which provider they
+// belong to, by this name; the requests of the MCP controller and other
+// platform components, named without a ".", are not limited by them. An
+// empty providerID gives ServiceAccountName.
+func ServiceAccountNameFor(ar *clustersv1alpha1.AccessRequest, providerID string) string {
+	if providerID == "" {
+		return ServiceAccountName(ar)
+	}
+	return ServiceAccountName(ar) + "." + providerID
 }
 
 // SecretName returns the name of the kubeconfig Secret of an AccessRequest:
@@ -53,12 +68,13 @@ type targetObjects struct {
 	clusterRoleBindings []*rbacv1.ClusterRoleBinding
 }
 
-// desiredObjects computes the target objects of a token AccessRequest.
+// desiredObjects computes the target objects of a token AccessRequest of
+// the provider providerID (empty for an unpoliced request).
 // Generated names are "<ServiceAccountName>-p<i>" for the role and binding
 // of permissions[i] and "<ServiceAccountName>-r<i>" for the binding of
 // roleRefs[i]; a permission's own name, when given, names its role.
-func desiredObjects(ar *clustersv1alpha1.AccessRequest, accessNamespace string) targetObjects {
-	sa := ServiceAccountName(ar)
+func desiredObjects(ar *clustersv1alpha1.AccessRequest, accessNamespace, providerID string) targetObjects {
+	sa := ServiceAccountNameFor(ar, providerID)
 	meta := func(name, namespace string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{
 			Name:        name,

@@ -66,19 +66,12 @@ var errRoleRefChanged = errors.New("roleRef changed")
 // applyTarget creates or updates everything in want on the target cluster
 // and deletes what was created for uid earlier but is no longer wanted. It
 // returns the ServiceAccount as stored (with its UID).
-func applyTarget(ctx context.Context, c client.Client, uid string, accessNamespace string, want targetObjects) (*corev1.ServiceAccount, error) {
-	for _, ns := range append([]string{accessNamespace}, want.createNamespaces...) {
-		if err := ensureNamespace(ctx, c, ns); err != nil {
-			return nil, err
-		}
+func applyTarget(ctx context.Context, c client.Client, uid string, accessNamespace string, namespaces *namespacePlan, want targetObjects) (*corev1.ServiceAccount, error) {
+	if err := ensureNamespace(ctx, c, accessNamespace); err != nil {
+		return nil, err
 	}
-	for _, ns := range want.requireNamespaces {
-		if err := c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, &namespaceMissingError{namespace: ns}
-			}
-			return nil, fmt.Errorf("get namespace %s: %w", ns, err)
-		}
+	if err := namespaces.apply(ctx, c); err != nil {
+		return nil, err
 	}
 
 	sa, err := ensure(ctx, c, uid, "ServiceAccount", want.serviceAccount, func() *corev1.ServiceAccount { return &corev1.ServiceAccount{} },

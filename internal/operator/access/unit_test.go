@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
@@ -34,8 +35,8 @@ func TestDesiredObjects(t *testing.T) {
 			},
 		}},
 	}
-	sa := ServiceAccountName(ar)
-	got := desiredObjects(ar, "access")
+	sa := ServiceAccountNameFor(ar, "sp-x")
+	got := desiredObjects(ar, "access", "sp-x")
 
 	type ref struct{ Kind, Namespace, Name, RoleRef string }
 	var refs []ref
@@ -95,6 +96,23 @@ func TestServiceAccountName(t *testing.T) {
 	}
 	if n := ServiceAccountName(a); len(n) != 19 || !strings.HasPrefix(n, "ar-") {
 		t.Errorf("ServiceAccountName() = %q, want ar- and 16 hex digits", n)
+	}
+	// A provider's ServiceAccount names the provider after the one "."
+	// that the admission policies look for; others have none.
+	if got, want := ServiceAccountNameFor(a, "sp-sample"), ServiceAccountName(a)+".sp-sample"; got != want {
+		t.Errorf("ServiceAccountNameFor() = %q, want %q", got, want)
+	}
+	if got := ServiceAccountNameFor(a, ""); strings.Contains(got, ".") {
+		t.Errorf("ServiceAccountNameFor(no provider) = %q, want no \".\"", got)
+	}
+	for _, kind := range []string{"ServiceProvider", "ClusterProvider", "PlatformService"} {
+		long := ProviderID(kind, strings.Repeat("a.b", 40))
+		if errs := validation.IsDNS1123Label(long); len(errs) != 0 {
+			t.Errorf("ProviderID(%s, long name with dots) = %q: %v", kind, long, errs)
+		}
+	}
+	if got := ProviderID("ServiceProvider", "sample"); got != "sp-sample" {
+		t.Errorf("ProviderID(ServiceProvider, sample) = %q, want sp-sample", got)
 	}
 }
 

@@ -55,6 +55,7 @@ const (
 	RuleMaxClusterRequests = "at most maxClusterRequests ClusterRequests"
 	RuleMaxExclusive       = "at most maxExclusiveClusters exclusive clusters"
 	RuleRequestOwner       = "requests in MCP namespaces name their ServiceProvider"
+	RuleNamespaceOwner     = "Roles only in the provider's own namespaces"
 )
 
 // Violation says which rule of the access policy a request breaks, and how.
