@@ -22,7 +22,6 @@ import (
 
 	"github.com/marketplane/marketplane/api/common"
 	corev2alpha1 "github.com/marketplane/marketplane/api/core/v2alpha1"
-	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	"github.com/marketplane/marketplane/internal/broker/catalog"
 	"github.com/marketplane/marketplane/pkg/clusteraccess"
 )
@@ -186,7 +185,7 @@ func (c *CodeOfferings) getRecord(ctx context.Context, id string) (*record, erro
 		return nil, fmt.Errorf("get namespace %s: %w", CodeNamespace(id), err)
 	}
 	a := ns.Annotations
-	if ns.Labels[LabelManagedBy] != ManagedByBroker || a[AnnotationInstanceID] != id {
+	if !OwnsNamespace(ns, id) {
 		return nil, conflict("The namespace %s of this instance exists and does not belong to it; choose another instance id.", ns.Name)
 	}
 	rec := &record{ns: ns, id: id, serviceID: a[AnnotationServiceID], planID: a[AnnotationPlanID], hash: a[AnnotationRequestHash],
@@ -288,7 +287,9 @@ func (c *CodeOfferings) provision(x *exchange, r *http.Request) (int, any, error
 		return 0, nil, badRequest("The parameters do not match the schema of plan %s (the spec of %s): %v.", plan.Name, plan.Kind, err)
 	}
 	if c.sf != nil {
-		err := c.sf.Get(ctx, InstanceKey(id), &osbv1alpha1.SFServiceInstance{}, Fresh)
+		// An SFServiceInstance counts only in a namespace the broker
+		// made for it: a tenant's namespace of that name blocks nothing.
+		_, err := getOwnedInstance(ctx, c.sf, id, Fresh)
 		switch {
 		case err == nil:
 			return 0, nil, conflict("Instance %s already exists (a Service Fabrik instance).", truncate(id, 100))

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -60,9 +61,19 @@ var (
 
 // CacheOptions returns the options of the cache a Store reads from: every
 // namespace, SFServiceInstances and SFServiceBindings without managed
-// fields. Secrets are never cached.
+// fields, and the Namespaces labelled as the broker's (their labels and
+// annotations say which instance each was created for; the broker never
+// changes them). Secrets are never cached.
 func CacheOptions(opts cache.Options) cache.Options {
 	opts.DefaultTransform = cache.TransformStripManagedFields()
+	byObject := map[client.Object]cache.ByObject{}
+	for o, b := range opts.ByObject {
+		byObject[o] = b
+	}
+	byObject[&corev1.Namespace{}] = cache.ByObject{
+		Label: labels.SelectorFromSet(labels.Set{broker.LabelManagedBy: broker.ManagedByBroker}),
+	}
+	opts.ByObject = byObject
 	return opts
 }
 
@@ -76,6 +87,9 @@ func New(c cache.Cache, cl client.Client) *Store {
 // before the broker serves, and the event handlers that wake waiting
 // requests. Call it before starting the cache's sync wait.
 func (s *Store) Informers(ctx context.Context) error {
+	if _, err := s.cache.GetInformer(ctx, &corev1.Namespace{}); err != nil {
+		return fmt.Errorf("informer for namespaces: %w", err)
+	}
 	for _, obj := range []client.Object{&osbv1alpha1.SFServiceInstance{}, &osbv1alpha1.SFServiceBinding{}} {
 		inf, err := s.cache.GetInformer(ctx, obj)
 		if err != nil {
@@ -226,9 +240,10 @@ func resetObject(obj client.Object) {
 	}
 }
 
-// Create implements broker.Store: it creates the object's namespace when
-// missing (labelled as the broker's, so that it goes with the instance),
-// then the object.
+// Create implements broker.Store: for an instance it creates the
+// instance's namespace when missing (labelled as the broker's, so that it
+// goes with the instance) and checks that an existing one is the broker's
+// for this instance, then it creates the object.
 func (s *Store) Create(ctx context.Context, obj client.Object) error {
 	if err := s.ensureNamespace(ctx, obj); err != nil {
 		return err
@@ -242,8 +257,11 @@ func (s *Store) Create(ctx context.Context, obj client.Object) error {
 
 // ensureNamespace creates an instance's namespace unless it exists. It
 // creates without reading first: one round trip either way, and the
-// namespace of a new instance never exists. A binding's namespace is its
-// instance's, which exists.
+// namespace of a new instance never exists. A namespace that exists must
+// be the one the broker created for this instance; any other (a tenant's
+// namespace that happens to be called sf-<id>) is refused with
+// broker.NamespaceNotOwned and left as it is. A binding's namespace is its
+// instance's, which the broker checked when it read the instance.
 func (s *Store) ensureNamespace(ctx context.Context, obj client.Object) error {
 	inst, ok := obj.(*osbv1alpha1.SFServiceInstance)
 	if !ok {
@@ -254,10 +272,41 @@ func (s *Store) ensureNamespace(ctx context.Context, obj client.Object) error {
 		Labels:      map[string]string{broker.LabelManagedBy: broker.ManagedByBroker},
 		Annotations: map[string]string{broker.AnnotationInstanceID: inst.Spec.InstanceID},
 	}}
-	if err := s.client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+	err := s.client.Create(ctx, ns)
+	switch {
+	case err == nil:
+		return nil
+	case !apierrors.IsAlreadyExists(err):
 		return fmt.Errorf("create namespace %s: %w", ns.Name, err)
 	}
+	existing, err := s.Namespace(ctx, ns.Name)
+	if err != nil {
+		return fmt.Errorf("read namespace %s: %w", ns.Name, err)
+	}
+	if !broker.OwnsNamespace(existing, inst.Spec.InstanceID) {
+		return broker.NamespaceNotOwned(ns.Name)
+	}
 	return nil
+}
+
+// Namespace implements broker.Store: from the cache, which holds only the
+// namespaces labelled as the broker's, and from the API server when the
+// cache does not hold it (a namespace just created, or one that is not the
+// broker's).
+func (s *Store) Namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	ns := &corev1.Namespace{}
+	err := s.cache.Get(ctx, client.ObjectKey{Name: name}, ns, client.UnsafeDisableDeepCopy)
+	switch {
+	case err == nil:
+		return ns, nil
+	case !apierrors.IsNotFound(err):
+		return nil, err
+	}
+	ns = &corev1.Namespace{}
+	if err := s.client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		return nil, err
+	}
+	return ns, nil
 }
 
 // Update implements broker.Store.
