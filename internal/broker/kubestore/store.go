@@ -41,6 +41,11 @@ type Store struct {
 	// Store wrote or read fresh, for the objects the cache has not caught
 	// up with yet; an event that brings the cache there removes it.
 	known map[objectRef]string
+	// created holds the namespaces this Store created that the cache has
+	// not seen yet (read-your-writes for Namespace): the first poll after
+	// a provision needs no API request for them. An event of the
+	// namespace removes it.
+	created map[string]*corev1.Namespace
 }
 
 // objectRef names an instance or a binding: the kinds may share a key.
@@ -80,15 +85,33 @@ func CacheOptions(opts cache.Options) cache.Options {
 // New returns a Store reading through c (an informer cache the caller
 // starts) and writing through cl (a client without cache).
 func New(c cache.Cache, cl client.Client) *Store {
-	return &Store{cache: c, client: cl, known: map[objectRef]string{}}
+	return &Store{cache: c, client: cl, known: map[objectRef]string{}, created: map[string]*corev1.Namespace{}}
 }
 
 // Informers registers the informers the Store reads from, so that they sync
 // before the broker serves, and the event handlers that wake waiting
 // requests. Call it before starting the cache's sync wait.
 func (s *Store) Informers(ctx context.Context) error {
-	if _, err := s.cache.GetInformer(ctx, &corev1.Namespace{}); err != nil {
+	nsInformer, err := s.cache.GetInformer(ctx, &corev1.Namespace{})
+	if err != nil {
 		return fmt.Errorf("informer for namespaces: %w", err)
+	}
+	seen := func(o any) {
+		if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+			o = d.Obj
+		}
+		if ns, ok := o.(client.Object); ok {
+			s.mu.Lock()
+			delete(s.created, ns.GetName())
+			s.mu.Unlock()
+		}
+	}
+	if _, err := nsInformer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    seen,
+		UpdateFunc: func(_, o any) { seen(o) },
+		DeleteFunc: seen,
+	}); err != nil {
+		return fmt.Errorf("event handler for namespaces: %w", err)
 	}
 	for _, obj := range []client.Object{&osbv1alpha1.SFServiceInstance{}, &osbv1alpha1.SFServiceBinding{}} {
 		inf, err := s.cache.GetInformer(ctx, obj)
@@ -275,6 +298,7 @@ func (s *Store) ensureNamespace(ctx context.Context, obj client.Object) error {
 	err := s.client.Create(ctx, ns)
 	switch {
 	case err == nil:
+		s.noteNamespace(ctx, ns)
 		return nil
 	case !apierrors.IsAlreadyExists(err):
 		return fmt.Errorf("create namespace %s: %w", ns.Name, err)
@@ -289,10 +313,23 @@ func (s *Store) ensureNamespace(ctx context.Context, obj client.Object) error {
 	return nil
 }
 
+// noteNamespace records ns, which this Store just created, unless the
+// cache already holds it: then no event would come to forget it. The cache
+// is read under the lock the event handler takes after the cache changed,
+// as in note.
+func (s *Store) noteNamespace(ctx context.Context, ns *corev1.Namespace) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.cache.Get(ctx, client.ObjectKeyFromObject(ns), &corev1.Namespace{}, client.UnsafeDisableDeepCopy); err == nil {
+		return
+	}
+	s.created[ns.Name] = ns
+}
+
 // Namespace implements broker.Store: from the cache, which holds only the
-// namespaces labelled as the broker's, and from the API server when the
-// cache does not hold it (a namespace just created, or one that is not the
-// broker's).
+// namespaces labelled as the broker's; a namespace this Store created that
+// the cache has not seen yet as created; any other from the API server
+// (one that is not the broker's).
 func (s *Store) Namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
 	ns := &corev1.Namespace{}
 	err := s.cache.Get(ctx, client.ObjectKey{Name: name}, ns, client.UnsafeDisableDeepCopy)
@@ -301,6 +338,12 @@ func (s *Store) Namespace(ctx context.Context, name string) (*corev1.Namespace, 
 		return ns, nil
 	case !apierrors.IsNotFound(err):
 		return nil, err
+	}
+	s.mu.Lock()
+	created := s.created[name]
+	s.mu.Unlock()
+	if created != nil {
+		return created, nil
 	}
 	ns = &corev1.Namespace{}
 	if err := s.client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
