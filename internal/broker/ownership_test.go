@@ -30,11 +30,11 @@ var squatRuns atomic.Int64
 // pre-creates, for the OSB ids a platform user will later send, an
 // instance and a binding with those ids (which the provisioner provisions,
 // so they look succeeded), and a bind response Secret of its choosing.
-// Neither of the broker's answers may come from those objects: a provision
+// None of the broker's answers may come from those objects: a provision
 // of the id is 409 and creates nothing there (the tenant would read the
-// OSB user's credentials from the bind Secrets), and fetch, last_operation,
-// bind, unbind and deprovision treat the instance as missing and leave the
-// tenant's objects alone. A second tenant namespace, empty, is refused the
+// OSB user's credentials from the bind Secrets), and fetch, update,
+// last_operation, bind, unbind and deprovision treat the instance as
+// missing and leave the tenant's objects alone. A second tenant namespace, empty, is refused the
 // same way.
 func TestForeignInstanceNamespace(t *testing.T) {
 	b := setup(t)
@@ -109,6 +109,8 @@ func TestForeignInstanceNamespace(t *testing.T) {
 	}
 	expect(h.do(call{method: http.MethodPut, path: instancePath(emptyID), body: req}), http.StatusConflict, "provision into the tenant's empty namespace")
 	expect(h.do(call{method: http.MethodGet, path: instancePath(id)}), http.StatusNotFound, "fetch instance")
+	expect(h.do(call{method: http.MethodPatch, path: instancePath(id), body: obj{"service_id": serviceOf(planSmall), "parameters": obj{"x": "y"}}}),
+		http.StatusNotFound, "update")
 	expect(h.do(call{method: http.MethodGet, path: instancePath(id) + "/last_operation"}), http.StatusNotFound, "instance last_operation")
 	expect(h.bind(id, bid, planSmall, nil, false), http.StatusNotFound, "bind")
 	expect(h.bind(id, bid+"-new", planSmall, nil, false), http.StatusNotFound, "bind with a new binding id")
