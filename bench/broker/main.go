@@ -285,8 +285,14 @@ func seed(ctx context.Context, c client.Client) error {
 			}
 		}
 	}
+	// The instance as the broker stores it: in the namespace it creates
+	// for the instance (it serves instances from no other).
 	key := broker.InstanceKey(instanceID)
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: key.Namespace}}); err != nil {
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:        key.Namespace,
+		Labels:      map[string]string{broker.LabelManagedBy: broker.ManagedByBroker},
+		Annotations: map[string]string{broker.AnnotationInstanceID: instanceID},
+	}}); err != nil {
 		return err
 	}
 	inst := &osbv1alpha1.SFServiceInstance{

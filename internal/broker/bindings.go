@@ -16,7 +16,9 @@ import (
 
 var bindingResource = osbv1alpha1.GroupVersion.WithResource("sfservicebindings").GroupResource()
 
-// getBinding reads the binding bindingID of instance instanceID.
+// getBinding reads the binding bindingID of instance instanceID. One that
+// records other ids, or lives in a namespace the broker does not own for
+// the instance, counts as missing: its response Secret is never read.
 func (s *Server) getBinding(ctx context.Context, instanceID, bindingID string, read Read) (*osbv1alpha1.SFServiceBinding, error) {
 	key := BindingKey(instanceID, bindingID)
 	b := &osbv1alpha1.SFServiceBinding{}
@@ -25,6 +27,9 @@ func (s *Server) getBinding(ctx context.Context, instanceID, bindingID string, r
 	}
 	if b.Spec.ID != bindingID || b.Spec.InstanceID != instanceID {
 		return nil, apierrors.NewNotFound(bindingResource, key.Name)
+	}
+	if err := checkNamespace(ctx, s.store, instanceID); err != nil {
+		return nil, err
 	}
 	return b, nil
 }

@@ -18,11 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/marketplane/marketplane/api/common"
 	corev2alpha1 "github.com/marketplane/marketplane/api/core/v2alpha1"
-	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	"github.com/marketplane/marketplane/internal/broker/catalog"
 	"github.com/marketplane/marketplane/pkg/clusteraccess"
 )
@@ -30,10 +30,11 @@ import (
 // What the broker records for an instance of a code-based offering (with
 // LabelManagedBy and AnnotationInstanceID, as on SF namespaces). The
 // record is the instance's namespace on the onboarding cluster,
-// osb-<name>, created with these labels and annotations and never changed:
-// the state of the instance is read from the objects themselves (the
-// provider's object, the ManagedControlPlane, the AccessRequests), so a
-// broker restart loses nothing.
+// osb-<name>, created with these labels and annotations; only the UID of
+// the provider's object is added once the object exists. The state of the
+// instance is read from the objects themselves (the provider's object, the
+// ManagedControlPlane, the AccessRequests), so a broker restart loses
+// nothing.
 const (
 	// CodeNamespacePrefix starts the namespace of every instance of a
 	// code-based offering: osb-<ObjectName(instance id)>.
@@ -53,7 +54,9 @@ const (
 	// one, another is a conflict.
 	AnnotationRequestHash = "broker.marketplane.io/request-hash"
 	// AnnotationObject is the provider's object of the instance, JSON
-	// {"apiVersion","kind","namespace","name"}.
+	// {"apiVersion","kind","namespace","name","uid"}. The uid is written
+	// once the object exists: an object of that name with another UID is
+	// not the instance's.
 	AnnotationObject = "broker.marketplane.io/object"
 	// AnnotationOwnsControlPlane is "true" when the broker created the
 	// ManagedControlPlane (and deletes it), "false" when the
@@ -140,12 +143,14 @@ func BindingAccessRequestName(bindingID string) string {
 	return "osb-" + hex.EncodeToString(sum[:])
 }
 
-// objectRef names the provider's object of an instance.
+// objectRef names the provider's object of an instance. UID is empty
+// until the object exists (and in records of earlier versions).
 type objectRef struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Namespace  string `json:"namespace"`
-	Name       string `json:"name"`
+	APIVersion string    `json:"apiVersion"`
+	Kind       string    `json:"kind"`
+	Namespace  string    `json:"namespace"`
+	Name       string    `json:"name"`
+	UID        types.UID `json:"uid,omitempty"`
 }
 
 func (o objectRef) new() *unstructured.Unstructured {
@@ -186,7 +191,7 @@ func (c *CodeOfferings) getRecord(ctx context.Context, id string) (*record, erro
 		return nil, fmt.Errorf("get namespace %s: %w", CodeNamespace(id), err)
 	}
 	a := ns.Annotations
-	if ns.Labels[LabelManagedBy] != ManagedByBroker || a[AnnotationInstanceID] != id {
+	if !OwnsNamespace(ns, id) {
 		return nil, conflict("The namespace %s of this instance exists and does not belong to it; choose another instance id.", ns.Name)
 	}
 	rec := &record{ns: ns, id: id, serviceID: a[AnnotationServiceID], planID: a[AnnotationPlanID], hash: a[AnnotationRequestHash],
@@ -288,7 +293,9 @@ func (c *CodeOfferings) provision(x *exchange, r *http.Request) (int, any, error
 		return 0, nil, badRequest("The parameters do not match the schema of plan %s (the spec of %s): %v.", plan.Name, plan.Kind, err)
 	}
 	if c.sf != nil {
-		err := c.sf.Get(ctx, InstanceKey(id), &osbv1alpha1.SFServiceInstance{}, Fresh)
+		// An SFServiceInstance counts only in a namespace the broker
+		// made for it: a tenant's namespace of that name blocks nothing.
+		_, err := getOwnedInstance(ctx, c.sf, id, Fresh)
 		switch {
 		case err == nil:
 			return 0, nil, conflict("Instance %s already exists (a Service Fabrik instance).", truncate(id, 100))
@@ -345,8 +352,14 @@ func (c *CodeOfferings) provision(x *exchange, r *http.Request) (int, any, error
 		}
 		return 0, nil, fmt.Errorf("create namespace %s: %w", nsName, err)
 	}
-	if err := c.createObjects(ctx, id, nsName, owns, mcpKey, ref, spec); err != nil {
+	created := &record{ns: ns, id: id, object: ref}
+	if err := c.createObjects(ctx, id, nsName, owns, mcpKey, ref, spec, created); err != nil {
 		// Leave nothing behind: the platform may send the request again.
+		if created.object.UID != "" {
+			if derr := c.deleteObject(ctx, created); derr != nil {
+				c.log.Error(derr, "Cannot remove the object of a failed provision", "object", ref.String())
+			}
+		}
 		if derr := c.onboarding.Delete(ctx, ns); derr != nil && !apierrors.IsNotFound(derr) {
 			c.log.Error(derr, "Cannot remove the namespace of a failed provision", "namespace", nsName)
 		}
@@ -360,8 +373,9 @@ func (c *CodeOfferings) provision(x *exchange, r *http.Request) (int, any, error
 }
 
 // createObjects creates the ManagedControlPlane (when owns) and the
-// provider's object of a new instance.
-func (c *CodeOfferings) createObjects(ctx context.Context, id, nsName string, owns bool, mcpKey client.ObjectKey, ref objectRef, spec map[string]json.RawMessage) error {
+// provider's object of a new instance, and records the object's UID in
+// rec (the record just created), in memory as soon as the object exists.
+func (c *CodeOfferings) createObjects(ctx context.Context, id, nsName string, owns bool, mcpKey client.ObjectKey, ref objectRef, spec map[string]json.RawMessage, rec *record) error {
 	labels := map[string]string{LabelManagedBy: ManagedByBroker, LabelCodeInstance: nsName}
 	annotations := map[string]string{AnnotationInstanceID: id}
 	if owns {
@@ -386,7 +400,57 @@ func (c *CodeOfferings) createObjects(ctx context.Context, id, nsName string, ow
 	if err := c.onboarding.Create(ctx, obj); err != nil {
 		return fmt.Errorf("create %s: %w", ref, err)
 	}
+	return c.recordUID(ctx, rec, obj.GetUID())
+}
+
+// recordUID writes uid, the UID of the provider's object, into rec's
+// namespace (AnnotationObject) and into rec. From then on only the object
+// with that UID is the instance's: a tenant who deletes and re-creates an
+// object of the same name next to its own control plane gets an object the
+// broker neither reports on nor deletes.
+func (c *CodeOfferings) recordUID(ctx context.Context, rec *record, uid types.UID) error {
+	rec.object.UID = uid
+	refJSON, err := json.Marshal(rec.object)
+	if err != nil {
+		return fmt.Errorf("encode object reference: %w", err)
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{AnnotationObject: string(refJSON)}}})
+	if err != nil {
+		return fmt.Errorf("encode the record's patch: %w", err)
+	}
+	if err := c.onboarding.Patch(ctx, rec.ns, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("record the UID of %s in namespace %s: %w", rec.object, rec.ns.Name, err)
+	}
 	return nil
+}
+
+// objectOf reads the provider's object of rec; nil when it is gone. An
+// object of that name with another UID than the recorded one is another
+// object (its tenant deleted and re-created it): it counts as gone. A
+// record without a UID (written by an earlier version, or by a provision
+// interrupted right after it created the object) takes the UID of the
+// object of that name that carries the instance's labels, once.
+func (c *CodeOfferings) objectOf(ctx context.Context, rec *record) (*unstructured.Unstructured, error) {
+	obj := rec.object.new()
+	if err := c.onboarding.Get(ctx, rec.object.key(), obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("get %s: %w", rec.object, err)
+	}
+	switch {
+	case rec.object.UID != "":
+		if obj.GetUID() != rec.object.UID {
+			return nil, nil
+		}
+		return obj, nil
+	case obj.GetLabels()[LabelCodeInstance] != rec.ns.Name || obj.GetAnnotations()[AnnotationInstanceID] != rec.id:
+		return nil, nil
+	}
+	if err := c.recordUID(ctx, rec, obj.GetUID()); err != nil {
+		return nil, err
+	}
+	return obj, nil
 }
 
 // mayUse checks that instance id may serve the existing control plane ref:
@@ -438,15 +502,15 @@ type objectStatus struct {
 	} `json:"status"`
 }
 
-// objectState reads the provider's object of rec: gone, deleting, or its
-// Ready condition as an OSB state.
+// objectState reads the provider's object of rec (objectOf): gone,
+// deleting, or its Ready condition as an OSB state.
 func (c *CodeOfferings) objectState(ctx context.Context, rec *record) (codeOperationState, error) {
-	obj := rec.object.new()
-	if err := c.onboarding.Get(ctx, rec.object.key(), obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			return codeOperationState{state: "gone"}, nil
-		}
-		return codeOperationState{}, fmt.Errorf("get %s: %w", rec.object, err)
+	obj, err := c.objectOf(ctx, rec)
+	if err != nil {
+		return codeOperationState{}, err
+	}
+	if obj == nil {
+		return codeOperationState{state: "gone"}, nil
 	}
 	if obj.GetDeletionTimestamp() != nil {
 		return codeOperationState{state: "deleting", Description: fmt.Sprintf("Waiting for the %s to be deleted.", rec.object.Kind)}, nil
@@ -588,9 +652,17 @@ func (c *CodeOfferings) lastOperation(x *exchange, r *http.Request) (int, any, e
 	return answer(codeOperationState{state: stateInProgress, Description: "Deleting the instance's namespace."})
 }
 
-// deleteObject starts the deletion of the provider's object of rec.
+// deleteObject starts the deletion of the provider's object of rec
+// (objectOf), with its UID as precondition: an object of the same name
+// that is not the instance's is never deleted.
 func (c *CodeOfferings) deleteObject(ctx context.Context, rec *record) error {
-	if err := c.onboarding.Delete(ctx, rec.object.new()); err != nil && !apierrors.IsNotFound(err) {
+	obj, err := c.objectOf(ctx, rec)
+	if err != nil || obj == nil {
+		return err
+	}
+	uid := obj.GetUID()
+	err = c.onboarding.Delete(ctx, obj, client.Preconditions{UID: &uid})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("delete %s: %w", rec.object, err)
 	}
 	return nil

@@ -409,6 +409,70 @@ func existingControlPlane(t *testing.T, c *codeLandscape) {
 	if err := c.l.Onboarding.Client.Get(ctx, key, m); err != nil || m.DeletionTimestamp != nil {
 		t.Errorf("the tenant's MCP after deprovision: %v; the broker must leave it alone", err)
 	}
+
+	recreatedObject(t, c, mcp.Namespace, mcp.Name, allow)
+}
+
+// recreatedObject provisions an instance for the tenant's control plane
+// (which allows it), and then the tenant deletes the instance's Sample
+// and creates its own under the same name, with the same labels and
+// annotations: the broker recorded the UID of its Sample, so the new one
+// is not the instance's. The instance counts as gone, and deprovision
+// leaves the tenant's Sample alone.
+func recreatedObject(t *testing.T, c *codeLandscape, namespace, name string, allow func(string)) {
+	ctx := t.Context()
+	h := h2(t, c.base)
+	const id = "attach-2"
+	oc := c.l.Onboarding.Client
+	allow(id)
+	params := obj{"version": "v1", catalog.ControlPlaneParameter: obj{"namespace": namespace, "name": name}}
+	// The provision creates the Sample before it answers. It need not
+	// become Ready: the previous instance's workload namespace, named
+	// after the control plane, is still terminating (the workload cluster
+	// runs no namespace controller), and nothing here depends on it.
+	h.expect(h.do(call{method: http.MethodPut, path: instancePath(id), query: "accepts_incomplete=true", body: codeProvisionBody(params)}),
+		http.StatusAccepted, "provision for the tenant's MCP")
+
+	// The tenant replaces the Sample by one of its own.
+	key := client.ObjectKey{Namespace: namespace, Name: name}
+	sample := &unstructured.Unstructured{}
+	sample.SetAPIVersion("sample.services.openmcp.cloud/v1alpha1")
+	sample.SetKind("Sample")
+	if err := oc.Get(ctx, key, sample); err != nil {
+		t.Fatalf("the instance's Sample: %v", err)
+	}
+	original := sample.GetUID()
+	forged := &unstructured.Unstructured{Object: map[string]any{"spec": sample.Object["spec"]}}
+	forged.SetAPIVersion(sample.GetAPIVersion())
+	forged.SetKind(sample.GetKind())
+	forged.SetNamespace(namespace)
+	forged.SetName(name)
+	forged.SetLabels(sample.GetLabels())
+	forged.SetAnnotations(sample.GetAnnotations())
+	if err := oc.Delete(ctx, sample); err != nil {
+		t.Fatalf("the tenant deletes the Sample: %v", err)
+	}
+	awaitCond(t, "the instance's Sample is gone", func(ctx context.Context) (bool, error) {
+		err := oc.Get(ctx, key, &unstructured.Unstructured{Object: map[string]any{"apiVersion": sample.GetAPIVersion(), "kind": sample.GetKind()}})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	if err := oc.Create(ctx, forged); err != nil {
+		t.Fatalf("the tenant creates its own Sample: %v", err)
+	}
+	t.Cleanup(func() { _ = oc.Delete(context.Background(), forged) })
+	if forged.GetUID() == original {
+		t.Fatal("the tenant's Sample has the UID of the deleted one")
+	}
+
+	// Deprovision: the broker's Sample is gone; the tenant's stays.
+	r := h.expect(h.do(call{method: http.MethodDelete, path: instancePath(id), query: codeDeleteQuery()}), http.StatusAccepted, "deprovision")
+	poll(t, c.base, call{method: http.MethodGet, path: instancePath(id) + "/last_operation", query: "operation=" + r.str("operation")}, codeTimeout,
+		"deprovision finished", func(r reply) bool { return r.status == http.StatusGone })
+	got := &unstructured.Unstructured{Object: map[string]any{"apiVersion": sample.GetAPIVersion(), "kind": sample.GetKind()}}
+	if err := oc.Get(ctx, key, got); err != nil || got.GetUID() != forged.GetUID() || got.GetDeletionTimestamp() != nil {
+		t.Errorf("the tenant's own Sample after the deprovision of %s: %v (deleting: %v); the broker must leave it alone", id, err, got.GetDeletionTimestamp() != nil)
+	}
+	assertNoNamespace(t, oc, broker.CodeNamespace(id))
 }
 
 // lifecycle provisions, binds, unbinds and deprovisions one instance.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -37,12 +38,15 @@ type fakeStore struct {
 	// onDelete, when set, runs on the stored object (under the store's
 	// lock) when its deletion starts: a provisioner that reacts at once.
 	onDelete func(stored client.Object)
+	// namespaces are the instances' namespaces, created as kubestore
+	// creates them.
+	namespaces map[string]*corev1.Namespace
 }
 
 var _ Store = &fakeStore{}
 
 func newFakeStore(instant bool) *fakeStore {
-	return &fakeStore{objects: map[string]client.Object{}, prev: map[string]client.Object{}, instant: instant, response: []byte(`{"credentials":{"user":"u","password":"p"}}`)}
+	return &fakeStore{objects: map[string]client.Object{}, prev: map[string]client.Object{}, namespaces: map[string]*corev1.Namespace{}, instant: instant, response: []byte(`{"credentials":{"user":"u","password":"p"}}`)}
 }
 
 func storeKey(obj client.Object, key client.ObjectKey) string {
@@ -88,6 +92,19 @@ func (f *fakeStore) Create(_ context.Context, obj client.Object) error {
 	}
 	if err := checkJSON(obj); err != nil {
 		return err
+	}
+	if inst, ok := obj.(*osbv1alpha1.SFServiceInstance); ok {
+		ns, exists := f.namespaces[inst.Namespace]
+		if exists && !OwnsNamespace(ns, inst.Spec.InstanceID) {
+			return NamespaceNotOwned(inst.Namespace)
+		}
+		if !exists {
+			f.namespaces[inst.Namespace] = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+				Name:        inst.Namespace,
+				Labels:      map[string]string{LabelManagedBy: ManagedByBroker},
+				Annotations: map[string]string{AnnotationInstanceID: inst.Spec.InstanceID},
+			}}
+		}
 	}
 	obj.SetUID(types.UID("uid-" + f.nextRV()))
 	obj.SetResourceVersion(f.nextRV())
@@ -200,6 +217,16 @@ func (f *fakeStore) List(_ context.Context, namespace string, list client.Object
 		}
 	}
 	return nil
+}
+
+func (f *fakeStore) Namespace(_ context.Context, name string) (*corev1.Namespace, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ns, ok := f.namespaces[name]
+	if !ok {
+		return nil, apierrors.NewNotFound(corev1.Resource("namespaces"), name)
+	}
+	return ns.DeepCopy(), nil
 }
 
 func (f *fakeStore) BindResponse(_ context.Context, _, _ string) ([]byte, error) {

@@ -18,7 +18,7 @@ var instanceResource = osbv1alpha1.GroupVersion.WithResource("sfserviceinstances
 
 // lookInstance reads the instance of id and evaluates its latest
 // operation. An object under the same name for another id (a hash
-// collision) counts as missing.
+// collision) or in a namespace the broker does not own counts as missing.
 func (s *Server) lookInstance(id string) func(context.Context, Read) (client.Object, Operation, progress, error) {
 	return func(ctx context.Context, read Read) (client.Object, Operation, progress, error) {
 		inst, err := s.getInstance(ctx, id, read)
@@ -30,17 +30,9 @@ func (s *Server) lookInstance(id string) func(context.Context, Read) (client.Obj
 	}
 }
 
-// getInstance reads the instance of id.
+// getInstance reads the instance of id (getOwnedInstance).
 func (s *Server) getInstance(ctx context.Context, id string, read Read) (*osbv1alpha1.SFServiceInstance, error) {
-	key := InstanceKey(id)
-	inst := &osbv1alpha1.SFServiceInstance{}
-	if err := s.store.Get(ctx, key, inst, read); err != nil {
-		return nil, err
-	}
-	if inst.Spec.InstanceID != id {
-		return nil, apierrors.NewNotFound(instanceResource, key.Name)
-	}
-	return inst, nil
+	return getOwnedInstance(ctx, s.store, id, read)
 }
 
 // refreshInstance returns a function that reads the instance fresh.

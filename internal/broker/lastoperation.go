@@ -41,6 +41,9 @@ func (s *Server) instanceLastOperation(_ *exchange, r *http.Request) (int, any, 
 		if inst.Spec.InstanceID != id {
 			return Operation{}, progress{}, apierrors.NewNotFound(instanceResource, key.Name)
 		}
+		if err := checkNamespace(ctx, s.store, id); err != nil {
+			return Operation{}, progress{}, err
+		}
 		op, p := instanceProgress(inst)
 		return op, p, nil
 	})
@@ -66,6 +69,9 @@ func (s *Server) bindingLastOperation(_ *exchange, r *http.Request) (int, any, e
 		}
 		if b.Spec.ID != bindingID || b.Spec.InstanceID != instanceID {
 			return Operation{}, progress{}, apierrors.NewNotFound(bindingResource, key.Name)
+		}
+		if err := checkNamespace(ctx, s.store, instanceID); err != nil {
+			return Operation{}, progress{}, err
 		}
 		op, p := bindingProgress(b)
 		return op, p, nil

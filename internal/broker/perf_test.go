@@ -280,11 +280,19 @@ func TestLastOperationWaitsForTheCache(t *testing.T) {
 		return "GET /apis/osb.servicefabrik.io/v1alpha1/namespaces/" + k.Namespace + "/sfserviceinstances/" + k.Name
 	}
 
+	// The namespace check (an instance is served only from the broker's
+	// namespace) never reads the API server for a namespace this broker
+	// created, however far its cache is behind.
+	nsGet := func(id string) string { return "GET /api/v1/namespaces/" + broker.InstanceKey(id).Namespace }
+
 	const caughtUp = "lastop-cache"
 	lo, reqs, d := poll(caughtUp)
 	t.Logf("last_operation behind a 50ms watch lag: %s in %s, API requests %v", lo, d, reqs)
 	if n := count(reqs, instGet(caughtUp)); n != 0 {
 		t.Errorf("last_operation read the instance from the API server %d times (%v); the cache, 50ms behind, must answer once it brought the broker's own write", n, reqs)
+	}
+	if n := count(reqs, nsGet(caughtUp)); n != 0 {
+		t.Errorf("last_operation read the instance's namespace from the API server %d times (%v); the broker created it", n, reqs)
 	}
 
 	lag.Store(int64(2 * kubestore.CacheCatchUp))
@@ -293,6 +301,9 @@ func TestLastOperationWaitsForTheCache(t *testing.T) {
 	t.Logf("last_operation behind a stalled watch: %s in %s, API requests %v", lo, d, reqs)
 	if n := count(reqs, instGet(stalled)); n != 1 {
 		t.Errorf("last_operation behind a stalled watch read the instance %d times (%v); want once, after the cache's %s", n, reqs, kubestore.CacheCatchUp)
+	}
+	if n := count(reqs, nsGet(stalled)); n != 0 {
+		t.Errorf("last_operation behind a stalled watch read the instance's namespace %d times (%v); the broker created it", n, reqs)
 	}
 	if d < kubestore.CacheCatchUp {
 		t.Errorf("last_operation behind a stalled watch answered after %s; it must wait %s for the cache first", d, kubestore.CacheCatchUp)

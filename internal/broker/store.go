@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -34,8 +35,11 @@ type Store interface {
 	// Store last wrote or read fresh of the object (read-your-writes);
 	// a CacheOnly read may be.
 	Get(ctx context.Context, key client.ObjectKey, obj client.Object, read Read) error
-	// Create stores a new object, creating its namespace first when it
-	// does not exist. obj is updated with the stored version.
+	// Create stores a new object. For an instance it creates the
+	// instance's namespace first when it does not exist; when it exists and
+	// is not the broker's for this instance (OwnsNamespace) it writes
+	// nothing and returns NamespaceNotOwned. obj is updated with the
+	// stored version.
 	Create(ctx context.Context, obj client.Object) error
 	// Update writes obj's metadata and spec. obj's resourceVersion must be
 	// the stored one (Conflict otherwise); obj is updated with the stored
@@ -48,6 +52,12 @@ type Store interface {
 	Delete(ctx context.Context, obj client.Object) error
 	// List reads the objects of a namespace into list, fresh.
 	List(ctx context.Context, namespace string, list client.ObjectList) error
+	// Namespace reads the namespace called name. The broker's own
+	// namespaces may come from a cache: it never changes their labels and
+	// annotations after creating them. Any other namespace, or one the
+	// cache has not seen yet, is read from the API server. The object may
+	// be shared with the cache: the caller must not modify it.
+	Namespace(ctx context.Context, name string) (*corev1.Namespace, error)
 	// BindResponse returns the value of the "response" key of the Secret
 	// that holds a binding's OSB bind response. The value holds
 	// credentials: it must never be logged.

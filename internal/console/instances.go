@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -316,11 +317,11 @@ func (s *Server) loadInstance(ctx context.Context, sess *session, ns, res, name 
 	return v, u, nil
 }
 
+// loadBindings lists the bindings of inst: those whose instance, as the
+// inter-operator resolves it (SFServiceBindingSpec.InstanceNames, by name),
+// is inst. The instance's own spec.instanceId plays no part: an instance
+// "a" with spec.instanceId "b" must not show, nor bind, instance "b".
 func (s *Server) loadBindings(ctx context.Context, sess *session, inst *unstructured.Unstructured, v *instanceView) {
-	id, _, _ := unstructured.NestedString(inst.Object, "spec", "instanceId")
-	if id == "" {
-		id = inst.GetName()
-	}
 	v.Bindable = true
 	l, err := sess.kube.onboarding.Resource(bindingsGVR).Namespace(inst.GetNamespace()).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -329,7 +330,7 @@ func (s *Server) loadBindings(ctx context.Context, sess *session, inst *unstruct
 	}
 	for i := range l.Items {
 		var b osbv1alpha1.SFServiceBinding
-		if err := fromUnstructured(&l.Items[i], &b); err != nil || b.Spec.InstanceID != id {
+		if err := fromUnstructured(&l.Items[i], &b); err != nil || !s.bindsInstance(ctx, sess, &b, inst.GetName()) {
 			continue
 		}
 		st := statusOf(&l.Items[i])
@@ -341,6 +342,25 @@ func (s *Server) loadBindings(ctx context.Context, sess *session, inst *unstruct
 		})
 	}
 	sort.Slice(v.Bindings, func(i, j int) bool { return v.Bindings[i].Name < v.Bindings[j].Name })
+}
+
+// bindsInstance reports whether the instance of binding b is the instance
+// called name of b's namespace: the first of b's instance names that exists
+// (the inter-operator's lookup). Only when name is a later candidate are the
+// earlier ones read.
+func (s *Server) bindsInstance(ctx context.Context, sess *session, b *osbv1alpha1.SFServiceBinding, name string) bool {
+	names := b.Spec.InstanceNames()
+	i := slices.Index(names, name)
+	if i < 0 {
+		return false
+	}
+	// An earlier name wins when that instance exists.
+	for _, n := range names[:i] {
+		if _, err := sess.kube.onboarding.Resource(instancesGVR).Namespace(b.Namespace).Get(ctx, n, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Server) instancePage(w http.ResponseWriter, r *http.Request, sess *session) {
@@ -417,14 +437,13 @@ func (s *Server) createBinding(w http.ResponseWriter, r *http.Request, sess *ses
 		s.render(w, http.StatusUnprocessableEntity, "instance", sess, "instances", v.Name, v)
 		return
 	}
-	id := inst.Spec.InstanceID
-	if id == "" {
-		id = inst.Name
-	}
+	// spec.instanceId of a binding names its instance (the inter-operator
+	// looks the instance up by that name), so it is the instance's name,
+	// whatever the instance's own spec.instanceId says.
 	b := &osbv1alpha1.SFServiceBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: osbv1alpha1.GroupVersion.String(), Kind: "SFServiceBinding"},
 		ObjectMeta: metav1.ObjectMeta{Name: bname, Namespace: ns},
-		Spec:       osbv1alpha1.SFServiceBindingSpec{ID: bname, InstanceID: id, PlanID: inst.Spec.PlanID, ServiceID: inst.Spec.ServiceID},
+		Spec:       osbv1alpha1.SFServiceBindingSpec{ID: bname, InstanceID: inst.Name, PlanID: inst.Spec.PlanID, ServiceID: inst.Spec.ServiceID},
 	}
 	bu, err := toUnstructured(b)
 	if err == nil {

@@ -27,6 +27,7 @@ import (
 	marketplacev1alpha1 "github.com/marketplane/marketplane/api/marketplace/v1alpha1"
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
+	"github.com/marketplane/marketplane/internal/operator/policy"
 )
 
 // FieldOwner is the field manager of every write of the marketplace
@@ -72,7 +73,8 @@ var _ reconcile.Reconciler = &Reconciler{}
 // cluster.Cluster) or a cluster the caller added to mgr (mgr.Add), and both
 // may be the same API server. A provider built on pkg/providerapp passes
 // its manager on the onboarding cluster and Env.Platform. The controller
-// watches ServiceProviders, SFServices and SFPlans on the platform cluster
+// watches ServiceProviders (and ClusterProviders and PlatformServices, for
+// API group ownership), SFServices and SFPlans on the platform cluster
 // and CRDs and Offerings on the onboarding cluster (a deleted or edited
 // Offering is put back).
 func Setup(mgr ctrl.Manager, platform, onboarding cluster.Cluster, opts ...Option) error {
@@ -96,6 +98,10 @@ func Setup(mgr ctrl.Manager, platform, onboarding cluster.Cluster, opts ...Optio
 		Named(o.name).
 		WithOptions(o.controller).
 		WatchesRawSource(source.Kind(platform.GetCache(), client.Object(&providerv1alpha1.ServiceProvider{}), wake)).
+		// The other provider kinds' spec.accessPolicy.apiGroups change
+		// which groups the ServiceProviders own.
+		WatchesRawSource(source.Kind(platform.GetCache(), client.Object(&providerv1alpha1.ClusterProvider{}), wake)).
+		WatchesRawSource(source.Kind(platform.GetCache(), client.Object(&providerv1alpha1.PlatformService{}), wake)).
 		WatchesRawSource(source.Kind(platform.GetCache(), client.Object(&osbv1alpha1.SFService{}), wake)).
 		WatchesRawSource(source.Kind(platform.GetCache(), client.Object(&osbv1alpha1.SFPlan{}), wake)).
 		WatchesRawSource(source.Kind(onboarding.GetCache(), client.Object(&apiextensionsv1.CustomResourceDefinition{}), wake, crdChanged)).
@@ -172,7 +178,11 @@ func (r *Reconciler) read(ctx context.Context) (sources, error) {
 	if err := r.onboarding.List(ctx, crds); err != nil {
 		return src, fmt.Errorf("list CustomResourceDefinitions: %w", err)
 	}
-	src.providers, src.services, src.plans, src.crds = providers.Items, services.Items, plans.Items, crds.Items
+	owners, err := policy.LoadOwnership(ctx, r.platform)
+	if err != nil {
+		return src, fmt.Errorf("compute API group ownership: %w", err)
+	}
+	src.providers, src.services, src.plans, src.crds, src.owners = providers.Items, services.Items, plans.Items, crds.Items, owners
 	return src, nil
 }
 

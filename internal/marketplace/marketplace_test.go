@@ -114,12 +114,18 @@ func ptr[T any](v T) *T { return &v }
 // condition, as the provider's init and the operator would.
 func setProviderStatus(t *testing.T, name string, gvk metav1.GroupVersionKind, ready metav1.ConditionStatus, reason string) {
 	t.Helper()
+	setProviderKinds(t, name, []metav1.GroupVersionKind{gvk}, ready, reason)
+}
+
+// setProviderKinds is setProviderStatus for several kinds.
+func setProviderKinds(t *testing.T, name string, gvks []metav1.GroupVersionKind, ready metav1.ConditionStatus, reason string) {
+	t.Helper()
 	ctx := context.Background()
 	sp := &providerv1alpha1.ServiceProvider{}
 	if err := k8s.Get(ctx, client.ObjectKey{Name: name}, sp); err != nil {
 		t.Fatal(err)
 	}
-	sp.Status.Resources = []metav1.GroupVersionKind{gvk}
+	sp.Status.Resources = gvks
 	apimeta.SetStatusCondition(&sp.Status.Conditions, metav1.Condition{Type: string(providerv1alpha1.ConditionReady),
 		Status: ready, Reason: reason, Message: "test says " + reason, ObservedGeneration: sp.Generation})
 	if err := k8s.Status().Update(ctx, sp); err != nil {

@@ -17,6 +17,7 @@ import (
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/interoperator/catalog"
 	shortnames "github.com/marketplane/marketplane/internal/names"
+	"github.com/marketplane/marketplane/internal/operator/policy"
 )
 
 // Reasons of an Offering's Ready condition that the controller chooses
@@ -41,6 +42,9 @@ type sources struct {
 	services  []osbv1alpha1.SFService
 	plans     []osbv1alpha1.SFPlan
 	crds      []apiextensionsv1.CustomResourceDefinition
+	// owners is the API group ownership of all providers, as the
+	// operator computes it (policy.LoadOwnership); nil owns nothing.
+	owners *policy.Ownership
 }
 
 // wantedOfferings computes every Offering the sources call for, keyed by
@@ -54,15 +58,21 @@ func wantedOfferings(src sources) map[string]wanted {
 		crd := &src.crds[i]
 		crdByGK[crd.Spec.Group+"/"+crd.Spec.Names.Kind] = crd
 	}
+	owners := src.owners
+	if owners == nil {
+		owners = policy.Compute(nil)
+	}
 	for i := range src.providers {
 		sp := &src.providers[i]
-		// A provider that registered no kinds (yet; init registers them)
-		// offers nothing a tenant can order: the inter-operator, whose
-		// services are offered one by one from its catalog, is one.
-		if sp.DeletionTimestamp != nil || len(sp.Status.Resources) == 0 {
+		// A provider that registered no kinds of its own groups (yet;
+		// init registers them) offers nothing a tenant can order: the
+		// inter-operator, whose services are offered one by one from its
+		// catalog, is one; so is a provider that registered only kinds of
+		// groups it does not own.
+		if sp.DeletionTimestamp != nil || len(owners.Kinds(policy.KindServiceProvider, sp.Name)) == 0 {
 			continue
 		}
-		w := serviceProviderOffering(sp, crdByGK)
+		w := serviceProviderOffering(sp, crdByGK, owners)
 		out[w.offering.Name] = w
 	}
 	byNamespace := map[string][]osbv1alpha1.SFService{}
@@ -133,8 +143,13 @@ func newOffering(name string, source marketplacev1alpha1.Source) *marketplacev1a
 }
 
 // serviceProviderOffering describes sp: its kinds with the spec schemas of
-// their CRDs (crdByGK, keyed by group/kind), its image tag and health.
-func serviceProviderOffering(sp *providerv1alpha1.ServiceProvider, crdByGK map[string]*apiextensionsv1.CustomResourceDefinition) wanted {
+// their CRDs (crdByGK, keyed by group/kind), its image tag and health. Only
+// the entries of status.resources whose API group sp owns (owners, the
+// operator's rules) are its kinds: the provider writes status.resources
+// itself, and an entry of another provider's group would offer that
+// provider's kind, with its schema, under sp's name. The entries left out
+// are named in the Ready condition's message.
+func serviceProviderOffering(sp *providerv1alpha1.ServiceProvider, crdByGK map[string]*apiextensionsv1.CustomResourceDefinition, owners *policy.Ownership) wanted {
 	o := newOffering(serviceProviderOfferingName(sp.Name), marketplacev1alpha1.Source{
 		Kind: marketplacev1alpha1.SourceServiceProvider, Name: sp.Name})
 	o.Spec.DisplayName = sp.Name
@@ -144,7 +159,7 @@ func serviceProviderOffering(sp *providerv1alpha1.ServiceProvider, crdByGK map[s
 	o.Spec.Description = sp.Annotations[marketplacev1alpha1.AnnotationDescription]
 	o.Spec.Version = imageVersion(sp.Spec.Image)
 	o.Spec.OSB = osbSettings(sp.Annotations)
-	for _, gvk := range sp.Status.Resources {
+	for _, gvk := range owners.Kinds(policy.KindServiceProvider, sp.Name) {
 		k := marketplacev1alpha1.OfferedKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind}
 		if crd := crdByGK[gvk.Group+"/"+gvk.Kind]; crd != nil {
 			describeKind(&k, crd)
@@ -163,7 +178,42 @@ func serviceProviderOffering(sp *providerv1alpha1.ServiceProvider, crdByGK map[s
 		}
 	}
 	o.Spec.Ready = ready.Status == metav1.ConditionTrue
+	if left := leftOut(owners.Rejected(policy.KindServiceProvider, sp.Name)); left != "" {
+		ready.Message = strings.TrimSuffix(strings.TrimSpace(ready.Message), ".")
+		if ready.Message != "" {
+			ready.Message += "; "
+		}
+		ready.Message += left
+	}
 	return wanted{offering: o, ready: ready}
+}
+
+// maxLeftOut bounds how many left-out kinds a Ready message names:
+// status.resources is the provider's to write and may be long.
+const maxLeftOut = 10
+
+// leftOut describes the status.resources entries that are not offered
+// (rejections of spec.accessPolicy.apiGroups, which name no kind, are the
+// platform operator's concern and reported on the provider), or "".
+func leftOut(rejected []policy.Rejection) string {
+	var msgs []string
+	n := 0
+	for _, r := range rejected {
+		if r.Resource == nil {
+			continue
+		}
+		n++
+		if len(msgs) < maxLeftOut {
+			msgs = append(msgs, fmt.Sprintf("%s (%s)", r.Message, r.Reason))
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	if n > len(msgs) {
+		msgs = append(msgs, fmt.Sprintf("and %d more", n-len(msgs)))
+	}
+	return "not offered, since the provider does not own their API groups: " + strings.Join(msgs, "; ")
 }
 
 // osbSettings reads a ServiceProvider's opt-in to the OSB broker and the

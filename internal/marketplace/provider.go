@@ -31,12 +31,13 @@ const (
 const SourcesClusterRole = "marketplane:marketplace-sources"
 
 // PlatformRules are what the marketplace reads on the platform cluster:
-// ServiceProviders and the SFServices and SFPlans of every namespace, with
-// list and watch (its cache; it never gets one by name). Nothing there is
-// written.
+// ServiceProviders and the SFServices and SFPlans of every namespace, and
+// ClusterProviders and PlatformServices (whose spec.accessPolicy.apiGroups
+// decide API group ownership too), with list and watch (its cache; it never
+// gets one by name). Nothing there is written.
 func PlatformRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
-		{APIGroups: []string{providerv1alpha1.GroupVersion.Group}, Resources: []string{"serviceproviders"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{providerv1alpha1.GroupVersion.Group}, Resources: []string{"serviceproviders", "clusterproviders", "platformservices"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: []string{osbv1alpha1.GroupVersion.Group}, Resources: []string{"sfservices", "sfplans"}, Verbs: []string{"list", "watch"}},
 	}
 }

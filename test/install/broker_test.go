@@ -218,6 +218,8 @@ var brokerNotReached = map[string]string{
 	// through its informers (internal/broker/catalog/watcher.go).
 	"list sfservices.osb.servicefabrik.io": "catalog informer's initial list, streamed as a watch",
 	"list sfplans.osb.servicefabrik.io":    "catalog informer's initial list, streamed as a watch",
+	// kubestore's informer of the broker's own namespaces (by label).
+	"list namespaces": "kubestore's namespace informer's initial list, streamed as a watch",
 }
 
 // refuseAnonymousScrape checks that the broker's metrics port, which the

@@ -30,6 +30,8 @@ var marketplaceRunNotReached = map[string]string{
 	// (sendInitialEvents); it falls back to "list" where the API server
 	// does not stream lists.
 	"list serviceproviders.openmcp.cloud cluster-wide":  "informer's initial list, streamed as a watch",
+	"list clusterproviders.openmcp.cloud cluster-wide":  "informer's initial list, streamed as a watch",
+	"list platformservices.openmcp.cloud cluster-wide":  "informer's initial list, streamed as a watch",
 	"list sfservices.osb.servicefabrik.io cluster-wide": "informer's initial list, streamed as a watch",
 	"list sfplans.osb.servicefabrik.io cluster-wide":    "informer's initial list, streamed as a watch",
 }

@@ -151,3 +151,33 @@ func TestSFPlanTemplate(t *testing.T) {
 		})
 	}
 }
+
+func TestBindingInstanceNames(t *testing.T) {
+	// The hex SHA-224 of "Odd ID/1" and of "db", the broker's names for
+	// instances of these OSB ids when they are not DNS labels.
+	const oddHash = "df7f52da6a38ce8634000f9e8a4aa45dfe5adc8f4a036de5b210f84d"
+	tests := map[string]struct {
+		reason string
+		id     string
+		want   []string
+	}{
+		"Name": {
+			reason: "An id that is a name is looked up as it is first, then hashed.",
+			id:     "db",
+			want:   []string{"db", "a9759675c5b45fea42d2d43a1d29e47595c80667e98d6dbbb21bc24a"},
+		},
+		"NotAName": {
+			reason: "An id no object can be named after (a slash, a space, capitals) is only hashed: a client refuses to send such a name.",
+			id:     "Odd ID/1",
+			want:   []string{oddHash},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := (&SFServiceBindingSpec{InstanceID: tc.id}).InstanceNames()
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\n-want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}

@@ -5,8 +5,12 @@ Copyright 2026 The Marketplane Authors.
 package v1alpha1
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // SFServiceBindingSpec is the body of an OSB bind request, with camelCased
@@ -143,4 +147,24 @@ type SFServiceBindingList struct {
 
 	// items are the SFServiceBindings.
 	Items []SFServiceBinding `json:"items"`
+}
+
+// InstanceNames returns the names the binding's SFServiceInstance may have
+// in the binding's namespace, in the order the inter-operator looks them
+// up: spec.instanceId itself, which is the instance's name (as tenants and
+// the console write it, and the broker for an OSB id that is a DNS label),
+// when it can be an object's name at all, then its hex SHA-224 (the name
+// the broker gives the instance of an OSB id that is not). The first that
+// exists is the binding's instance; the instance's own spec.instanceId
+// plays no part, so a binding never reaches an instance by what that
+// instance claims. An id that cannot be a name is left out rather than
+// looked up: a client refuses to send such a name ("/" is no path
+// segment), which is no NotFound.
+func (s *SFServiceBindingSpec) InstanceNames() []string {
+	sum := sha256.Sum224([]byte(s.InstanceID))
+	hashed := hex.EncodeToString(sum[:])
+	if len(validation.IsDNS1123Subdomain(s.InstanceID)) > 0 {
+		return []string{hashed}
+	}
+	return []string{s.InstanceID, hashed}
 }

@@ -21,8 +21,9 @@ import (
 // last_operation as "succeeded" before it answers 410 Gone.
 const DefaultTombstoneTTL = 5 * time.Minute
 
-// Reaper releases tombstones. An instance or binding whose deletion
-// finished keeps the broker's finalizer, so that last_operation can still
+// Reaper releases tombstones. An instance or binding (in a namespace the
+// broker created for its instance) whose deletion finished keeps the
+// broker's finalizer, so that last_operation can still
 // report "succeeded"; once the reaper has seen it as a tombstone for the
 // TTL, it removes the finalizer and the object goes. For an instance it
 // then deletes the instance's namespace, when the broker created it.
@@ -80,8 +81,8 @@ func (r *Reaper) Start(ctx context.Context) error {
 func (r *Reaper) sweep(ctx context.Context) {
 	now := r.now()
 	present := map[types.UID]bool{}
-	visit := func(obj client.Object) {
-		if !broker.IsTombstone(obj) {
+	visit := func(obj client.Object, instanceID string) {
+		if !broker.IsTombstone(obj) || !r.ownedNamespace(ctx, obj.GetNamespace(), instanceID) {
 			return
 		}
 		present[obj.GetUID()] = true
@@ -103,7 +104,7 @@ func (r *Reaper) sweep(ctx context.Context) {
 		return
 	}
 	for i := range instances.Items {
-		visit(&instances.Items[i])
+		visit(&instances.Items[i], instances.Items[i].Spec.InstanceID)
 	}
 	var bindings osbv1alpha1.SFServiceBindingList
 	if err := r.cache.List(ctx, &bindings, client.UnsafeDisableDeepCopy); err != nil {
@@ -111,13 +112,26 @@ func (r *Reaper) sweep(ctx context.Context) {
 		return
 	}
 	for i := range bindings.Items {
-		visit(&bindings.Items[i])
+		visit(&bindings.Items[i], bindings.Items[i].Spec.InstanceID)
 	}
 	for uid := range r.seen {
 		if !present[uid] {
 			delete(r.seen, uid)
 		}
 	}
+}
+
+// ownedNamespace reports whether the namespace called name is the one the
+// broker created for instanceID, as the cache knows it (it holds only the
+// broker's namespaces): the reaper releases only the broker's own
+// tombstones, never an object a tenant wrote with the broker's finalizer
+// into a namespace of its own.
+func (r *Reaper) ownedNamespace(ctx context.Context, name, instanceID string) bool {
+	ns := &corev1.Namespace{}
+	if err := r.cache.Get(ctx, client.ObjectKey{Name: name}, ns, client.UnsafeDisableDeepCopy); err != nil {
+		return false
+	}
+	return broker.OwnsNamespace(ns, instanceID)
 }
 
 // release removes the broker's finalizer from a tombstone, read fresh, and
@@ -149,8 +163,7 @@ func (r *Reaper) deleteNamespace(ctx context.Context, inst *osbv1alpha1.SFServic
 	if err := r.client.Get(ctx, client.ObjectKey{Name: inst.Namespace}, ns); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if ns.Labels[broker.LabelManagedBy] != broker.ManagedByBroker ||
-		ns.Annotations[broker.AnnotationInstanceID] != inst.Spec.InstanceID || ns.DeletionTimestamp != nil {
+	if !broker.OwnsNamespace(ns, inst.Spec.InstanceID) || ns.DeletionTimestamp != nil {
 		return nil
 	}
 	var others osbv1alpha1.SFServiceInstanceList

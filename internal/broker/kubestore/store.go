@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -40,6 +41,11 @@ type Store struct {
 	// Store wrote or read fresh, for the objects the cache has not caught
 	// up with yet; an event that brings the cache there removes it.
 	known map[objectRef]string
+	// created holds the namespaces this Store created that the cache has
+	// not seen yet (read-your-writes for Namespace): the first poll after
+	// a provision needs no API request for them. An event of the
+	// namespace removes it.
+	created map[string]*corev1.Namespace
 }
 
 // objectRef names an instance or a binding: the kinds may share a key.
@@ -60,22 +66,53 @@ var (
 
 // CacheOptions returns the options of the cache a Store reads from: every
 // namespace, SFServiceInstances and SFServiceBindings without managed
-// fields. Secrets are never cached.
+// fields, and the Namespaces labelled as the broker's (their labels and
+// annotations say which instance each was created for; the broker never
+// changes them). Secrets are never cached.
 func CacheOptions(opts cache.Options) cache.Options {
 	opts.DefaultTransform = cache.TransformStripManagedFields()
+	byObject := map[client.Object]cache.ByObject{}
+	for o, b := range opts.ByObject {
+		byObject[o] = b
+	}
+	byObject[&corev1.Namespace{}] = cache.ByObject{
+		Label: labels.SelectorFromSet(labels.Set{broker.LabelManagedBy: broker.ManagedByBroker}),
+	}
+	opts.ByObject = byObject
 	return opts
 }
 
 // New returns a Store reading through c (an informer cache the caller
 // starts) and writing through cl (a client without cache).
 func New(c cache.Cache, cl client.Client) *Store {
-	return &Store{cache: c, client: cl, known: map[objectRef]string{}}
+	return &Store{cache: c, client: cl, known: map[objectRef]string{}, created: map[string]*corev1.Namespace{}}
 }
 
 // Informers registers the informers the Store reads from, so that they sync
 // before the broker serves, and the event handlers that wake waiting
 // requests. Call it before starting the cache's sync wait.
 func (s *Store) Informers(ctx context.Context) error {
+	nsInformer, err := s.cache.GetInformer(ctx, &corev1.Namespace{})
+	if err != nil {
+		return fmt.Errorf("informer for namespaces: %w", err)
+	}
+	seen := func(o any) {
+		if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+			o = d.Obj
+		}
+		if ns, ok := o.(client.Object); ok {
+			s.mu.Lock()
+			delete(s.created, ns.GetName())
+			s.mu.Unlock()
+		}
+	}
+	if _, err := nsInformer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    seen,
+		UpdateFunc: func(_, o any) { seen(o) },
+		DeleteFunc: seen,
+	}); err != nil {
+		return fmt.Errorf("event handler for namespaces: %w", err)
+	}
 	for _, obj := range []client.Object{&osbv1alpha1.SFServiceInstance{}, &osbv1alpha1.SFServiceBinding{}} {
 		inf, err := s.cache.GetInformer(ctx, obj)
 		if err != nil {
@@ -226,9 +263,10 @@ func resetObject(obj client.Object) {
 	}
 }
 
-// Create implements broker.Store: it creates the object's namespace when
-// missing (labelled as the broker's, so that it goes with the instance),
-// then the object.
+// Create implements broker.Store: for an instance it creates the
+// instance's namespace when missing (labelled as the broker's, so that it
+// goes with the instance) and checks that an existing one is the broker's
+// for this instance, then it creates the object.
 func (s *Store) Create(ctx context.Context, obj client.Object) error {
 	if err := s.ensureNamespace(ctx, obj); err != nil {
 		return err
@@ -242,8 +280,11 @@ func (s *Store) Create(ctx context.Context, obj client.Object) error {
 
 // ensureNamespace creates an instance's namespace unless it exists. It
 // creates without reading first: one round trip either way, and the
-// namespace of a new instance never exists. A binding's namespace is its
-// instance's, which exists.
+// namespace of a new instance never exists. A namespace that exists must
+// be the one the broker created for this instance; any other (a tenant's
+// namespace that happens to be called sf-<id>) is refused with
+// broker.NamespaceNotOwned and left as it is. A binding's namespace is its
+// instance's, which the broker checked when it read the instance.
 func (s *Store) ensureNamespace(ctx context.Context, obj client.Object) error {
 	inst, ok := obj.(*osbv1alpha1.SFServiceInstance)
 	if !ok {
@@ -254,10 +295,61 @@ func (s *Store) ensureNamespace(ctx context.Context, obj client.Object) error {
 		Labels:      map[string]string{broker.LabelManagedBy: broker.ManagedByBroker},
 		Annotations: map[string]string{broker.AnnotationInstanceID: inst.Spec.InstanceID},
 	}}
-	if err := s.client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+	err := s.client.Create(ctx, ns)
+	switch {
+	case err == nil:
+		s.noteNamespace(ctx, ns)
+		return nil
+	case !apierrors.IsAlreadyExists(err):
 		return fmt.Errorf("create namespace %s: %w", ns.Name, err)
 	}
+	existing, err := s.Namespace(ctx, ns.Name)
+	if err != nil {
+		return fmt.Errorf("read namespace %s: %w", ns.Name, err)
+	}
+	if !broker.OwnsNamespace(existing, inst.Spec.InstanceID) {
+		return broker.NamespaceNotOwned(ns.Name)
+	}
 	return nil
+}
+
+// noteNamespace records ns, which this Store just created, unless the
+// cache already holds it: then no event would come to forget it. The cache
+// is read under the lock the event handler takes after the cache changed,
+// as in note.
+func (s *Store) noteNamespace(ctx context.Context, ns *corev1.Namespace) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.cache.Get(ctx, client.ObjectKeyFromObject(ns), &corev1.Namespace{}, client.UnsafeDisableDeepCopy); err == nil {
+		return
+	}
+	s.created[ns.Name] = ns
+}
+
+// Namespace implements broker.Store: from the cache, which holds only the
+// namespaces labelled as the broker's; a namespace this Store created that
+// the cache has not seen yet as created; any other from the API server
+// (one that is not the broker's).
+func (s *Store) Namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	ns := &corev1.Namespace{}
+	err := s.cache.Get(ctx, client.ObjectKey{Name: name}, ns, client.UnsafeDisableDeepCopy)
+	switch {
+	case err == nil:
+		return ns, nil
+	case !apierrors.IsNotFound(err):
+		return nil, err
+	}
+	s.mu.Lock()
+	created := s.created[name]
+	s.mu.Unlock()
+	if created != nil {
+		return created, nil
+	}
+	ns = &corev1.Namespace{}
+	if err := s.client.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		return nil, err
+	}
+	return ns, nil
 }
 
 // Update implements broker.Store.

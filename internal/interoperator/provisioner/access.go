@@ -2,8 +2,6 @@ package provisioner
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -251,12 +249,10 @@ func providerConfig(ctx context.Context, platform cluster.Cluster, name string) 
 }
 
 // instanceOf returns the instance of a binding, or nil when it does not
-// exist. The instance is named by its id or, when the id is not a valid
-// name, by the SHA-224 of the id, as Service Fabrik names it.
+// exist: the first of SFServiceBindingSpec.InstanceNames that exists in the
+// binding's namespace (the console resolves a binding's instance alike).
 func instanceOf(ctx context.Context, reader client.Reader, b *osbv1alpha1.SFServiceBinding) (*osbv1alpha1.SFServiceInstance, error) {
-	id := b.Spec.InstanceID
-	sum := sha256.Sum224([]byte(id))
-	for _, name := range []string{id, hex.EncodeToString(sum[:])} {
+	for _, name := range b.Spec.InstanceNames() {
 		inst := &osbv1alpha1.SFServiceInstance{}
 		err := reader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: name}, inst)
 		if err == nil {
