@@ -150,8 +150,9 @@ type Stats struct {
 	// ChartLoads is how many chart archives were unpacked.
 	ChartLoads int64
 	// Abandoned is how many renders ran out of time and were left behind.
-	// Such a render stops at its next template function call or output
-	// write; a loop that does neither runs on until it ends.
+	// A gotemplate render stops at its next loop iteration, template call,
+	// template function call or output write; Helm's engine is not
+	// instrumented, so a chart that loops runs on until it ends.
 	Abandoned int64
 }
 
@@ -342,7 +343,7 @@ func (r *Renderer) parse(t osbv1alpha1.TemplateSpec, origin, text string) (*pars
 		return p, nil
 	}
 	r.parses.Add(1)
-	tmpl, err := template.New(string(t.Action)).Funcs(r.funcs).Parse(text)
+	tmpl, err := parseTemplate(string(t.Action), text, r.funcs)
 	if err != nil {
 		return nil, newError(t, origin, StageParse, err)
 	}
@@ -350,6 +351,35 @@ func (r *Renderer) parse(t osbv1alpha1.TemplateSpec, origin, text string) (*pars
 	r.templates.Add(key, p, 1)
 	return p, nil
 }
+
+// parseTemplate parses text with funcs, refuses loops over constants that
+// repeat too often, and makes every execution stoppable (guardLoops).
+func parseTemplate(name, text string, funcs template.FuncMap) (*template.Template, error) {
+	tmpl, err := template.New(name).Funcs(funcs).Parse(text)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkConstantLoops(tmpl); err != nil {
+		return nil, err
+	}
+	if err := guardLoops(tmpl); err != nil {
+		return nil, err
+	}
+	return tmpl, nil
+}
+
+// Check parses the text of a gotemplate as a render would, named name (the
+// action), and returns the error a render would fail with at parse time:
+// invalid syntax, a function that is not defined, loops over constants
+// that repeat more than MaxConstantIterations times. The catalog validates
+// inline templates with it.
+func Check(name, text string) error {
+	_, err := parseTemplate(name, text, checkFuncs())
+	return err
+}
+
+// checkFuncs are the functions Check parses with; parsing only reads them.
+var checkFuncs = sync.OnceValue(baseFuncs)
 
 // execute parses (or finds) and runs a gotemplate under the limits.
 func (r *Renderer) execute(ctx context.Context, t osbv1alpha1.TemplateSpec, origin, text string, values map[string]any) (string, error) {
@@ -385,8 +415,9 @@ func (r *Renderer) execute(ctx context.Context, t osbv1alpha1.TemplateSpec, orig
 
 // bounded runs fn on its own goroutine and waits for it at most the render
 // timeout, or until ctx ends. A panic in fn becomes an error. When the time
-// is up, g is stopped so that fn fails at its next guarded step, and fn is
-// left behind.
+// is up, g is stopped so that fn fails at its next guarded step (a loop
+// iteration, template call, function call or output write), and fn is left
+// behind to end there.
 func (r *Renderer) bounded(ctx context.Context, g *guard, fn func() error) error {
 	runCtx, cancel := context.WithTimeout(ctx, r.limits.Timeout)
 	defer cancel()
