@@ -133,6 +133,31 @@ func TestBombsStop(t *testing.T) {
 			wantIs:   ErrSizeLimit,
 			want:     "repeat would produce about 1000000 bytes: template exceeded its size limit",
 		},
+		"HelmIntegerRange": {
+			reason:   "Helm's engine has no guard: its worker process is killed.",
+			template: helm("/range.tgz"),
+			wantIs:   ErrTimeLimit,
+			want:     "provision template (helm from " + srv.URL + "/range.tgz): execute: template exceeded its time limit (200ms)",
+		},
+		"HelmRecursion": {
+			reason:   "include is Helm's own function: 2^40 calls, each within Helm's depth limit.",
+			template: helm("/recursion.tgz"),
+			wantIs:   ErrTimeLimit,
+			want:     "execute: template exceeded its time limit (200ms)",
+		},
+		"HelmUntilLoop": {
+			reason:   "Helm's until allocates 80 MB per iteration, a million times.",
+			template: helm("/until.tgz"),
+			wantIs:   ErrTimeLimit,
+			want:     "execute: template exceeded its time limit (200ms)",
+		},
+		"HelmHugeRepeat": {
+			reason:   "Helm's repeat builds a 1.5 GB string: the worker is killed at its memory ceiling, long before the time limit.",
+			template: helm("/repeat.tgz"),
+			limits:   Limits{Timeout: time.Minute, MaxHelmMemoryBytes: 256 << 20},
+			wantIs:   ErrSizeLimit,
+			want:     "execute: the chart's render used more than 256 MiB of memory",
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -44,8 +44,13 @@
 // result is counted with all it contains, so that no value can contain
 // itself or nest deeper than 1000 levels. Loops over constants that would
 // repeat their body more than MaxConstantIterations times do not parse
-// (Check, which the catalog uses too). Helm's engine is not instrumented: a
-// chart that loops is abandoned and runs on until it ends.
+// (Check, which the catalog uses too).
+//
+// Helm's engine parses a chart's templates itself and takes no functions of
+// ours, so it cannot be instrumented: charts render in worker processes
+// (package internal/helmworker, started from the running binary) that are
+// killed when a render runs out of time or memory (Limits.MaxHelmMemoryBytes)
+// or its caller's context ends (Stats.Killed counts them).
 //
 // Errors are of type *Error: they name the action, the type, where the text
 // came from and the step that failed, and never quote variables.

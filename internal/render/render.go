@@ -12,10 +12,10 @@ import (
 	"text/template"
 	"time"
 
-	"helm.sh/helm/v3/pkg/chart"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/internal/render/internal/helmworker"
 	"github.com/marketplane/marketplane/internal/render/internal/lru"
 	"github.com/marketplane/marketplane/internal/render/source"
 )
@@ -34,6 +34,9 @@ const (
 	DefaultMaxTemplateBytes = 1 << 20
 	// DefaultMaxChartBytes bounds a Helm chart archive.
 	DefaultMaxChartBytes = 10 << 20
+	// DefaultMaxHelmMemoryBytes bounds the resident memory of the process
+	// that renders a Helm chart.
+	DefaultMaxHelmMemoryBytes = 512 << 20
 	// DefaultKubeVersion is the Kubernetes version Helm charts see as
 	// .Capabilities.KubeVersion: the version of the Kubernetes libraries
 	// Marketplane is built with.
@@ -62,6 +65,11 @@ type Limits struct {
 	MaxTemplateBytes int64
 	// MaxChartBytes bounds a Helm chart archive (DefaultMaxChartBytes).
 	MaxChartBytes int64
+	// MaxHelmMemoryBytes bounds the resident memory of the worker process
+	// that renders a Helm chart, its loaded charts included
+	// (DefaultMaxHelmMemoryBytes). It is checked every few milliseconds
+	// while the chart renders.
+	MaxHelmMemoryBytes int64
 }
 
 func (l Limits) withDefaults() Limits {
@@ -80,6 +88,9 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxChartBytes <= 0 {
 		l.MaxChartBytes = DefaultMaxChartBytes
 	}
+	if l.MaxHelmMemoryBytes <= 0 {
+		l.MaxHelmMemoryBytes = DefaultMaxHelmMemoryBytes
+	}
 	return l
 }
 
@@ -92,12 +103,19 @@ type Renderer struct {
 	kubeVersion string
 	funcs       template.FuncMap
 	templates   *lru.Cache[[sha256.Size]byte, *parsed]
-	charts      *lru.Cache[[sha256.Size]byte, *chart.Chart]
+	// charts are the hashes of the chart archives known to load.
+	charts *lru.Cache[[sha256.Size]byte, struct{}]
+	// helm runs Helm renders in worker processes.
+	helm *helmworker.Pool
 
 	parses     atomic.Int64
 	chartLoads atomic.Int64
 	abandoned  atomic.Int64
+	killed     atomic.Int64
 }
+
+// helmPool renders the Helm charts of every Renderer of the process.
+var helmPool = helmworker.New(helmworker.Options{})
 
 // Option configures a Renderer.
 type Option func(*Renderer)
@@ -116,7 +134,7 @@ func WithLimits(l Limits) Option { return func(r *Renderer) { r.limits = l.withD
 func WithCacheSizes(templates, charts int) Option {
 	return func(r *Renderer) {
 		r.templates = lru.New[[sha256.Size]byte, *parsed](templates, 0)
-		r.charts = lru.New[[sha256.Size]byte, *chart.Chart](charts, chartCacheBytes)
+		r.charts = lru.New[[sha256.Size]byte, struct{}](charts, chartCacheBytes)
 	}
 }
 
@@ -131,7 +149,8 @@ func New(opts ...Option) *Renderer {
 		kubeVersion: DefaultKubeVersion,
 		funcs:       baseFuncs(),
 		templates:   lru.New[[sha256.Size]byte, *parsed](defaultTemplateCacheSize, 0),
-		charts:      lru.New[[sha256.Size]byte, *chart.Chart](defaultChartCacheSize, chartCacheBytes),
+		charts:      lru.New[[sha256.Size]byte, struct{}](defaultChartCacheSize, chartCacheBytes),
+		helm:        helmPool,
 	}
 	for _, o := range opts {
 		o(r)
@@ -147,13 +166,16 @@ type Stats struct {
 	// TemplateParses is how many template texts were parsed: renders of a
 	// cached template do not count.
 	TemplateParses int64
-	// ChartLoads is how many chart archives were unpacked.
+	// ChartLoads is how many chart archives were unpacked to check them
+	// (the worker processes that render charts unpack them again).
 	ChartLoads int64
-	// Abandoned is how many renders ran out of time and were left behind.
-	// A gotemplate render stops at its next loop iteration, template call,
-	// template function call or output write; Helm's engine is not
-	// instrumented, so a chart that loops runs on until it ends.
+	// Abandoned is how many gotemplate renders ran out of time and were
+	// left behind. Such a render stops at its next loop iteration,
+	// template call, template function call or output write.
 	Abandoned int64
+	// Killed is how many Helm renders ran out of time or memory, or lost
+	// their caller, and had their worker process killed.
+	Killed int64
 }
 
 // Stats returns the counters of r.
@@ -162,6 +184,7 @@ func (r *Renderer) Stats() Stats {
 		TemplateParses: r.parses.Load(),
 		ChartLoads:     r.chartLoads.Load(),
 		Abandoned:      r.abandoned.Load(),
+		Killed:         r.killed.Load(),
 	}
 }
 
@@ -438,9 +461,7 @@ func (r *Renderer) bounded(ctx context.Context, g *guard, fn func() error) error
 		if ctx.Err() != nil {
 			cause = ctx.Err()
 		}
-		if g != nil {
-			g.stop(cause)
-		}
+		g.stop(cause)
 		r.abandoned.Add(1)
 		return cause
 	}
