@@ -35,10 +35,10 @@
 // ErrTimeLimit or ErrSizeLimit; a panic becomes an error.
 //
 // A gotemplate execution cannot be interrupted from outside, so every step
-// that can repeat checks the limits: the renderer inserts a check into the
-// parse tree at the start of every range body and of every template
-// (guardLoops), template functions check on every call, output on every
-// write. An execution that ran out of time stops within one step
+// that can repeat checks the limits: the renderer inserts an empty text,
+// whose write checks them, into the parse tree at the start of every range
+// body and of every template (guardLoops); template functions check on
+// every call, output on every write. An execution that ran out of time stops within one step
 // (Stats.Abandoned counts them). Functions whose result would be huge are
 // refused before they run (until, repeat, printf padding, ...), and every
 // result is counted with all it contains, so that no value can contain

@@ -421,8 +421,6 @@ func guardedFuncs(base template.FuncMap, g *guard) template.FuncMap {
 	for name, fn := range base {
 		out[name] = guardFunc(name, fn, g)
 	}
-	// What guardLoops inserts into every loop body and template.
-	out[guardFuncName] = func() (guardMark, error) { return guardMark{}, g.check() }
 	return out
 }
 

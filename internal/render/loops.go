@@ -17,35 +17,12 @@ import (
 // the author learns which loop is wrong before any instance fails.
 const MaxConstantIterations = 100_000
 
-// guardFuncName is the function that guardLoops calls at the start of every
-// template. It is bound to the execution's guard (guardedFuncs); templates
-// cannot call it, since parsing does not know it.
-const guardFuncName = "marketplaneGuard"
-
-// guardVar is the variable that guardLoops declares first in every
-// template and prints first in every loop body; templates may not declare
-// it themselves.
-const guardVar = "$marketplaneGuard"
-
-// guardMark is the value of guardVar: it prints as nothing.
-type guardMark struct{}
-
-// String implements fmt.Stringer.
-func (guardMark) String() string { return "" }
-
-// rootGuard and loopGuard are the actions guardLoops inserts. rootGuard,
-// {{$marketplaneGuard := marketplaneGuard}}, calls the guarded function,
-// so that every template call checks the guard, and gives the template the
-// variable. loopGuard, {{$marketplaneGuard}}, prints the variable: that
-// writes nothing, but the write checks the guard (output.Write), for less
-// than a function call costs. Parse trees are read-only at execution, so
-// one node of each serves every tree.
-var rootGuard, loopGuard = func() (parse.Node, parse.Node) {
-	t := template.Must(template.New("guard").
-		Funcs(template.FuncMap{guardFuncName: func() (guardMark, error) { return guardMark{}, nil }}).
-		Parse("{{" + guardVar + " := " + guardFuncName + "}}{{" + guardVar + "}}"))
-	return t.Tree.Root.Nodes[0], t.Tree.Root.Nodes[1]
-}()
+// guardNode is what guardLoops inserts: an empty text. Executing a text
+// node writes it, even an empty one, and every write to a render's output
+// checks the guard (output.Write): so it costs neither a function call nor
+// any output, and fails the execution once the guard is stopped. Parse
+// trees are read-only at execution, so one node serves every tree.
+var guardNode = &parse.TextNode{NodeType: parse.NodeText, Text: []byte{}}
 
 // guardLoops makes every execution of the templates of tmpl stoppable. A
 // Go template repeats work only in range loops and template calls: it has no
@@ -53,72 +30,46 @@ var rootGuard, loopGuard = func() (parse.Node, parse.Node) {
 // already check the guard, but a loop whose body calls no function and
 // writes nothing ({{range 1000000000000}}{{end}}) or a template that calls
 // itself twice ({{define "a"}}{{template "a"}}{{template "a"}}{{end}}) do
-// neither. guardLoops therefore puts rootGuard first into the root of every
-// template and loopGuard first into the body of every range, so that an
-// execution that ran out of time stops within one iteration or call.
+// neither. guardLoops therefore puts guardNode first into the root of every
+// template and into the body of every range, so that an execution that ran
+// out of time stops within one iteration or call.
 //
 // The parse trees are changed in place; call it once, before the template is
-// cloned or executed. It fails when a template declares guardVar itself.
-func guardLoops(tmpl *template.Template) error {
+// cloned or executed.
+func guardLoops(tmpl *template.Template) {
 	seen := map[*parse.ListNode]bool{}
 	for _, t := range tmpl.Templates() {
-		if t.Tree == nil || t.Tree.Root == nil {
-			continue
+		if t.Tree != nil {
+			guardList(t.Tree.Root, true, seen)
 		}
-		if err := guardList(t.Tree, t.Tree.Root, nil, seen); err != nil {
-			return err
-		}
-		t.Tree.Root.Nodes = slices.Insert(t.Tree.Root.Nodes, 0, rootGuard)
 	}
-	return nil
 }
 
-// guardList puts guard (if any) first into list, and loopGuard into the
-// bodies of the range loops within it. The branches of if, with and a
-// range's else run at most once per run of their list and need no guard of
-// their own.
-func guardList(tree *parse.Tree, list *parse.ListNode, guard parse.Node, seen map[*parse.ListNode]bool) error {
+// guardList guards the range loops within list and, when first is set,
+// puts guardNode first into list itself: a template's root or a loop's
+// body. The branches of if, with and a range's else run at most once per
+// run of their list and need no guard of their own.
+func guardList(list *parse.ListNode, first bool, seen map[*parse.ListNode]bool) {
 	if list == nil || seen[list] {
-		return nil
+		return
 	}
 	seen[list] = true
 	for _, n := range list.Nodes {
-		var err error
 		switch n := n.(type) {
-		case *parse.ActionNode:
-			err = reservedVar(tree, n, n.Pipe)
 		case *parse.RangeNode:
-			err = errors.Join(reservedVar(tree, n, n.Pipe),
-				guardList(tree, n.List, loopGuard, seen), guardList(tree, n.ElseList, nil, seen))
+			guardList(n.List, true, seen)
+			guardList(n.ElseList, false, seen)
 		case *parse.IfNode:
-			err = errors.Join(reservedVar(tree, n, n.Pipe),
-				guardList(tree, n.List, nil, seen), guardList(tree, n.ElseList, nil, seen))
+			guardList(n.List, false, seen)
+			guardList(n.ElseList, false, seen)
 		case *parse.WithNode:
-			err = errors.Join(reservedVar(tree, n, n.Pipe),
-				guardList(tree, n.List, nil, seen), guardList(tree, n.ElseList, nil, seen))
-		}
-		if err != nil {
-			return err
+			guardList(n.List, false, seen)
+			guardList(n.ElseList, false, seen)
 		}
 	}
-	if guard != nil {
-		list.Nodes = slices.Insert(list.Nodes, 0, guard)
+	if first {
+		list.Nodes = slices.Insert(list.Nodes, 0, parse.Node(guardNode))
 	}
-	return nil
-}
-
-// reservedVar refuses a pipeline that declares guardVar.
-func reservedVar(tree *parse.Tree, n parse.Node, p *parse.PipeNode) error {
-	if p == nil {
-		return nil
-	}
-	for _, v := range p.Decl {
-		if len(v.Ident) > 0 && v.Ident[0] == guardVar {
-			location, _ := tree.ErrorContext(n)
-			return fmt.Errorf("template: %s: the variable %s is reserved", location, guardVar)
-		}
-	}
-	return nil
 }
 
 // ErrConstantLoop is matched (errors.Is) by the parse error of a template

@@ -672,11 +672,6 @@ func TestRenderErrors(t *testing.T) {
 			content: `{{ define "again" }}{{ template "again" . }}{{ end }}{{ template "again" . }}`,
 			want:    "exceeded maximum template depth (100000)",
 		},
-		"ReservedVariable": {
-			reason:  "The renderer's own variable cannot be declared by a template.",
-			content: "{{ range $marketplaneGuard := list 1 2 }}{{ end }}",
-			want:    "provision template (gotemplate from content): parse: template: provision:1:9: the variable $marketplaneGuard is reserved",
-		},
 		"RenderMapNotMapping": {
 			action:  osbv1alpha1.ActionStatus,
 			content: "just text",
