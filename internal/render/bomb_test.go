@@ -295,7 +295,7 @@ func TestFunctionBombsRefused(t *testing.T) {
 		"SetSelf": {
 			content: `{{ $d := dict }}{{ $_ := set $d "self" $d }}{{ $d }}`,
 			wantIs:  ErrSizeLimit,
-			want:    "error calling set: set:",
+			want:    "set: the value nests deeper than 1000 levels, or contains itself",
 		},
 		"MergeCycle": {
 			content: `{{ $d := dict "a" 1 }}{{ $_ := merge $d (dict "b" (list $d)) }}{{ toJson $d }}`,

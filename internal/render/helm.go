@@ -126,7 +126,7 @@ func (r *Renderer) helmError(ctx context.Context, err error) error {
 		r.killed.Add(1)
 		return ctx.Err()
 	case errors.Is(err, helmworker.ErrUnavailable):
-		return fmt.Errorf("%w: %v", errHelmUnavailable, err)
+		return fmt.Errorf("%w: %w", errHelmUnavailable, err)
 	}
 	return err
 }

@@ -40,7 +40,7 @@ func guardLoops(tmpl *template.Template) {
 	seen := map[*parse.ListNode]bool{}
 	for _, t := range tmpl.Templates() {
 		if t.Tree != nil {
-			guardList(t.Tree.Root, true, seen)
+			guardList(t.Root, true, seen)
 		}
 	}
 }
@@ -136,7 +136,7 @@ func (c *loopCounter) template(name string) (int64, error) {
 		return 1, nil
 	}
 	c.visiting[name] = true
-	n, err := c.list(t.Tree, t.Tree.Root)
+	n, err := c.list(t.Tree, t.Root)
 	delete(c.visiting, name)
 	if err != nil {
 		return 0, err

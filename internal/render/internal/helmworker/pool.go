@@ -238,23 +238,23 @@ func (p *Pool) start(ctx context.Context) (*worker, error) {
 	if exe == "" {
 		var err error
 		if exe, err = executable(); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 	}
 	var tokenBytes [16]byte
 	if _, err := rand.Read(tokenBytes[:]); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	token := hex.EncodeToString(tokenBytes[:])
 	reqR, reqW, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	respR, respW, err := os.Pipe()
 	if err != nil {
 		_ = reqR.Close()
 		_ = reqW.Close()
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	w := &worker{
 		requests:  reqW,
@@ -282,7 +282,7 @@ func (p *Pool) start(ctx context.Context) (*worker, error) {
 	if err != nil {
 		_ = reqW.Close()
 		_ = respR.Close()
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	greeted := make(chan error, 1)
 	go w.read(respR, token, greeted)
@@ -299,7 +299,7 @@ func (p *Pool) start(ctx context.Context) (*worker, error) {
 	}
 	if err != nil {
 		w.kill()
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return w, nil
 }
@@ -316,7 +316,7 @@ func (w *worker) read(r *os.File, token string, greeted chan<- error) {
 	dec := gob.NewDecoder(bufio.NewReader(r))
 	var h hello
 	if err := dec.Decode(&h); err != nil {
-		greeted <- fmt.Errorf("read the greeting: %v", err)
+		greeted <- fmt.Errorf("read the greeting: %w", err)
 		return
 	}
 	if h.Token != token {
