@@ -32,13 +32,25 @@
 // costs no parsing. Each render runs under Limits: a time limit, a limit on
 // its output and on the values its functions produce, and size limits on
 // template text and chart archives. A render that exceeds them fails with
-// ErrTimeLimit or ErrSizeLimit; a panic becomes an error. Template functions
-// check the limits on every call, and output writes on every write, so a
-// runaway template stops soon after its time is up; Go's text/template
-// cannot be interrupted otherwise, so a loop that neither calls a function
-// nor writes output runs on, abandoned, until it ends (Stats.Abandoned
-// counts such renders). Helm's engine is not instrumented: a chart that
-// loops is abandoned the same way.
+// ErrTimeLimit or ErrSizeLimit; a panic becomes an error.
+//
+// A gotemplate execution cannot be interrupted from outside, so every step
+// that can repeat checks the limits: the renderer inserts an empty text,
+// whose write checks them, into the parse tree at the start of every range
+// body and of every template (guardLoops); template functions check on
+// every call, output on every write. An execution that ran out of time stops within one step
+// (Stats.Abandoned counts them). Functions whose result would be huge are
+// refused before they run (until, repeat, printf padding, ...), and every
+// result is counted with all it contains, so that no value can contain
+// itself or nest deeper than 1000 levels. Loops over constants that would
+// repeat their body more than MaxConstantIterations times do not parse
+// (Check, which the catalog uses too).
+//
+// Helm's engine parses a chart's templates itself and takes no functions of
+// ours, so it cannot be instrumented: charts render in worker processes
+// (package internal/helmworker, started from the running binary) that are
+// killed when a render runs out of time or memory (Limits.MaxHelmMemoryBytes)
+// or its caller's context ends (Stats.Killed counts them).
 //
 // Errors are of type *Error: they name the action, the type, where the text
 // came from and the step that failed, and never quote variables.

@@ -65,11 +65,12 @@ func (e *Error) Unwrap() error { return e.Err }
 // IsTransient reports whether a render failed for a reason that may pass
 // without a change to the plan: a url could not be fetched because of the
 // network or the server (see source.Error.Transient), a ConfigMap could not
-// be read, or the caller's context ended. Everything else — a template that
+// be read, the caller's context ended, or no process to render a Helm
+// chart in could be started. Everything else — a template that
 // does not parse or execute, a limit, an invalid document, a missing file —
 // needs a new plan and should fail the operation.
 func IsTransient(err error) bool {
-	return source.IsTransient(err) || errors.Is(err, context.Canceled) ||
+	return source.IsTransient(err) || errors.Is(err, context.Canceled) || errors.Is(err, errHelmUnavailable) ||
 		(errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrTimeLimit))
 }
 

@@ -191,6 +191,43 @@ var estimators = map[string]func(args []reflect.Value) int64{
 	"randAscii":    countArg,
 	"randNumeric":  countArg,
 	"randBytes":    func(a []reflect.Value) int64 { return mul(abs(a[0].Int()), 2) },
+	// printf pads to the widths and precisions of its format, however
+	// short its arguments: "%1000000d%1000000d…" in a 1 MB template would
+	// ask for about 90 GB.
+	"printf":                     printfSize,
+	"regexReplaceAll":            regexReplaceSize(true),
+	"mustRegexReplaceAll":        regexReplaceSize(true),
+	"regexReplaceAllLiteral":     regexReplaceSize(false),
+	"mustRegexReplaceAllLiteral": regexReplaceSize(false),
+}
+
+// comparisons predict how many element comparisons a function whose work
+// grows with the square of its input makes; the guard refuses calls above
+// maxComparisons, which would run on long after the render's time limit.
+var comparisons = map[string]func(args []reflect.Value) int64{
+	"uniq":     uniqComparisons,
+	"mustUniq": uniqComparisons,
+}
+
+// maxComparisons bounds the element comparisons of one call: about a
+// second of work.
+const maxComparisons = 10_000_000
+
+func uniqComparisons(a []reflect.Value) int64 {
+	n := int64(0)
+	if v := indirectValue(a[0]); v.Kind() == reflect.Slice || v.Kind() == reflect.Array {
+		n = int64(v.Len())
+	}
+	return mul(n, n) / 2
+}
+
+// selectors return one of their arguments or a part of one, unchanged: the
+// guard charges what they return as it stands (a map or list by its own
+// entries), since it was counted in full when it was made. Every other
+// function's result is charged with all it contains.
+var selectors = map[string]bool{
+	"default": true, "coalesce": true, "ternary": true, "dig": true, "get": true,
+	"first": true, "mustFirst": true, "last": true, "mustLast": true,
 }
 
 // listElementCost is what one element of a list counts against the limits.
@@ -236,25 +273,144 @@ func indentSize(spaces int64, s string) int64 {
 	return int64(len(s)) + mul(abs(spaces), int64(strings.Count(s, "\n")+1))
 }
 
-// resultSize is what a function's result counts against the limits.
-func resultSize(v reflect.Value) int64 {
-	switch v.Kind() {
-	case reflect.String:
-		return int64(v.Len())
-	case reflect.Slice, reflect.Array:
-		if v.Type().Elem().Kind() == reflect.Uint8 {
-			return int64(v.Len())
+// printfSize estimates the output of printf: the format, its string
+// arguments and the widths and precisions its verbs pad to. fmt caps each
+// at a million; a width or precision taken from an argument (*) counts as
+// the largest integer argument.
+func printfSize(a []reflect.Value) int64 {
+	const fmtMax = 1_000_000
+	format := a[0].String()
+	args := a[1] // variadic ...any
+	size := int64(len(format))
+	var star int64
+	for i := 0; i < args.Len(); i++ {
+		switch v := indirectValue(args.Index(i)); {
+		case v.Kind() == reflect.String:
+			size += int64(v.Len())
+		case v.CanInt():
+			star = max(star, min(abs(v.Int()), fmtMax))
 		}
-		return int64(v.Len()) * listElementCost
-	case reflect.Map:
-		return int64(v.Len()) * 2 * listElementCost
-	case reflect.Interface:
-		if v.IsNil() {
-			return 0
-		}
-		return resultSize(v.Elem())
 	}
-	return 0
+	i := 0
+	skip := func(chars string) {
+		for i < len(format) && strings.IndexByte(chars, format[i]) >= 0 {
+			i++
+		}
+	}
+	argIndex := func() {
+		if i < len(format) && format[i] == '[' {
+			if j := strings.IndexByte(format[i:], ']'); j >= 0 {
+				i += j + 1
+			}
+		}
+	}
+	number := func() int64 {
+		argIndex()
+		if i < len(format) && format[i] == '*' {
+			i++
+			return star
+		}
+		n := int64(0)
+		for ; i < len(format) && format[i] >= '0' && format[i] <= '9'; i++ {
+			n = min(n*10+int64(format[i]-'0'), fmtMax)
+		}
+		return n
+	}
+	for i < len(format) {
+		if format[i] != '%' {
+			i++
+			continue
+		}
+		i++
+		skip("+-# 0")
+		size += number()
+		if i < len(format) && format[i] == '.' {
+			i++
+			size += number()
+		}
+	}
+	return size
+}
+
+// regexReplaceSize estimates the output of a regular expression
+// replacement: each of up to len(src)+1 matches becomes repl, and with
+// expand, each $ reference in repl adds at most all of src in total (the
+// matches do not overlap).
+func regexReplaceSize(expand bool) func(a []reflect.Value) int64 {
+	return func(a []reflect.Value) int64 {
+		src, repl := a[1].String(), a[2].String()
+		n := int64(len(src))
+		size := n + mul(n+1, int64(len(repl)))
+		if expand {
+			size += mul(int64(strings.Count(repl, "$")), n)
+		}
+		return size
+	}
+}
+
+// maxValueDepth bounds how deeply the values that template functions
+// return may nest: deeper ones are refused, so that printing or encoding
+// them cannot exhaust the stack.
+const maxValueDepth = 1000
+
+// errTooDeep is the cause of a refused value that nests too deeply.
+var errTooDeep = fmt.Errorf("the value nests deeper than %d levels, or contains itself", maxValueDepth)
+
+// resultSize is what a function's result counts against the limits:
+// strings and byte slices by their length, lists by listElementCost per
+// element and maps by twice that per entry, plus, when deep, everything
+// the elements contain, counted wherever it is contained. So a value built
+// from shared parts costs what it would print as, and one that contains
+// itself (set $d "self" $d) has no end. Counting stops above limit: it
+// takes at most about limit/listElementCost steps.
+func resultSize(v reflect.Value, deep bool, limit int64) (int64, error) {
+	var size int64
+	var walk func(v reflect.Value, depth int) error
+	walk = func(v reflect.Value, depth int) error {
+		if size > limit {
+			return nil
+		}
+		if depth > maxValueDepth {
+			return errTooDeep
+		}
+		switch v.Kind() {
+		case reflect.String:
+			size += int64(v.Len())
+		case reflect.Slice, reflect.Array:
+			if v.Type().Elem().Kind() == reflect.Uint8 {
+				size += int64(v.Len())
+				return nil
+			}
+			size += int64(v.Len()) * listElementCost
+			for i := 0; deep && i < v.Len() && size <= limit; i++ {
+				if err := walk(v.Index(i), depth+1); err != nil {
+					return err
+				}
+			}
+		case reflect.Map:
+			size += int64(v.Len()) * 2 * listElementCost
+			for it := v.MapRange(); deep && size <= limit && it.Next(); {
+				if err := walk(it.Value(), depth+1); err != nil {
+					return err
+				}
+			}
+		case reflect.Interface, reflect.Pointer:
+			if !v.IsNil() {
+				return walk(v.Elem(), depth)
+			}
+		}
+		return nil
+	}
+	err := walk(v, 0)
+	return size, err
+}
+
+// indirectValue returns what an interface or pointer holds.
+func indirectValue(v reflect.Value) reflect.Value {
+	for (v.Kind() == reflect.Interface || v.Kind() == reflect.Pointer) && !v.IsNil() {
+		v = v.Elem()
+	}
+	return v
 }
 
 // guardedFuncs wraps every function of base so that each call first checks
@@ -272,6 +428,8 @@ func guardFunc(name string, fn any, g *guard) any {
 	v := reflect.ValueOf(fn)
 	t := v.Type()
 	estimate := estimators[name]
+	compares := comparisons[name]
+	deep := !selectors[name]
 	variadic := t.IsVariadic()
 	return reflect.MakeFunc(t, func(args []reflect.Value) []reflect.Value {
 		// A panic with an error is how a function without an error result
@@ -284,13 +442,22 @@ func guardFunc(name string, fn any, g *guard) any {
 				panic(err)
 			}
 		}
+		if compares != nil {
+			if n := compares(args); n > maxComparisons {
+				panic(fmt.Errorf("%s would compare about %d pairs of elements, more than the %d a call may: %w", name, n, maxComparisons, ErrTimeLimit))
+			}
+		}
 		var res []reflect.Value
 		if variadic {
 			res = v.CallSlice(args)
 		} else {
 			res = v.Call(args)
 		}
-		if err := g.charge(name, resultSize(res[0])); err != nil {
+		size, err := resultSize(res[0], deep, min(g.maxValue, g.budget))
+		if err != nil {
+			panic(fmt.Errorf("%s: %w: %w", name, err, ErrSizeLimit))
+		}
+		if err := g.charge(name, size); err != nil {
 			panic(err)
 		}
 		return res

@@ -13,14 +13,13 @@ import (
 	"strconv"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/internal/render/internal/helmworker"
 )
 
 // ReleaseName is the Helm release name of the instance or binding with the
@@ -44,11 +43,11 @@ func (r *Renderer) renderHelm(ctx context.Context, in Input) ([]*unstructured.Un
 	origin := redactURL(t.URL)
 
 	// The values: the template's content rendered as a gotemplate.
-	var vals chartutil.Values = map[string]any{}
 	text, valuesOrigin, err := r.templateText(ctx, t, false)
 	if err != nil {
 		return nil, err
 	}
+	values := ""
 	if text != "" {
 		valuesTemplate := t
 		valuesTemplate.Type = osbv1alpha1.TypeGoTemplate
@@ -61,112 +60,119 @@ func (r *Renderer) renderHelm(ctx context.Context, in Input) ([]*unstructured.Un
 			}
 			return nil, err
 		}
-		if vals, err = chartutil.ReadValues([]byte(out)); err != nil {
+		if _, err := chartutil.ReadValues([]byte(out)); err != nil {
 			return nil, newError(t, valuesOrigin, StageDecode, fmt.Errorf("values are not a YAML mapping: %w", err))
 		}
+		values = out
 	}
 
-	ch, err := r.loadChart(ctx, t, origin)
+	archive, key, err := r.loadChart(ctx, t, origin)
 	if err != nil {
 		return nil, err
 	}
-	kubeVersion, err := chartutil.ParseKubeVersion(r.kubeVersion)
-	if err != nil {
+	if _, err := chartutil.ParseKubeVersion(r.kubeVersion); err != nil {
 		return nil, newError(t, origin, StageExecute, fmt.Errorf("kube version %q: %w", r.kubeVersion, err))
 	}
-	caps := *chartutil.DefaultCapabilities
-	caps.KubeVersion = *kubeVersion
 
-	var files map[string]string
-	err = r.bounded(ctx, nil, func() error {
-		if err := chartutil.ProcessDependenciesWithMerge(ch, vals); err != nil {
-			return fmt.Errorf("dependencies: %w", err)
-		}
-		top, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{
+	// Helm's engine cannot be stopped from outside: the chart renders in a
+	// worker process that is killed when the render runs out of time or
+	// memory (package helmworker).
+	resp, err := r.helm.Render(ctx, helmworker.Request{
+		Key:     key,
+		Archive: archive,
+		Values:  values,
+		Release: chartutil.ReleaseOptions{
 			Name:      ReleaseName(releaseID(in)),
 			Namespace: releaseNamespace(in),
 			Revision:  1,
 			IsInstall: true,
-		}, &caps)
-		if err != nil {
-			return err
-		}
-		files, err = engine.Engine{}.Render(ch, top)
-		return err
+		},
+		KubeVersion:    r.kubeVersion,
+		MaxOutputBytes: r.limits.MaxOutputBytes,
+		Timeout:        r.limits.Timeout,
+		MaxMemoryBytes: r.limits.MaxHelmMemoryBytes,
 	})
 	if err != nil {
-		return nil, newError(t, origin, StageExecute, err)
+		return nil, newError(t, origin, StageExecute, r.helmError(ctx, err))
+	}
+	switch resp.Kind {
+	case helmworker.KindRender:
+		return nil, newError(t, origin, StageExecute, errors.New(resp.Err))
+	case helmworker.KindLoad:
+		return nil, newError(t, origin, StageParse, fmt.Errorf("load chart: %s", resp.Err))
+	case helmworker.KindSize:
+		return nil, newError(t, origin, StageDecode, renderedSizeError(resp.Size, r.limits.MaxOutputBytes))
 	}
 
-	objs, err := r.chartObjects(ch, files)
+	objs, err := r.chartObjects(resp.CRDs, resp.Files)
 	if err != nil {
 		return nil, newError(t, origin, StageDecode, err)
 	}
 	return objs, nil
 }
 
-// loadChart fetches and loads the chart at t.URL, from the cache when an
-// archive with the same content was loaded before. The result is a copy the
-// caller may change.
-func (r *Renderer) loadChart(ctx context.Context, t osbv1alpha1.TemplateSpec, origin string) (*chart.Chart, error) {
-	data, err := r.fetcher.Fetch(ctx, t.URL, r.limits.MaxChartBytes)
-	if err != nil {
-		return nil, newError(t, origin, StageSource, err)
+// helmError turns an error of the worker pool into the renderer's: the
+// time limit and the memory ceiling as ErrTimeLimit and ErrSizeLimit, the
+// caller's context ending as its error.
+func (r *Renderer) helmError(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, helmworker.ErrTimeout):
+		r.killed.Add(1)
+		return fmt.Errorf("%w (%s)", ErrTimeLimit, r.limits.Timeout)
+	case errors.Is(err, helmworker.ErrMemory):
+		r.killed.Add(1)
+		return fmt.Errorf("the chart's render used more than %d MiB of memory: %w", r.limits.MaxHelmMemoryBytes>>20, ErrSizeLimit)
+	case ctx.Err() != nil:
+		r.killed.Add(1)
+		return ctx.Err()
+	case errors.Is(err, helmworker.ErrUnavailable):
+		return fmt.Errorf("%w: %w", errHelmUnavailable, err)
 	}
-	key := sha256.Sum256(data)
-	ch, ok := r.charts.Get(key)
-	if !ok {
-		r.chartLoads.Add(1)
-		ch, err = loader.LoadArchive(bytes.NewReader(data))
-		if err != nil {
-			return nil, newError(t, origin, StageParse, fmt.Errorf("load chart: %w", err))
-		}
-		r.charts.Add(key, ch, int64(len(data)))
-	}
-	return cloneChart(ch), nil
+	return err
 }
 
-// cloneChart copies what rendering a chart changes: the metadata of its
-// dependencies (enabled, import values), its values and its tree of
-// subcharts. Templates and files are shared; nothing writes them.
-func cloneChart(c *chart.Chart) *chart.Chart {
-	out := *c
-	if c.Metadata != nil {
-		md := *c.Metadata
-		md.Dependencies = make([]*chart.Dependency, len(c.Metadata.Dependencies))
-		for i, d := range c.Metadata.Dependencies {
-			dc := *d
-			dc.ImportValues = slices.Clone(d.ImportValues)
-			md.Dependencies[i] = &dc
+// errHelmUnavailable marks a render that found no process to render in: a
+// transient error.
+var errHelmUnavailable = errors.New("helm renders are unavailable")
+
+func renderedSizeError(size, limit int64) error {
+	return fmt.Errorf("the chart renders %d bytes, more than %d: %w", size, limit, ErrSizeLimit)
+}
+
+// loadChart fetches the chart archive at t.URL and checks, once per archive
+// content, that it is a chart. It returns the archive and its SHA-256.
+func (r *Renderer) loadChart(ctx context.Context, t osbv1alpha1.TemplateSpec, origin string) ([]byte, [sha256.Size]byte, error) {
+	data, err := r.fetcher.Fetch(ctx, t.URL, r.limits.MaxChartBytes)
+	if err != nil {
+		return nil, [sha256.Size]byte{}, newError(t, origin, StageSource, err)
+	}
+	key := sha256.Sum256(data)
+	if _, ok := r.charts.Get(key); !ok {
+		r.chartLoads.Add(1)
+		if _, err := loader.LoadArchive(bytes.NewReader(data)); err != nil {
+			return nil, key, newError(t, origin, StageParse, fmt.Errorf("load chart: %w", err))
 		}
-		out.Metadata = &md
+		r.charts.Add(key, struct{}{}, int64(len(data)))
 	}
-	out.Values = copyMap(c.Values)
-	deps := c.Dependencies()
-	cloned := make([]*chart.Chart, len(deps))
-	for i, d := range deps {
-		cloned[i] = cloneChart(d)
-	}
-	out.SetDependencies(cloned...)
-	return &out
+	return data, key, nil
 }
 
 // chartObjects decodes a rendered chart: the CRDs of its crds/ directories
 // first, then the rendered templates ordered by kind as Helm installs them.
 // NOTES.txt and test hooks are left out; other hooks are kept and applied
 // like any other object, since there is no release to run them.
-func (r *Renderer) chartObjects(ch *chart.Chart, files map[string]string) ([]*unstructured.Unstructured, error) {
+func (r *Renderer) chartObjects(crds []helmworker.File, files map[string]string) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
 	size := int64(0)
-	for _, crd := range ch.CRDObjects() {
-		size += int64(len(crd.File.Data))
-		decoded, err := decodeObjects(string(crd.File.Data))
+	for _, crd := range crds {
+		size += int64(len(crd.Data))
+		decoded, err := decodeObjects(string(crd.Data))
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", crd.Filename, err)
+			return nil, fmt.Errorf("%s: %w", crd.Name, err)
 		}
 		objs = append(objs, decoded...)
 	}
-	crds := len(objs)
+	crdObjects := len(objs)
 
 	names := make([]string, 0, len(files))
 	for name, text := range files {
@@ -177,7 +183,7 @@ func (r *Renderer) chartObjects(ch *chart.Chart, files map[string]string) ([]*un
 		names = append(names, name)
 	}
 	if size > r.limits.MaxOutputBytes {
-		return nil, fmt.Errorf("the chart renders %d bytes, more than %d: %w", size, r.limits.MaxOutputBytes, ErrSizeLimit)
+		return nil, renderedSizeError(size, r.limits.MaxOutputBytes)
 	}
 	sort.Strings(names)
 	for _, name := range names {
@@ -198,7 +204,7 @@ func (r *Renderer) chartObjects(ch *chart.Chart, files map[string]string) ([]*un
 		}
 		return len(releaseutil.InstallOrder)
 	}
-	templated := objs[crds:]
+	templated := objs[crdObjects:]
 	sort.SliceStable(templated, func(i, j int) bool {
 		ki, kj := templated[i].GetKind(), templated[j].GetKind()
 		ri, rj := rank(ki), rank(kj)

@@ -19,7 +19,7 @@ import (
 // testChart packages a small chart: two templated resources that use a
 // helper from _helpers.tpl, a NOTES.txt, a test hook, a CRD in crds/, and a
 // subchart enabled by the value child.enabled.
-func testChart(t *testing.T) []byte {
+func testChart(t testing.TB) []byte {
 	t.Helper()
 	file := func(name, data string) *chart.File { return &chart.File{Name: name, Data: []byte(data)} }
 	child := &chart.Chart{
@@ -306,4 +306,26 @@ func TestRenderHelmValuesOnlyContentEncoded(t *testing.T) {
 		}
 	}
 	t.Errorf("no ConfigMap in %v", kindsAndNames(objs))
+}
+
+// BenchmarkRenderHelm renders the test chart with a values template, as a
+// helm plan's provision does: the chart cached, its render in a warm
+// worker process.
+func BenchmarkRenderHelm(b *testing.B) {
+	archive := testChart(b)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(archive) }))
+	defer srv.Close()
+	r := New()
+	in := Input{Template: helmTemplate(srv.URL+"/demo-0.1.0.tgz", "message: {{ .instance.metadata.name }}"), Values: provisionValues(b)}
+	ctx := context.Background()
+	if _, err := r.RenderObjects(ctx, in); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		objs, err := r.RenderObjects(ctx, in)
+		if err != nil || len(objs) != 3 {
+			b.Fatalf("%v %d", err, len(objs))
+		}
+	}
 }

@@ -12,10 +12,10 @@ import (
 	"text/template"
 	"time"
 
-	"helm.sh/helm/v3/pkg/chart"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/internal/render/internal/helmworker"
 	"github.com/marketplane/marketplane/internal/render/internal/lru"
 	"github.com/marketplane/marketplane/internal/render/source"
 )
@@ -34,6 +34,9 @@ const (
 	DefaultMaxTemplateBytes = 1 << 20
 	// DefaultMaxChartBytes bounds a Helm chart archive.
 	DefaultMaxChartBytes = 10 << 20
+	// DefaultMaxHelmMemoryBytes bounds the resident memory of the process
+	// that renders a Helm chart.
+	DefaultMaxHelmMemoryBytes = 512 << 20
 	// DefaultKubeVersion is the Kubernetes version Helm charts see as
 	// .Capabilities.KubeVersion: the version of the Kubernetes libraries
 	// Marketplane is built with.
@@ -62,6 +65,11 @@ type Limits struct {
 	MaxTemplateBytes int64
 	// MaxChartBytes bounds a Helm chart archive (DefaultMaxChartBytes).
 	MaxChartBytes int64
+	// MaxHelmMemoryBytes bounds the resident memory of the worker process
+	// that renders a Helm chart, its loaded charts included
+	// (DefaultMaxHelmMemoryBytes). It is checked every few milliseconds
+	// while the chart renders.
+	MaxHelmMemoryBytes int64
 }
 
 func (l Limits) withDefaults() Limits {
@@ -80,6 +88,9 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxChartBytes <= 0 {
 		l.MaxChartBytes = DefaultMaxChartBytes
 	}
+	if l.MaxHelmMemoryBytes <= 0 {
+		l.MaxHelmMemoryBytes = DefaultMaxHelmMemoryBytes
+	}
 	return l
 }
 
@@ -92,12 +103,19 @@ type Renderer struct {
 	kubeVersion string
 	funcs       template.FuncMap
 	templates   *lru.Cache[[sha256.Size]byte, *parsed]
-	charts      *lru.Cache[[sha256.Size]byte, *chart.Chart]
+	// charts are the hashes of the chart archives known to load.
+	charts *lru.Cache[[sha256.Size]byte, struct{}]
+	// helm runs Helm renders in worker processes.
+	helm *helmworker.Pool
 
 	parses     atomic.Int64
 	chartLoads atomic.Int64
 	abandoned  atomic.Int64
+	killed     atomic.Int64
 }
+
+// helmPool renders the Helm charts of every Renderer of the process.
+var helmPool = helmworker.New(helmworker.Options{})
 
 // Option configures a Renderer.
 type Option func(*Renderer)
@@ -116,7 +134,7 @@ func WithLimits(l Limits) Option { return func(r *Renderer) { r.limits = l.withD
 func WithCacheSizes(templates, charts int) Option {
 	return func(r *Renderer) {
 		r.templates = lru.New[[sha256.Size]byte, *parsed](templates, 0)
-		r.charts = lru.New[[sha256.Size]byte, *chart.Chart](charts, chartCacheBytes)
+		r.charts = lru.New[[sha256.Size]byte, struct{}](charts, chartCacheBytes)
 	}
 }
 
@@ -131,7 +149,8 @@ func New(opts ...Option) *Renderer {
 		kubeVersion: DefaultKubeVersion,
 		funcs:       baseFuncs(),
 		templates:   lru.New[[sha256.Size]byte, *parsed](defaultTemplateCacheSize, 0),
-		charts:      lru.New[[sha256.Size]byte, *chart.Chart](defaultChartCacheSize, chartCacheBytes),
+		charts:      lru.New[[sha256.Size]byte, struct{}](defaultChartCacheSize, chartCacheBytes),
+		helm:        helmPool,
 	}
 	for _, o := range opts {
 		o(r)
@@ -147,12 +166,16 @@ type Stats struct {
 	// TemplateParses is how many template texts were parsed: renders of a
 	// cached template do not count.
 	TemplateParses int64
-	// ChartLoads is how many chart archives were unpacked.
+	// ChartLoads is how many chart archives were unpacked to check them
+	// (the worker processes that render charts unpack them again).
 	ChartLoads int64
-	// Abandoned is how many renders ran out of time and were left behind.
-	// Such a render stops at its next template function call or output
-	// write; a loop that does neither runs on until it ends.
+	// Abandoned is how many gotemplate renders ran out of time and were
+	// left behind. Such a render stops at its next loop iteration,
+	// template call, template function call or output write.
 	Abandoned int64
+	// Killed is how many Helm renders ran out of time or memory, or lost
+	// their caller, and had their worker process killed.
+	Killed int64
 }
 
 // Stats returns the counters of r.
@@ -161,6 +184,7 @@ func (r *Renderer) Stats() Stats {
 		TemplateParses: r.parses.Load(),
 		ChartLoads:     r.chartLoads.Load(),
 		Abandoned:      r.abandoned.Load(),
+		Killed:         r.killed.Load(),
 	}
 }
 
@@ -342,7 +366,7 @@ func (r *Renderer) parse(t osbv1alpha1.TemplateSpec, origin, text string) (*pars
 		return p, nil
 	}
 	r.parses.Add(1)
-	tmpl, err := template.New(string(t.Action)).Funcs(r.funcs).Parse(text)
+	tmpl, err := parseTemplate(string(t.Action), text, r.funcs)
 	if err != nil {
 		return nil, newError(t, origin, StageParse, err)
 	}
@@ -350,6 +374,33 @@ func (r *Renderer) parse(t osbv1alpha1.TemplateSpec, origin, text string) (*pars
 	r.templates.Add(key, p, 1)
 	return p, nil
 }
+
+// parseTemplate parses text with funcs, refuses loops over constants that
+// repeat too often, and makes every execution stoppable (guardLoops).
+func parseTemplate(name, text string, funcs template.FuncMap) (*template.Template, error) {
+	tmpl, err := template.New(name).Funcs(funcs).Parse(text)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkConstantLoops(tmpl); err != nil {
+		return nil, err
+	}
+	guardLoops(tmpl)
+	return tmpl, nil
+}
+
+// Check parses the text of a gotemplate as a render would, named name (the
+// action), and returns the error a render would fail with at parse time:
+// invalid syntax, a function that is not defined, loops over constants
+// that repeat more than MaxConstantIterations times. The catalog validates
+// inline templates with it.
+func Check(name, text string) error {
+	_, err := parseTemplate(name, text, checkFuncs())
+	return err
+}
+
+// checkFuncs are the functions Check parses with; parsing only reads them.
+var checkFuncs = sync.OnceValue(baseFuncs)
 
 // execute parses (or finds) and runs a gotemplate under the limits.
 func (r *Renderer) execute(ctx context.Context, t osbv1alpha1.TemplateSpec, origin, text string, values map[string]any) (string, error) {
@@ -385,8 +436,9 @@ func (r *Renderer) execute(ctx context.Context, t osbv1alpha1.TemplateSpec, orig
 
 // bounded runs fn on its own goroutine and waits for it at most the render
 // timeout, or until ctx ends. A panic in fn becomes an error. When the time
-// is up, g is stopped so that fn fails at its next guarded step, and fn is
-// left behind.
+// is up, g is stopped so that fn fails at its next guarded step (a loop
+// iteration, template call, function call or output write), and fn is left
+// behind to end there.
 func (r *Renderer) bounded(ctx context.Context, g *guard, fn func() error) error {
 	runCtx, cancel := context.WithTimeout(ctx, r.limits.Timeout)
 	defer cancel()
@@ -407,9 +459,7 @@ func (r *Renderer) bounded(ctx context.Context, g *guard, fn func() error) error
 		if ctx.Err() != nil {
 			cause = ctx.Err()
 		}
-		if g != nil {
-			g.stop(cause)
-		}
+		g.stop(cause)
 		r.abandoned.Add(1)
 		return cause
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"text/template"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -171,7 +170,9 @@ func cleanSchemaError(err error) error {
 }
 
 // validateTemplates checks that a plan has a provision template and that
-// its inline gotemplates parse. Templates fetched by url are checked when
+// its inline gotemplates parse as a render parses them: with the functions
+// a gotemplate may call, and without loops over constants that repeat
+// more than render.MaxConstantIterations times. Templates fetched by url are checked when
 // they are rendered: fetching here would make validation depend on the
 // network.
 func validateTemplates(templates []osbv1alpha1.TemplateSpec) *Problem {
@@ -191,7 +192,7 @@ func validateTemplates(templates []osbv1alpha1.TemplateSpec) *Problem {
 		if t.Type != osbv1alpha1.TypeGoTemplate || text == "" {
 			continue
 		}
-		if _, err := template.New(string(t.Action)).Funcs(parseFuncs).Parse(text); err != nil {
+		if err := render.Check(string(t.Action), text); err != nil {
 			return &Problem{ReasonInvalidTemplate, fmt.Sprintf("spec.templates[%d] (%s): %v", i, t.Action, err)}
 		}
 	}
@@ -200,11 +201,6 @@ func validateTemplates(templates []osbv1alpha1.TemplateSpec) *Problem {
 	}
 	return nil
 }
-
-// parseFuncs are the functions a gotemplate may call (package render):
-// Sprig v3 without the functions that reach the network or the
-// environment, and Service Fabrik's extras.
-var parseFuncs = render.Funcs()
 
 // decodeBase64 decodes standard base64, padded or not, ignoring line
 // breaks, as the renderer does.

@@ -116,6 +116,12 @@ func TestValidatePlan(t *testing.T) {
 			plan:   plan("p", "p-id", "svc-id", withTemplate(osbv1alpha1.TemplateSpec{Action: osbv1alpha1.ActionBind, Type: osbv1alpha1.TypeGoTemplate, Content: "{{ nosuchfunc }}"})),
 			want:   ReasonInvalidTemplate,
 		},
+		"ConstantLoopBomb": {
+			reason:  "A loop over a constant that repeats a trillion times is refused, naming the loop (issue #32).",
+			plan:    plan("p", "p-id", "svc-id", withTemplate(osbv1alpha1.TemplateSpec{Action: osbv1alpha1.ActionBind, Type: osbv1alpha1.TypeGoTemplate, Content: "{{- range 1000000000000 }}{{- end }}"})),
+			want:    ReasonInvalidTemplate,
+			message: "spec.templates[1] (bind): template: bind:1:10: range 1000000000000 repeats its body 1000000000000 times",
+		},
 		"ContentEncodedDoesNotParse": {
 			reason: "contentEncoded is decoded and parsed too.",
 			plan: plan("p", "p-id", "svc-id", withTemplate(osbv1alpha1.TemplateSpec{Action: osbv1alpha1.ActionBind, Type: osbv1alpha1.TypeGoTemplate,
