@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -300,14 +301,30 @@ func (r *Replicator) copyCatalog(ctx context.Context, c client.Client, catalog s
 		return fmt.Errorf("copy SFService %s: %w", svc.Name, err)
 	}
 	gotPlan := &osbv1alpha1.SFPlan{}
+	want := sisterPlanSpec(plan)
 	if err := copySpec(ctx, c, gotPlan, catalog, plan.Name, plan.Labels, func() bool {
-		same := apiequality.Semantic.DeepEqual(gotPlan.Spec, plan.Spec)
-		plan.Spec.DeepCopyInto(&gotPlan.Spec)
+		same := apiequality.Semantic.DeepEqual(gotPlan.Spec, *want)
+		want.DeepCopyInto(&gotPlan.Spec)
 		return same
 	}); err != nil {
 		return fmt.Errorf("copy SFPlan %s: %w", plan.Name, err)
 	}
 	return nil
+}
+
+// sisterPlanSpec returns the spec of plan as the sister gets it: without
+// its clusterSelector template. The master's scheduler applied the
+// selector to its own SFClusters, among them the sister; on the sister a
+// replica is pinned to the sister's own SFCluster "1", whose labels are
+// not the master's, and the sister's inter-operator checks a pin against
+// the plan's clusterSelector. Service Fabrik's sisters never select
+// either: they skip instances with a clusterId.
+func sisterPlanSpec(plan *osbv1alpha1.SFPlan) *osbv1alpha1.SFPlanSpec {
+	spec := plan.Spec.DeepCopy()
+	spec.Templates = slices.DeleteFunc(spec.Templates, func(t osbv1alpha1.TemplateSpec) bool {
+		return t.Action == osbv1alpha1.ActionClusterSelector
+	})
+	return spec
 }
 
 // copySpec creates or updates obj, namespace/name on the sister, with
