@@ -85,9 +85,13 @@ func TestMultiClusterScheduling(t *testing.T) {
 	t.Run("LeastFilled", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t, schedulerType(scheduling.TypeLeastFilled), nil)
-		// w1 holds two instances already, w3 one.
+		// w1 holds two instances already, w3 one. Pinned there, they
+		// count once the inter-operator accepted them.
 		for i, c := range []string{"w1", "w1", "w3"} {
 			e.createInstance(t, fmt.Sprintf("pre-%d", i), "svc", "plan", nil, func(i *osbv1alpha1.SFServiceInstance) { i.Spec.ClusterID = c })
+		}
+		for i := range 3 {
+			e.waitInstance(t, fmt.Sprintf("pre-%d", i), osbv1alpha1.StateSucceeded)
 		}
 		got := placeAll(t, e, "new", 3)
 		if want := []string{"w2", "w2", "w3"}; !equal(got, want) {

@@ -151,7 +151,9 @@ func (e *env) requestsPlan(t *testing.T, id, serviceID, requests string) {
 		})
 }
 
-// onCluster sets an instance's spec.clusterId, as a scheduler would.
+// onCluster sets an instance's spec.clusterId, as a platform operator pins
+// it; the inter-operator accepts the pin when the cluster passes the
+// scheduler's filters.
 func onCluster(name string) func(*osbv1alpha1.SFServiceInstance) {
 	return func(i *osbv1alpha1.SFServiceInstance) { i.Spec.ClusterID = name }
 }

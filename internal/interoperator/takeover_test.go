@@ -6,13 +6,9 @@ import (
 	"net/http"
 	"testing"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
@@ -24,8 +20,8 @@ import (
 // TestSameNameTakeoverThroughBroker is issue #32's report, step by step.
 // Tenant A provisions and binds through the real broker (OSB over HTTP)
 // and stores data with its binding's token. Tenant B holds only its own
-// ServiceAccount token with rights on instances, bindings and Secrets in
-// its own namespace; it creates an SFServiceInstance with A's instance id
+// ServiceAccount token with edit (and the service kinds) in its own
+// namespace (onboardingTenant); it creates an SFServiceInstance with A's instance id
 // as name, same service and plan, and a binding, reads with that binding's
 // token, and deletes its instance. Before the fix B's instance recorded
 // A's namespace, B's token read A's ConfigMap, and B's deletion deleted
@@ -116,36 +112,4 @@ func TestSameNameTakeoverThroughBroker(t *testing.T) {
 	osb.expect(http.MethodDelete, "/v2/service_instances/"+id+"/service_bindings/"+bidA+"?"+query, nil, http.StatusOK)
 	osb.expect(http.MethodDelete, "/v2/service_instances/"+id+"?"+query, nil, http.StatusOK)
 	waitGone(t, target.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: workA}})
-}
-
-// onboardingTenant returns a client of the onboarding cluster that
-// authenticates as a tenant: a ServiceAccount of ns with rights on
-// instances, bindings and Secrets in ns only (what the demo tenant of the
-// landscape may do there), and nothing else.
-func onboardingTenant(t *testing.T, ns string) client.Client {
-	t.Helper()
-	ctx := context.Background()
-	c := onboarding.Client
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant"}}
-	must(t, c.Create(ctx, sa))
-	must(t, c.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant"}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{osbv1alpha1.GroupVersion.Group}, Resources: []string{"sfserviceinstances", "sfservicebindings"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
-		{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
-	}}))
-	must(t, c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "tenant"},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa.Name}}}))
-	cs, err := kubernetes.NewForConfig(onboarding.Config)
-	must(t, err)
-	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-	must(t, err)
-	tenant, err := client.New(&rest.Config{Host: onboarding.Config.Host, BearerToken: tr.Status.Token,
-		TLSClientConfig: rest.TLSClientConfig{CAData: onboarding.Config.CAData}}, client.Options{Scheme: scheme})
-	must(t, err)
-	// The precondition of the test: the token is a tenant's, not an
-	// administrator's.
-	if err := tenant.List(ctx, &corev1.NamespaceList{}); !apierrors.IsForbidden(err) {
-		t.Fatalf("the tenant token lists namespaces: %v, want Forbidden", err)
-	}
-	return tenant
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestRetrievableOrAlias(t *testing.T) {
@@ -177,6 +178,63 @@ func TestBindingInstanceNames(t *testing.T) {
 			got := (&SFServiceBindingSpec{InstanceID: tc.id}).InstanceNames()
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("%s\n-want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestPlacedCluster(t *testing.T) {
+	scheduled := func(status metav1.ConditionStatus) []metav1.Condition {
+		return []metav1.Condition{{Type: ConditionScheduled, Status: status, Reason: "Test"}}
+	}
+	tests := map[string]struct {
+		reason string
+		spec   SFServiceInstanceSpec
+		status SFServiceInstanceStatus
+		want   string
+	}{
+		"Unscheduled": {
+			reason: "An instance that names no cluster is on none.",
+			status: SFServiceInstanceStatus{Conditions: scheduled(metav1.ConditionTrue)},
+		},
+		"Pinned": {
+			reason: "A clusterId its creator wrote, which nobody accepted, is no placement.",
+			spec:   SFServiceInstanceSpec{ClusterID: "w1"},
+		},
+		"Refused": {
+			reason: "A refused clusterId is no placement.",
+			spec:   SFServiceInstanceSpec{ClusterID: "w1"},
+			status: SFServiceInstanceStatus{Conditions: scheduled(metav1.ConditionFalse)},
+		},
+		"Recording": {
+			reason: "A decision not yet recorded (Unknown) vouches for nothing.",
+			spec:   SFServiceInstanceSpec{ClusterID: "w1"},
+			status: SFServiceInstanceStatus{Conditions: scheduled(metav1.ConditionUnknown)},
+		},
+		"Accepted": {
+			reason: "A True Scheduled condition places the instance on its clusterId.",
+			spec:   SFServiceInstanceSpec{ClusterID: "w1"},
+			status: SFServiceInstanceStatus{Conditions: scheduled(metav1.ConditionTrue)},
+			want:   "w1",
+		},
+		"AppliedBefore": {
+			reason: "An instance with applied objects and no condition (an earlier version placed it) is on its clusterId.",
+			spec:   SFServiceInstanceSpec{ClusterID: "w1"},
+			status: SFServiceInstanceStatus{Resources: []Source{{APIVersion: "v1", Kind: "ConfigMap", Name: "a", Namespace: "b"}}},
+			want:   "w1",
+		},
+		"AppliedSpecBefore": {
+			reason: "So is one with an applied spec.",
+			spec:   SFServiceInstanceSpec{ClusterID: "w1"},
+			status: SFServiceInstanceStatus{AppliedSpec: &SFServiceInstanceSpec{ClusterID: "w1"}},
+			want:   "w1",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			inst := &SFServiceInstance{Spec: tc.spec, Status: tc.status}
+			if got := inst.PlacedCluster(); got != tc.want {
+				t.Errorf("%s\nPlacedCluster() = %q, want %q", tc.reason, got, tc.want)
 			}
 		})
 	}

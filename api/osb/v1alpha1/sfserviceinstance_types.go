@@ -64,7 +64,11 @@ type SFServiceInstanceSpec struct {
 	PreviousValues *runtime.RawExtension `json:"previousValues,omitempty"`
 
 	// clusterId is the name of the SFCluster the instance is scheduled on.
-	// The scheduler sets it.
+	// The scheduler sets it. A creator may set it to pin the instance to
+	// that SFCluster: the inter-operator then applies the scheduler's
+	// filters to that cluster alone before anything is applied, and the
+	// instance waits or fails when they refuse it (docs/multicluster.md).
+	// It cannot change once set: an instance stays where it was placed.
 	// +optional
 	ClusterID string `json:"clusterId,omitempty"`
 }
@@ -155,6 +159,7 @@ type SFServiceInstance struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self.serviceId == oldSelf.serviceId",message="serviceId is immutable: an instance cannot move to another service",fieldPath=".serviceId"
 	// +kubebuilder:validation:XValidation:rule="!has(oldSelf.instanceId) || size(oldSelf.instanceId) == 0 || (has(self.instanceId) && self.instanceId == oldSelf.instanceId)",message="instanceId is immutable once set: it is the OSB instance_id",fieldPath=".instanceId"
+	// +kubebuilder:validation:XValidation:rule="!has(oldSelf.clusterId) || size(oldSelf.clusterId) == 0 || (has(self.clusterId) && self.clusterId == oldSelf.clusterId)",message="clusterId is immutable once set: the instance's objects live on that SFCluster; to move an instance, create a new one",fieldPath=".clusterId"
 	Spec SFServiceInstanceSpec `json:"spec,omitempty"`
 
 	// status is the state of the latest operation.

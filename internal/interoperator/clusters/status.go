@@ -64,7 +64,7 @@ const (
 
 // StatusReconciler keeps the status of the SFClusters of one inter-operator
 // (those in its ProviderConfig's catalog namespace, on the platform
-// cluster) live: the instances scheduled there and what their plans
+// cluster) live: the instances placed there and what their plans
 // request, the capacity of the cluster's nodes, and whether its API server
 // answers (Ready). It also offboards SFClusters: it puts the
 // SFClusterFinalizer on them, so that deleting one that instances still run
@@ -72,7 +72,7 @@ const (
 // cluster's client.
 //
 // An SFCluster is looked at again when it changes (spec, labels,
-// annotations, deletion), when an instance is scheduled on it, moves or
+// annotations, deletion), when an instance is placed on it, moves or
 // goes, when a plan changes, every DefaultReadyCheckInterval while it is
 // Ready, and with a backoff (DefaultMinCheckBackoff doubling up to
 // DefaultMaxCheckBackoff, measured from the Ready condition's last
@@ -224,7 +224,7 @@ func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				},
 				UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*osbv1alpha1.SFServiceInstance], q handlerQueue) {
 					o, n := e.ObjectOld, e.ObjectNew
-					if o.Spec.ClusterID != n.Spec.ClusterID || o.Spec.PlanID != n.Spec.PlanID {
+					if o.PlacedCluster() != n.PlacedCluster() || o.Spec.PlanID != n.Spec.PlanID {
 						r.enqueueClusterOf(ctx, q, o)
 						r.enqueueClusterOf(ctx, q, n)
 					}
@@ -360,10 +360,12 @@ type load struct {
 	requests corev1.ResourceList
 }
 
-// load lists the instances scheduled on sfc and sums their plans'
-// requests. Instances of plans that do not exist (any more) or whose
-// requests do not parse count with no requests: the plan's problem is
-// reported on the instance and the plan, not here.
+// load lists the instances placed on sfc and sums their plans' requests.
+// An instance counts when the inter-operator placed it there or accepted
+// its spec.clusterId (PlacedCluster): a clusterId nobody accepted fills no
+// cluster and holds up no deletion. Instances of plans that do not exist
+// (any more) or whose requests do not parse count with no requests: the
+// plan's problem is reported on the instance and the plan, not here.
 func (r *StatusReconciler) load(ctx context.Context, sfc *resourcev1alpha1.SFCluster) (load, error) {
 	list := &osbv1alpha1.SFServiceInstanceList{}
 	if err := r.instances.List(ctx, list, client.MatchingFields{r.clusterIndex: sfc.Name}); err != nil {
@@ -373,6 +375,9 @@ func (r *StatusReconciler) load(ctx context.Context, sfc *resourcev1alpha1.SFClu
 	plans := map[string]corev1.ResourceList{}
 	for i := range list.Items {
 		inst := &list.Items[i]
+		if inst.PlacedCluster() != sfc.Name {
+			continue
+		}
 		l.instances = append(l.instances, inst.Namespace+"/"+inst.Name)
 		req, seen := plans[inst.Spec.PlanID]
 		if !seen {
@@ -583,7 +588,8 @@ func (r *StatusReconciler) patchFinalizer(ctx context.Context, sfc *resourcev1al
 	return nil
 }
 
-// enqueueClusterOf enqueues the SFCluster an instance is scheduled on.
+// enqueueClusterOf enqueues the SFCluster an instance names in
+// spec.clusterId.
 func (r *StatusReconciler) enqueueClusterOf(ctx context.Context, q interface {
 	AddAfter(reconcile.Request, time.Duration)
 }, inst *osbv1alpha1.SFServiceInstance) {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -167,7 +168,10 @@ const conflictRetry = 100 * time.Millisecond
 // instance, so that the finalizer guards all of it. A patch that adds the
 // finalizer replaces the list, so it is locked by resourceVersion: a
 // concurrent write makes it conflict, and the reconcile is retried on a
-// fresh object. The patch leaves inst's status in memory as it is.
+// fresh object. A clusterId written meanwhile by someone else is never
+// overwritten: the API server refuses to change it once set. Once the
+// cluster is recorded, the scheduler's Scheduled condition turns True; the
+// patch leaves the rest of inst's status in memory as it is.
 func (r *InstanceReconciler) persist(ctx context.Context, inst *osbv1alpha1.SFServiceInstance, cluster string, plan *osbv1alpha1.SFPlan) error {
 	hash := ""
 	if plan.Spec.AutoUpdateInstances {
@@ -203,7 +207,21 @@ func (r *InstanceReconciler) persist(ctx context.Context, inst *osbv1alpha1.SFSe
 	inst.Annotations = patched.Annotations
 	inst.Generation = patched.Generation
 	inst.ResourceVersion = patched.ResourceVersion
+	if needCluster {
+		scheduled(inst)
+	}
 	return nil
+}
+
+// scheduled turns the Unknown Scheduled condition that the scheduler set
+// (InstanceAccess.schedule) True, now that its decision is recorded in
+// spec.clusterId.
+func scheduled(inst *osbv1alpha1.SFServiceInstance) {
+	c := apimeta.FindStatusCondition(inst.Status.Conditions, ConditionScheduled)
+	if c == nil || c.Status != metav1.ConditionUnknown || c.Reason != ReasonScheduling {
+		return
+	}
+	setScheduled(inst, metav1.ConditionTrue, ReasonScheduled, strings.TrimPrefix(c.Message, recordingPrefix))
 }
 
 // report evaluates the sources and status templates and sets the state.

@@ -1,6 +1,9 @@
 package provisioner
 
-import "github.com/marketplane/marketplane/internal/interoperator/apply"
+import (
+	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/internal/interoperator/apply"
+)
 
 // Reason is a reason of an instance's or binding's Ready condition.
 type Reason string
@@ -78,14 +81,31 @@ const (
 	// ReasonSchedulingFailed: the plan's clusterSelector or
 	// context.requests cannot be used; the instance fails.
 	ReasonSchedulingFailed Reason = "SchedulingFailed"
+	// ReasonClusterNotAllowed: the SFCluster spec.clusterId names, which
+	// the inter-operator did not choose, refuses the instance for good (it
+	// is being deleted or cordoned, or the plan's clusterSelector leaves
+	// it out); the instance fails and nothing is applied.
+	ReasonClusterNotAllowed Reason = "ClusterNotAllowed"
 )
 
-// ConditionScheduled is the condition that records where the scheduler
-// placed an instance and why (reason ReasonScheduled).
-const ConditionScheduled = "Scheduled"
+// ConditionScheduled is the condition that records where an instance is
+// placed and why (osbv1alpha1.ConditionScheduled).
+const ConditionScheduled = osbv1alpha1.ConditionScheduled
 
-// ReasonScheduled is the reason of a True Scheduled condition.
-const ReasonScheduled = "Scheduled"
+// Reasons of the Scheduled condition, besides ReasonClusterNotAllowed and
+// clusters.ReasonNoClusterAvailable (False: the SFCluster spec.clusterId
+// names refuses the instance, for good or for now).
+const (
+	// ReasonScheduled: True, the scheduler placed the instance on the
+	// SFCluster spec.clusterId names.
+	ReasonScheduled = "Scheduled"
+	// ReasonScheduling: Unknown, the scheduler chose a cluster that is not
+	// recorded in spec.clusterId yet.
+	ReasonScheduling = "Scheduling"
+	// ReasonPinned: True, spec.clusterId was set by the instance's creator
+	// and the SFCluster passed the scheduler's filters.
+	ReasonPinned = "Pinned"
+)
 
 // Labels the provisioner puts on every object it applies, so that the
 // objects of an instance or binding can be found on the target cluster.

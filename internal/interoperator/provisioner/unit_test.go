@@ -155,3 +155,42 @@ func TestFreshClient(t *testing.T) {
 		t.Errorf("an untracked kind was read live")
 	}
 }
+
+// TestScheduledAfterRecording checks that only the scheduler's own
+// decision, Unknown until spec.clusterId holds it, turns True once it is
+// recorded, with the message without its recording prefix; an accepted
+// pin or a refusal stays as it is.
+func TestScheduledAfterRecording(t *testing.T) {
+	tests := map[string]struct {
+		reason string
+		in     metav1.Condition
+		want   metav1.Condition
+	}{
+		"Decision": {
+			reason: "The scheduler's decision is recorded.",
+			in:     metav1.Condition{Status: metav1.ConditionUnknown, Reason: ReasonScheduling, Message: recordingPrefix + "Scheduled on SFCluster w1 by the default scheduler: the default cluster"},
+			want:   metav1.Condition{Status: metav1.ConditionTrue, Reason: ReasonScheduled, Message: "Scheduled on SFCluster w1 by the default scheduler: the default cluster"},
+		},
+		"Refused": {
+			reason: "A refused pin is not turned into a placement.",
+			in:     metav1.Condition{Status: metav1.ConditionFalse, Reason: string(ReasonClusterNotAllowed), Message: "cordoned"},
+			want:   metav1.Condition{Status: metav1.ConditionFalse, Reason: string(ReasonClusterNotAllowed), Message: "cordoned"},
+		},
+		"Pinned": {
+			reason: "An accepted pin stays as it is.",
+			in:     metav1.Condition{Status: metav1.ConditionTrue, Reason: ReasonPinned, Message: "accepted"},
+			want:   metav1.Condition{Status: metav1.ConditionTrue, Reason: ReasonPinned, Message: "accepted"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tc.in.Type = ConditionScheduled
+			inst := &osbv1alpha1.SFServiceInstance{Status: osbv1alpha1.SFServiceInstanceStatus{Conditions: []metav1.Condition{tc.in}}}
+			scheduled(inst)
+			got := inst.Status.Conditions[0]
+			if got.Status != tc.want.Status || got.Reason != tc.want.Reason || got.Message != tc.want.Message {
+				t.Errorf("%s\ngot %s/%s %q, want %s/%s %q", tc.reason, got.Status, got.Reason, got.Message, tc.want.Status, tc.want.Reason, tc.want.Message)
+			}
+		})
+	}
+}

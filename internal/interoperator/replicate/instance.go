@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -353,11 +354,27 @@ func (r *Replicator) copyCatalog(ctx context.Context, c client.Client, m master,
 		obj: gotPlan, list: &osbv1alpha1.SFPlanList{}, kind: "SFPlan", cluster: cluster, namespace: catalog, name: plan.Name, id: plan.Spec.ID, labels: plan.Labels,
 		idOf: func(o client.Object) string { return o.(*osbv1alpha1.SFPlan).Spec.ID },
 		setSpec: func() bool {
-			same := apiequality.Semantic.DeepEqual(gotPlan.Spec, plan.Spec)
-			plan.Spec.DeepCopyInto(&gotPlan.Spec)
+			want := sisterPlanSpec(plan)
+			same := apiequality.Semantic.DeepEqual(gotPlan.Spec, *want)
+			want.DeepCopyInto(&gotPlan.Spec)
 			return same
 		},
 	})
+}
+
+// sisterPlanSpec returns the spec of plan as the sister gets it: without
+// its clusterSelector template. The master's scheduler applied the
+// selector to its own SFClusters, among them the sister; on the sister a
+// replica is pinned to the sister's own SFCluster "1", whose labels are
+// not the master's, and the sister's inter-operator checks a pin against
+// the plan's clusterSelector. Service Fabrik's sisters never select
+// either: they skip instances with a clusterId.
+func sisterPlanSpec(plan *osbv1alpha1.SFPlan) *osbv1alpha1.SFPlanSpec {
+	spec := plan.Spec.DeepCopy()
+	spec.Templates = slices.DeleteFunc(spec.Templates, func(t osbv1alpha1.TemplateSpec) bool {
+		return t.Action == osbv1alpha1.ActionClusterSelector
+	})
+	return spec
 }
 
 // catalogCopy is one catalog entry copySpec copies.

@@ -74,3 +74,21 @@ func TestReplicaLabelsCannotBeForged(t *testing.T) {
 		t.Errorf("replicaLabels changed the original's labels: %v", forged)
 	}
 }
+
+// TestSisterPlanSpec checks that the sister's copy of a plan has every
+// template but the clusterSelector, and that the master's plan is left as
+// it is.
+func TestSisterPlanSpec(t *testing.T) {
+	plan := &osbv1alpha1.SFPlan{Spec: osbv1alpha1.SFPlanSpec{Templates: []osbv1alpha1.TemplateSpec{
+		{Action: osbv1alpha1.ActionProvision, Content: "p"},
+		{Action: osbv1alpha1.ActionClusterSelector, Content: "tier=gold"},
+		{Action: osbv1alpha1.ActionStatus, Content: "s"},
+	}}}
+	got := sisterPlanSpec(plan)
+	if len(got.Templates) != 2 || got.Templates[0].Action != osbv1alpha1.ActionProvision || got.Templates[1].Action != osbv1alpha1.ActionStatus {
+		t.Errorf("the sister's templates are %+v; want provision and status, without the clusterSelector", got.Templates)
+	}
+	if len(plan.Spec.Templates) != 3 || plan.Spec.Templates[1].Action != osbv1alpha1.ActionClusterSelector {
+		t.Errorf("the master's plan changed: %+v", plan.Spec.Templates)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,10 +37,10 @@ const (
 	// used before it is read again.
 	DefaultConfigTTL = 10 * time.Second
 	// DefaultReservationTTL is how long a decision is counted while the
-	// instance's spec.clusterId is not in the cache. The instance records
-	// it within its reconcile, and the cache shows it within moments; one
-	// that did not (it was deleted, or its reconcile failed before) stops
-	// counting.
+	// cache does not show the instance as placed (spec.clusterId and its
+	// Scheduled condition). The instance records it within its reconcile,
+	// and the cache shows it within moments; one that did not (it was
+	// deleted, or its reconcile failed before) stops counting.
 	DefaultReservationTTL = 2 * time.Minute
 )
 
@@ -129,7 +130,7 @@ type NoMatchError struct{ Message string }
 func (e *NoMatchError) Error() string { return e.Message }
 
 // Place decides where p.Instance goes and counts it there until the
-// instance's spec.clusterId shows in the cache. A *NoClusterError means
+// cache shows the instance placed there. A *NoClusterError means
 // the instance should wait for the SFClusters to change, a *NoMatchError
 // that it fails; other errors are transient.
 func (pl *Placer) Place(ctx context.Context, p Placement) (Decision, error) {
@@ -157,28 +158,12 @@ func (pl *Placer) Place(ctx context.Context, p Placement) (Decision, error) {
 			continue
 		}
 		matching++
-		cand := Candidate{Name: c.Name, Capacity: capacity(c)}
-		if u := placed[c.Name]; u != nil {
-			cand.Instances, cand.Requested = u.instances, u.requested
+		cand := candidate(c, placed)
+		if v := verdictOn(c, cand, p.Requests); v.why != "" {
+			excluded = append(excluded, c.Name+": "+v.why+v.detail)
+			continue
 		}
-		switch {
-		case c.DeletionTimestamp != nil:
-			excluded = append(excluded, c.Name+": being deleted")
-		case c.Spec.Unschedulable:
-			excluded = append(excluded, c.Name+": cordoned")
-		case notReady(c) != "":
-			excluded = append(excluded, c.Name+": "+notReady(c))
-		case clusters.ComponentsPending(c) != "":
-			// What the cluster needs installed (spec.components) is not
-			// there yet: instances would find no operator to serve them.
-			excluded = append(excluded, c.Name+": "+clusters.ComponentsPending(c))
-		default:
-			if short := cand.shortOf(p.Requests); short != "" {
-				excluded = append(excluded, c.Name+": full ("+short+")")
-				continue
-			}
-			candidates = append(candidates, cand)
-		}
+		candidates = append(candidates, cand)
 	}
 	if p.Selector != nil && matching == 0 {
 		return Decision{}, &NoMatchError{Message: fmt.Sprintf("the plan's clusterSelector %q matches none of the %d SFClusters of namespace %s", p.Selector.String(), len(list.Items), p.Namespace)}
@@ -218,6 +203,105 @@ func (pl *Placer) Place(ctx context.Context, p Placement) (Decision, error) {
 	}
 	pl.reserved[p.Instance.UID] = reservation{cluster: name, requests: p.Requests, at: pl.now()}
 	return Decision{Cluster: name, Type: typ, Why: why}, nil
+}
+
+// RefusedError says that the SFCluster an instance names in
+// spec.clusterId refuses it for good: it is being deleted, cordoned, or
+// the plan's clusterSelector leaves it out. The instance fails.
+type RefusedError struct{ Message string }
+
+// Error implements error.
+func (e *RefusedError) Error() string { return e.Message }
+
+// Admit decides whether p.Instance may go to the SFCluster name, which its
+// spec.clusterId names but no decision of the inter-operator chose: the
+// filters of Place, applied to that cluster alone, with the same counts and
+// under the same lock, so that a pinned instance never overfills a cluster
+// nor takes a slot a placement is taking. On success it counts the
+// instance there until its acceptance shows in the cache, as Place does. A
+// *RefusedError means the instance fails; a *NoClusterError that it waits
+// for the SFCluster to change (it does not exist yet, is not Ready, lacks
+// its components or is too full); other errors are transient.
+//
+// The messages name the filter, never what other instances hold: the
+// instance's creator may be a tenant.
+func (pl *Placer) Admit(ctx context.Context, p Placement, name string) error {
+	c := &resourcev1alpha1.SFCluster{}
+	if err := pl.platform.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: name}, c); err != nil {
+		if apierrors.IsNotFound(err) {
+			return &NoClusterError{Message: fmt.Sprintf("spec.clusterId names SFCluster %s, which does not exist", name)}
+		}
+		return fmt.Errorf("get SFCluster %s/%s: %w", p.Namespace, name, err)
+	}
+	if p.Selector != nil && !p.Selector.Matches(labels.Set(c.Labels)) {
+		return &RefusedError{Message: fmt.Sprintf("spec.clusterId names SFCluster %s, which the plan's clusterSelector %q does not select", name, p.Selector.String())}
+	}
+
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	placed, err := pl.placed(ctx, p)
+	if err != nil {
+		return err
+	}
+	v := verdictOn(c, candidate(c, placed), p.Requests)
+	switch {
+	case v.final:
+		return &RefusedError{Message: fmt.Sprintf("spec.clusterId names SFCluster %s, which takes no new instances: %s", name, v.why)}
+	case v.resource != "":
+		return &NoClusterError{Message: fmt.Sprintf("spec.clusterId names SFCluster %s, which cannot take the instance now: full, no room left for the plan's %s request", name, v.resource)}
+	case v.why != "":
+		return &NoClusterError{Message: fmt.Sprintf("spec.clusterId names SFCluster %s, which cannot take the instance now: %s", name, v.why), NotReady: v.notReady}
+	}
+	pl.reserved[p.Instance.UID] = reservation{cluster: name, requests: p.Requests, at: pl.now()}
+	return nil
+}
+
+// candidate returns c as a Candidate, with what placed holds for it.
+func candidate(c *resourcev1alpha1.SFCluster, placed map[string]*usage) Candidate {
+	cand := Candidate{Name: c.Name, Capacity: capacity(c)}
+	if u := placed[c.Name]; u != nil {
+		cand.Instances, cand.Requested = u.instances, u.requested
+	}
+	return cand
+}
+
+// verdict is why an SFCluster takes no new instance; why is empty when it
+// takes it.
+type verdict struct {
+	// why names the filter: "cordoned", "full".
+	why string
+	// detail adds the figures behind a "full", for the platform's eyes:
+	// what the cluster's instances request of its capacity.
+	detail string
+	// resource is what a full cluster has no room left for.
+	resource corev1.ResourceName
+	// notReady is set when the cluster's Ready condition is False.
+	notReady bool
+	// final is set when only a platform operator changes it: the cluster
+	// is being deleted or cordoned.
+	final bool
+}
+
+// verdictOn applies the filters every scheduler applies (the plan's
+// clusterSelector aside) to the SFCluster c, on which cand is placed
+// already, for an instance requesting requests.
+func verdictOn(c *resourcev1alpha1.SFCluster, cand Candidate, requests corev1.ResourceList) verdict {
+	switch {
+	case c.DeletionTimestamp != nil:
+		return verdict{why: "being deleted", final: true}
+	case c.Spec.Unschedulable:
+		return verdict{why: "cordoned", final: true}
+	case notReady(c) != "":
+		return verdict{why: notReady(c), notReady: true}
+	case clusters.ComponentsPending(c) != "":
+		// What the cluster needs installed (spec.components) is not
+		// there yet: instances would find no operator to serve them.
+		return verdict{why: clusters.ComponentsPending(c)}
+	}
+	if name, short := cand.shortOf(requests); short != "" {
+		return verdict{why: "full", detail: " (" + short + ")", resource: name}
+	}
+	return verdict{}
 }
 
 // excludes reports whether the SFCluster name is among items and selector
@@ -289,9 +373,10 @@ type usage struct {
 	requested corev1.ResourceList
 }
 
-// placed returns, per cluster, the instances whose spec.clusterId names it
-// and the decisions not yet in the cache, with their requests; p.Instance
-// itself is not counted. pl.mu must be held.
+// placed returns, per cluster, the instances placed there (their
+// PlacedCluster: a decision of the inter-operator, never a bare
+// spec.clusterId) and the decisions not yet in the cache, with their
+// requests; p.Instance itself is not counted. pl.mu must be held.
 func (pl *Placer) placed(ctx context.Context, p Placement) (map[string]*usage, error) {
 	if err := pl.startUsage(ctx); err != nil {
 		return nil, err
@@ -333,8 +418,9 @@ func (pl *Placer) placed(ctx context.Context, p Placement) (map[string]*usage, e
 		clusterID := recorded[uid]
 		switch {
 		case clusterID != "" || pl.now().Sub(r.at) > DefaultReservationTTL:
-			// The cache shows the decision, or the instance is gone or
-			// did not record it in time.
+			// The cache shows the decision (the instance counts as
+			// placed), or the instance is gone or did not record it in
+			// time.
 			delete(pl.reserved, uid)
 		case uid != p.Instance.UID:
 			at(r.cluster).instances++

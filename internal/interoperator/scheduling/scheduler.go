@@ -57,9 +57,10 @@ type Candidate struct {
 }
 
 // shortOf returns the first resource of requests, by name, that does not
-// fit into c's free capacity, with what is requested and what the
-// capacity is; "" when they all fit.
-func (c Candidate) shortOf(requests corev1.ResourceList) string {
+// fit into c's free capacity, and says what is requested and what the
+// capacity is ("cpu: 2 requested of 2, 1 more asked"); "" when they all
+// fit.
+func (c Candidate) shortOf(requests corev1.ResourceList) (corev1.ResourceName, string) {
 	for _, name := range sortedNames(requests) {
 		limit, ok := c.Capacity[name]
 		if !ok {
@@ -69,10 +70,10 @@ func (c Candidate) shortOf(requests corev1.ResourceList) string {
 		want.Add(requests[name])
 		if want.Cmp(limit) > 0 {
 			used := c.Requested[name]
-			return fmt.Sprintf("%s: %s requested of %s, %s more asked", name, used.String(), limit.String(), requests.Name(name, resource.DecimalSI).String())
+			return name, fmt.Sprintf("%s: %s requested of %s, %s more asked", name, used.String(), limit.String(), requests.Name(name, resource.DecimalSI).String())
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // utilization returns how full c would be with requests placed on it: the
@@ -138,7 +139,12 @@ func For(t Type) Scheduler {
 
 // NoClusterError says why no cluster can take an instance now. The
 // instance waits until the SFClusters change.
-type NoClusterError struct{ Message string }
+type NoClusterError struct {
+	Message string
+	// NotReady is set when the one cluster an instance names (Placer.Admit)
+	// is not Ready: the instance waits for it to be reachable again.
+	NotReady bool
+}
 
 // Error implements error.
 func (e *NoClusterError) Error() string { return e.Message }

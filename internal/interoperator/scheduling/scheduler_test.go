@@ -67,16 +67,16 @@ func TestPick(t *testing.T) {
 
 func TestShortOf(t *testing.T) {
 	c := Candidate{Name: "a", Capacity: list("cpu", "4", "memory", "8Gi"), Requested: list("cpu", "3")}
-	if s := c.shortOf(list("cpu", "1")); s != "" {
+	if _, s := c.shortOf(list("cpu", "1")); s != "" {
 		t.Errorf("the last free cpu does not fit: %s", s)
 	}
-	if s := c.shortOf(list("cpu", "1500m")); s == "" {
+	if _, s := c.shortOf(list("cpu", "1500m")); s == "" {
 		t.Error("1.5 cpu fit into 1 free cpu")
 	}
-	if s := c.shortOf(list("memory", "9Gi")); s == "" {
+	if _, s := c.shortOf(list("memory", "9Gi")); s == "" {
 		t.Error("9Gi fit into 8Gi")
 	}
-	if s := c.shortOf(list("nvidia.com/gpu", "1")); s != "" {
+	if _, s := c.shortOf(list("nvidia.com/gpu", "1")); s != "" {
 		t.Errorf("a resource the capacity does not list is limited: %s", s)
 	}
 }

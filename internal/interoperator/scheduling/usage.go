@@ -15,7 +15,9 @@ import (
 // usageIndex counts the SFServiceInstances of the onboarding cache per
 // cluster and plan, kept current by the informer's events, so that a
 // placement costs the number of clusters and plans, not a list of every
-// instance (which made placing N instances cost N²).
+// instance (which made placing N instances cost N²). An instance counts on
+// its PlacedCluster: a spec.clusterId the inter-operator did not choose or
+// accept takes no room.
 type usageIndex struct {
 	mu     sync.Mutex
 	byUID  map[types.UID]placedOn
@@ -23,7 +25,7 @@ type usageIndex struct {
 	synced func() bool
 }
 
-// placedOn is the cluster and plan an instance records.
+// placedOn is the cluster and plan an instance is counted on.
 type placedOn struct{ cluster, plan string }
 
 // start registers the index with the informer of SFServiceInstances and
@@ -61,7 +63,7 @@ func (u *usageIndex) remove(obj any) {
 }
 
 // record drops what was counted for the instance obj and, unless it is
-// deleted, counts it on the cluster it records.
+// deleted, counts it on the cluster it is placed on.
 func (u *usageIndex) record(obj any, deleted bool) {
 	inst, ok := obj.(*osbv1alpha1.SFServiceInstance)
 	if !ok {
@@ -70,10 +72,11 @@ func (u *usageIndex) record(obj any, deleted bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.dropLocked(inst.UID)
-	if deleted || inst.Spec.ClusterID == "" {
+	cluster := inst.PlacedCluster()
+	if deleted || cluster == "" {
 		return
 	}
-	at := placedOn{cluster: inst.Spec.ClusterID, plan: inst.Spec.PlanID}
+	at := placedOn{cluster: cluster, plan: inst.Spec.PlanID}
 	u.byUID[inst.UID] = at
 	if u.counts[at.cluster] == nil {
 		u.counts[at.cluster] = map[string]int{}
@@ -98,7 +101,8 @@ func (u *usageIndex) dropLocked(uid types.UID) {
 }
 
 // snapshot returns the counts per cluster and plan with the instance
-// except left out, and the cluster each of uids records ("" for none).
+// except left out, and the cluster each of uids is counted on ("" for
+// none).
 func (u *usageIndex) snapshot(except types.UID, uids []types.UID) (map[string]map[string]int, map[types.UID]string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
