@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,6 +57,13 @@ func TestSameNameTakeoverThroughBroker(t *testing.T) {
 
 	// B, with its own token only: same name, same service and plan.
 	b := onboardingTenant(t, nsB)
+	// edit reads Secrets; this onboarding API server runs no controller
+	// manager to aggregate edit's rules, so the test grants it directly.
+	must(t, onboarding.Client.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: "tenant-secrets"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}}}}))
+	must(t, onboarding.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: "tenant-secrets"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "tenant-secrets"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: nsB, Name: "tenant"}}}))
 	instB := &osbv1alpha1.SFServiceInstance{ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: id},
 		Spec: osbv1alpha1.SFServiceInstanceSpec{InstanceID: id, ServiceID: sampleServiceID, PlanID: samplePlanSmall}}
 	must(t, b.Create(ctx, instB))
