@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	interoperatorv1alpha1 "github.com/marketplane/marketplane/api/interoperator/v1alpha1"
@@ -316,5 +317,71 @@ data:
 	cm := keys[1].(*corev1.ConfigMap)
 	if cm.Data["size"] != "2" {
 		t.Errorf("A's ConfigMap after the update: %v, want size 2", cm.Data)
+	}
+}
+
+// TestUpgradeKeepsTheInstancesNamespaces shows that an instance an earlier
+// version provisioned with the sample plan, whose templates then named its
+// namespace sf-<name>, keeps that namespace and its data when the plan's
+// update re-renders it after the upgrade: its .instanceId stays its name
+// (recorded in status.instanceId), where a new instance of the same name
+// and namespace would get sf-<name>-<hash>.
+func TestUpgradeKeepsTheInstancesNamespaces(t *testing.T) {
+	needsClusters(t)
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	ctx := context.Background()
+	createSampleObjects(t, e, nil, "service.yaml")
+	name := uniqueName("old-")
+	work, creds := "sf-"+name, credentialsNamespace(name)
+
+	// What the earlier version left: the instance with its status, and
+	// its objects labelled with the bare name. The plan is not there yet,
+	// so the inter-operator waits instead of provisioning it first.
+	inst := e.createInstance(t, name, sampleServiceID, samplePlanSmall, nil)
+	waitFor(t, "the instance to wait for its plan", func() bool {
+		c := readyCondition(e.instance(t, name).Status.Conditions)
+		return c != nil && c.Reason == string(provisioner.ReasonPlanNotFound)
+	})
+	legacy := map[string]string{provisioner.LabelInstanceID: name}
+	for _, ns := range []string{work, creds} {
+		must(t, target.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: legacy}}))
+	}
+	must(t, target.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: work, Name: "tenant-data"}, Data: map[string]string{"k": "v"}}))
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		must(t, onboarding.Client.Get(ctx, client.ObjectKeyFromObject(inst), inst))
+		inst.Status.State = osbv1alpha1.StateSucceeded
+		inst.Status.ObservedGeneration = inst.Generation
+		inst.Status.AppliedSpec = inst.Spec.DeepCopy()
+		inst.Status.Resources = []osbv1alpha1.Source{
+			{APIVersion: "v1", Kind: "Namespace", Name: work},
+			{APIVersion: "v1", Kind: "ResourceQuota", Name: "quota", Namespace: work},
+			{APIVersion: "v1", Kind: "Namespace", Name: creds},
+		}
+		return onboarding.Client.Status().Update(ctx, inst)
+	}))
+
+	// The new version's plan arrives (autoUpdateInstances): the instance
+	// is rendered again, into the namespaces it has.
+	createSampleObjects(t, e, nil, "plan-small.yaml")
+	waitFor(t, "the instance to be rendered again with its recorded id", func() bool {
+		i := e.instance(t, name)
+		return i.Status.InstanceID != "" && i.Status.State == osbv1alpha1.StateSucceeded && i.Annotations[osbv1alpha1.AnnotationPlanHash] != ""
+	})
+	got := e.instance(t, name)
+	if got.Status.InstanceID != name {
+		t.Errorf("status.instanceId = %q, want the name %q, after which the earlier version named its namespaces", got.Status.InstanceID, name)
+	}
+	ns := &corev1.Namespace{}
+	must(t, target.Client.Get(ctx, client.ObjectKey{Name: work}, ns))
+	if ns.Labels[provisioner.LabelInstanceUID] != string(got.UID) || ns.DeletionTimestamp != nil {
+		t.Errorf("namespace %s after the upgrade: labels %v, deleting %v; want it kept and labelled with the instance's UID", work, ns.Labels, ns.DeletionTimestamp != nil)
+	}
+	if err := target.Client.Get(ctx, client.ObjectKey{Namespace: work, Name: "tenant-data"}, &corev1.ConfigMap{}); err != nil {
+		t.Errorf("the tenant's data after the upgrade: %v", err)
+	}
+	moved := "sf-" + provisioner.InstanceID(e.ns, name)
+	if err := target.Client.Get(ctx, client.ObjectKey{Name: moved}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+		t.Errorf("namespace %s (where a new instance would go): %v, want NotFound", moved, err)
 	}
 }

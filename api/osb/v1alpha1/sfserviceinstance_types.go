@@ -114,6 +114,13 @@ type SFServiceInstanceStatus struct {
 	// +listType=atomic
 	Resources []Source `json:"resources,omitempty"`
 
+	// instanceId is the instance's id on target clusters, the template
+	// variable .instanceId, recorded at the first provision so that it
+	// never changes for the instance. A Marketplane addition.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	InstanceID string `json:"instanceId,omitempty"`
+
 	// observedGeneration is the metadata.generation that the status
 	// describes.
 	// +optional

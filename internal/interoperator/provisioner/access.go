@@ -201,7 +201,7 @@ func (a *InstanceAccess) placement(ctx context.Context, inst *osbv1alpha1.SFServ
 		if err != nil {
 			return scheduling.Placement{}, err
 		}
-		vals[VarInstanceID] = InstanceID(inst.Namespace, inst.Name)
+		vals[VarInstanceID] = idOf(inst)
 		text, err := a.engine.renderer(cfg).RenderString(ctx, render.Input{Template: t, Values: vals, Namespace: inst.Namespace})
 		if err != nil {
 			if render.IsTransient(err) {

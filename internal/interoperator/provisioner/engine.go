@@ -241,7 +241,7 @@ func values(svc *osbv1alpha1.SFService, plan *osbv1alpha1.SFPlan, inst *osbv1alp
 		return nil, err
 	}
 	vals[VarCluster] = t.Variable()
-	vals[VarInstanceID] = InstanceID(inst.Namespace, inst.Name)
+	vals[VarInstanceID] = idOf(inst)
 	return vals, nil
 }
 

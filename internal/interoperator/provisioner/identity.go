@@ -60,6 +60,22 @@ func InstanceID(namespace, name string) string {
 	return base + "-" + hex.EncodeToString(sum[:])[:idHashLength]
 }
 
+// idOf returns the id inst goes by on target clusters (.instanceId): the
+// one its first provision recorded in status.instanceId; for an instance an
+// earlier version provisioned (status.appliedSpec set, no id recorded) its
+// name, after which that version's templates named what they created, so
+// that an upgrade moves no instance to new namespaces; else InstanceID.
+// Only the inter-operator writes status, so a tenant cannot choose it.
+func idOf(inst *osbv1alpha1.SFServiceInstance) string {
+	switch {
+	case inst.Status.InstanceID != "":
+		return inst.Status.InstanceID
+	case inst.Status.AppliedSpec != nil:
+		return inst.Name
+	}
+	return InstanceID(inst.Namespace, inst.Name)
+}
+
 // ownerOf returns the owner of the objects an operation renders with vals:
 // the instance (.instance) and, for bind and unbind, the binding
 // (.binding), as the variables were built, before any source could
@@ -71,6 +87,9 @@ func ownerOf(vals map[string]any) apply.Owner {
 		name, _, _ := unstructured.NestedString(inst, "metadata", "name")
 		o.InstanceUID, _, _ = unstructured.NestedString(inst, "metadata", "uid")
 		o.InstanceID = InstanceID(ns, name)
+		if id, ok := vals[VarInstanceID].(string); ok && id != "" {
+			o.InstanceID = id
+		}
 		o.LegacyInstanceID = labelValue(name)
 		o.Recorded = append(o.Recorded, recorded(inst)...)
 	}

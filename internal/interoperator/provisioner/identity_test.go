@@ -100,3 +100,27 @@ func sha256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
 }
+
+func TestIdOf(t *testing.T) {
+	inst := func(status osbv1alpha1.SFServiceInstanceStatus) *osbv1alpha1.SFServiceInstance {
+		i := &osbv1alpha1.SFServiceInstance{Status: status}
+		i.Namespace, i.Name = "team-a", "db"
+		return i
+	}
+	tests := map[string]struct {
+		reason string
+		inst   *osbv1alpha1.SFServiceInstance
+		want   string
+	}{
+		"New":      {reason: "A new instance gets InstanceID.", inst: inst(osbv1alpha1.SFServiceInstanceStatus{}), want: InstanceID("team-a", "db")},
+		"Recorded": {reason: "A recorded id stays, whatever else changes.", inst: inst(osbv1alpha1.SFServiceInstanceStatus{InstanceID: "x", AppliedSpec: &osbv1alpha1.SFServiceInstanceSpec{}}), want: "x"},
+		"Earlier":  {reason: "An instance an earlier version provisioned keeps its name, after which that version's templates named its namespaces.", inst: inst(osbv1alpha1.SFServiceInstanceStatus{AppliedSpec: &osbv1alpha1.SFServiceInstanceSpec{}}), want: "db"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := idOf(tc.inst); got != tc.want {
+				t.Errorf("%s\nidOf() = %q, want %q", tc.reason, got, tc.want)
+			}
+		})
+	}
+}

@@ -114,6 +114,7 @@ func (r *InstanceReconciler) provision(ctx context.Context, inst *osbv1alpha1.SF
 		inst.Status.State = osbv1alpha1.StateInQueue
 	}
 	inst.Status.Error = ""
+	inst.Status.InstanceID = idOf(inst)
 	fail := func(reason Reason, message string) { failInstance(inst, message) }
 
 	if err := r.persist(ctx, inst, t.Name(), plan); err != nil {
