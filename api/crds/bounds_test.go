@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -489,4 +490,159 @@ func withValue(s *apiextensionsv1.JSONSchemaProps, v any, path []string, value a
 	}
 	m[path[0]] = withValue(&child, cur, path[1:], value)
 	return m
+}
+
+// tenantKinds are the kinds tenants write: their spec is what a tenant
+// controls on the onboarding cluster.
+var tenantKinds = []string{"SFServiceInstance", "SFServiceBinding", "ManagedControlPlane", "ControlPlane"}
+
+// unboundedTenantFields are the parts of a tenant kind's spec that have no
+// maxLength, maxItems or maxProperties of their own, each with the reason
+// (docs/api.md, "Tenant-written fields"). Paths are below the object;
+// [] is a list's item, {} a map's value.
+var unboundedTenantFields = map[string]string{
+	"spec.context":               "OSB context, free-form as in Service Fabrik: only the API server's request size bounds it",
+	"spec.parameters":            "OSB parameters, free-form: the inter-operator refuses more than 256 KiB (MaxParametersBytes)",
+	"spec.previousValues":        "OSB previous_values, free-form as in Service Fabrik: only the request size bounds it",
+	"spec.bindResource":          "OSB bind_resource, free-form as in Service Fabrik: only the request size bounds it",
+	"spec.metadata.labels{}":     "the values of a map, which no marker reaches: the map's CEL rule bounds keys and values",
+	"spec.metadata.attributes{}": "the values of a map, which no marker reaches: the map's CEL rule bounds keys and values",
+	"spec.iam.tokens[].permissions[].rules[]": "Kubernetes' PolicyRule: the MCP's API server validates it when the operator " +
+		"creates the Role; the lists holding it are bounded",
+	"spec.iam.oidc.defaultProvider.roleBindings[].subjects[]": "Kubernetes' Subject: validated when the RoleBinding is created; " +
+		"the lists holding it are bounded",
+	"spec.iam.oidc.extraProviders[].roleBindings[].subjects[]": "Kubernetes' Subject: validated when the RoleBinding is created; " +
+		"the lists holding it are bounded",
+}
+
+// TestTenantSpecFieldsAreBounded walks the CRD schemas of the kinds tenants
+// write: every string below spec has a maxLength (or is an enum), every
+// list a maxItems and every map a maxProperties, except the parts listed in
+// unboundedTenantFields with their reasons. A new unbounded field fails
+// the test, named.
+func TestTenantSpecFieldsAreBounded(t *testing.T) {
+	all := allCRDs(t)
+	seen := map[string]bool{}
+	for _, kind := range tenantKinds {
+		for _, v := range crdByKind(t, all, kind).Spec.Versions {
+			walkBounded(t, kind, v.Schema.OpenAPIV3Schema.Properties["spec"], "spec", seen)
+		}
+	}
+	for path := range unboundedTenantFields {
+		if !seen[path] {
+			t.Errorf("unboundedTenantFields lists %s, which no tenant kind has: remove it", path)
+		}
+	}
+}
+
+// walkBounded reports every unbounded part of p (at path) that
+// unboundedTenantFields does not list, and records the listed ones it met
+// in seen.
+func walkBounded(t *testing.T, kind string, p apiextensionsv1.JSONSchemaProps, path string, seen map[string]bool) {
+	t.Helper()
+	if _, listed := unboundedTenantFields[path]; listed {
+		seen[path] = true
+		return
+	}
+	switch {
+	case p.Type == "string" && p.MaxLength == nil && len(p.Enum) == 0:
+		t.Errorf("%s %s is a string without maxLength", kind, path)
+	case p.Type == "array" && p.MaxItems == nil:
+		t.Errorf("%s %s is a list without maxItems", kind, path)
+	case p.AdditionalProperties != nil && p.MaxProperties == nil:
+		t.Errorf("%s %s is a map without maxProperties", kind, path)
+	case p.XPreserveUnknownFields != nil && *p.XPreserveUnknownFields:
+		t.Errorf("%s %s is free-form, unbounded", kind, path)
+	}
+	for name, child := range p.Properties {
+		walkBounded(t, kind, child, path+"."+name, seen)
+	}
+	if p.Items != nil && p.Items.Schema != nil {
+		walkBounded(t, kind, *p.Items.Schema, path+"[]", seen)
+	}
+	if p.AdditionalProperties != nil && p.AdditionalProperties.Schema != nil {
+		walkBounded(t, kind, *p.AdditionalProperties.Schema, path+"{}", seen)
+	}
+}
+
+// TestTenantBoundsOnAPIServer sends tenant-written fields at their bound,
+// which the API server accepts, and past it, which it refuses with 422
+// naming the field.
+func TestTenantBoundsOnAPIServer(t *testing.T) {
+	c := apiServer(t)
+	raw := rawClient(t, c.Config)
+	const ns = "tenants"
+	if err := c.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	all := allCRDs(t)
+	gvk := func(kind string) schema.GroupVersionKind {
+		crd := crdByKind(t, all, kind)
+		return schema.GroupVersionKind{Group: crd.Spec.Group, Version: crd.Spec.Versions[0].Name, Kind: kind}
+	}
+	str := func(n int) string { return strconv.Quote(strings.Repeat("a", n)) }
+	labels := func(n, keyLen, valueLen int) string {
+		m := map[string]string{}
+		for i := range n {
+			m[fmt.Sprintf("%0*d", keyLen, i)] = strings.Repeat("v", valueLen)
+		}
+		b, _ := json.Marshal(m)
+		return string(b)
+	}
+	tokens := func(n int) string {
+		var l []map[string]string
+		for i := range n {
+			l = append(l, map[string]string{"name": fmt.Sprintf("t%d", i)})
+		}
+		b, _ := json.Marshal(l)
+		return string(b)
+	}
+	providers := func(n int) string {
+		var l []map[string]any
+		for i := range n {
+			l = append(l, map[string]any{"name": fmt.Sprintf("p%d", i), "issuer": "https://issuer.example", "clientID": "c", "roleBindings": []any{}})
+		}
+		b, _ := json.Marshal(l)
+		return string(b)
+	}
+	cases := []struct {
+		kind   string
+		path   string
+		ok, no string // a value at the bound, one past it
+	}{
+		{"SFServiceInstance", "spec.instanceId", str(1024), str(1025)},
+		{"SFServiceInstance", "spec.planId", str(1024), str(1025)},
+		{"SFServiceInstance", "spec.clusterId", str(253), str(254)},
+		{"SFServiceInstance", "spec.metadata.labels", labels(64, 256, 1024), labels(65, 3, 1)},
+		{"SFServiceInstance", "spec.metadata.labels", labels(1, 256, 1), labels(1, 257, 1)},
+		{"SFServiceInstance", "spec.metadata.attributes", labels(1, 1, 1024), labels(1, 1, 1025)},
+		{"SFServiceBinding", "spec.id", str(1024), str(1025)},
+		{"SFServiceBinding", "spec.appGuid", str(1024), str(1025)},
+		{"ManagedControlPlane", "spec.iam.tokens", tokens(64), tokens(65)},
+		{"ManagedControlPlane", "spec.iam.oidc.extraProviders", providers(63), providers(64)},
+		{"ControlPlane", "spec.iam.tokens", tokens(64), tokens(65)},
+	}
+	for i, tc := range cases {
+		f := apiField{GVK: gvk(tc.kind), Path: strings.Split(tc.path, ".")}
+		send := fieldSender(t, raw, all, f, ns, fmt.Sprintf("t-%d", i))
+		if err := send([]byte(tc.ok)); err != nil {
+			t.Errorf("%s %s at its bound: refused: %.300v", tc.kind, tc.path, err)
+		}
+		err := send([]byte(tc.no))
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.path) {
+			t.Errorf("%s %s past its bound: %.300v, want 422 naming the field", tc.kind, tc.path, err)
+		}
+	}
+}
+
+// crdByKind returns the CRD of kind.
+func crdByKind(t *testing.T, all []*apiextensionsv1.CustomResourceDefinition, kind string) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	for _, c := range all {
+		if c.Spec.Names.Kind == kind {
+			return c
+		}
+	}
+	t.Fatalf("no CRD of %s", kind)
+	return nil
 }
