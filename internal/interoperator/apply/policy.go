@@ -180,6 +180,9 @@ func (a *Applier) Check(ctx context.Context, objs []*unstructured.Unstructured, 
 		if limit := p.maxObjectBytes(); int64(len(b)) > limit {
 			return &TooLargeError{Ref: r, Size: len(b), Limit: limit}
 		}
+		if err := checkQuantities(o); err != nil {
+			return err
+		}
 		gk := o.GroupVersionKind().GroupKind()
 		switch ns := o.GetNamespace(); {
 		case isNamespace(gk):
