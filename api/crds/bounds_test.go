@@ -581,29 +581,33 @@ func TestTenantBoundsOnAPIServer(t *testing.T) {
 		return schema.GroupVersionKind{Group: crd.Spec.Group, Version: crd.Spec.Versions[0].Name, Kind: kind}
 	}
 	str := func(n int) string { return strconv.Quote(strings.Repeat("a", n)) }
+	toJSON := func(v any) string {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
 	labels := func(n, keyLen, valueLen int) string {
 		m := map[string]string{}
 		for i := range n {
 			m[fmt.Sprintf("%0*d", keyLen, i)] = strings.Repeat("v", valueLen)
 		}
-		b, _ := json.Marshal(m)
-		return string(b)
+		return toJSON(m)
 	}
 	tokens := func(n int) string {
 		var l []map[string]string
 		for i := range n {
 			l = append(l, map[string]string{"name": fmt.Sprintf("t%d", i)})
 		}
-		b, _ := json.Marshal(l)
-		return string(b)
+		return toJSON(l)
 	}
 	providers := func(n int) string {
 		var l []map[string]any
 		for i := range n {
 			l = append(l, map[string]any{"name": fmt.Sprintf("p%d", i), "issuer": "https://issuer.example", "clientID": "c", "roleBindings": []any{}})
 		}
-		b, _ := json.Marshal(l)
-		return string(b)
+		return toJSON(l)
 	}
 	cases := []struct {
 		kind   string

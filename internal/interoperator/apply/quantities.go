@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// RuleBoundedQuantities: no rendered string is a quantity whose exponent
-// has three or more digits.
+// RuleBoundedQuantities is the rule that no rendered string is a quantity
+// whose exponent has three or more digits.
 const RuleBoundedQuantities = "bounded-quantities"
 
 // quantityBomb matches a string in Kubernetes' quantity syntax whose decimal
