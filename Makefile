@@ -72,7 +72,7 @@ help: ## List the targets.
 ##@ Development
 
 .PHONY: generate
-generate: ## Generate deepcopy code and CRD manifests from the API types.
+generate: ## Generate deepcopy code and CRD manifests from the API types (hack/crdbounds then bounds every quantity).
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	rm -f api/crds/manifests/*.yaml
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=api/crds/manifests
