@@ -72,10 +72,11 @@ help: ## List the targets.
 ##@ Development
 
 .PHONY: generate
-generate: ## Generate deepcopy code and CRD manifests from the API types.
+generate: ## Generate deepcopy code and CRD manifests from the API types (hack/crdbounds then bounds every quantity).
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	rm -f api/crds/manifests/*.yaml
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=api/crds/manifests
+	$(GO) run ./hack/crdbounds api/crds/manifests
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./$(TESTAPI)/...
 	rm -f $(TESTAPI)/crds/*.yaml
 	$(CONTROLLER_GEN) crd paths=./$(TESTAPI)/... output:crd:artifacts:config=$(TESTAPI)/crds
@@ -147,11 +148,11 @@ test-e2e: tools ## The end-to-end tests, verbose: the README quick start on its 
 	cd $(COMPAT) && KUBEBUILDER_ASSETS=$(BIN) $(GO) test -count=1 -timeout 20m -v -run '^TestValidate$$' .
 
 # Fuzz targets (package:function) and the budget of each in `make fuzz`.
-FUZZ_TARGETS := ./internal/broker:FuzzBroker ./internal/render:FuzzRender ./pkg/kubeconfig:FuzzParse ./api/common:FuzzDurationPattern
+FUZZ_TARGETS := ./internal/broker:FuzzBroker ./internal/render:FuzzRender ./pkg/kubeconfig:FuzzParse ./api/common:FuzzDurationPattern ./api/common:FuzzQuantityBound
 FUZZTIME ?= 60s
 
 .PHONY: fuzz
-fuzz: ## Each fuzz target for FUZZTIME (60s): OSB bodies, template rendering, kubeconfig parsing, the duration pattern. A failure writes its input under the package's testdata/fuzz (commit it with the fix); `make test` replays the checked-in corpora.
+fuzz: ## Each fuzz target for FUZZTIME (60s): OSB bodies, template rendering, kubeconfig parsing, the duration pattern, the quantity bound. A failure writes its input under the package's testdata/fuzz (commit it with the fix); `make test` replays the checked-in corpora.
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; \
 		echo "=== $$fn ($$pkg) for $(FUZZTIME)"; \

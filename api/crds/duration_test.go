@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,14 +27,14 @@ import (
 // durationRuleMessage is the message of common.Duration's CEL rule.
 const durationRuleMessage = "must be a non-negative duration such as 30s, 5m or 1h30m"
 
-// durationField is a common.Duration field of a kind: its JSON path below
-// the object.
-type durationField struct {
+// apiField is a field of a kind: its JSON path below the object ("[]"
+// stands for the items of a list or the values of a map).
+type apiField struct {
 	GVK  schema.GroupVersionKind
 	Path []string
 }
 
-func (f durationField) String() string { return f.GVK.Kind + " " + strings.Join(f.Path, ".") }
+func (f apiField) String() string { return f.GVK.Kind + " " + strings.Join(f.Path, ".") }
 
 // wantDurationFields is every duration field of the kinds Marketplane
 // serves and of the sample provider's. A new one is found by
@@ -57,25 +56,9 @@ var forbiddenFieldTypes = map[reflect.Type]string{
 	reflect.TypeFor[time.Duration]():   "time.Duration (use common.Duration)",
 }
 
-// knownQuantityFields are the resource.Quantity fields, each with why it
-// cannot stop a controller. The API server has always checked a quantity's
-// pattern, so none can be stored with a value that fails it; but the
-// pattern allows exponents on which Kubernetes' parser (and so decoding)
-// takes practically forever ("1E-99999999"; kubernetes/kubernetes#131063).
-// A new quantity field needs a reason here.
-var knownQuantityFields = map[string]string{
-	"SFCluster spec.totalCapacity.[]":     "written by platform operators only; no exponent bound yet (docs/api.md)",
-	"SFCluster status.currentCapacity.[]": "status, written by the inter-operator from quantities it parsed",
-	"SFCluster status.totalCapacity.[]":   "status, written by the inter-operator from quantities it parsed",
-	"SFCluster status.requests.[]":        "status, written by the inter-operator from quantities it parsed",
-	// Kubernetes' own Volume type, written by platform operators only; the
-	// exponent bound is not applied there yet (docs/api.md).
-	"extraVolumes": "Kubernetes' Volume type in a provider's deployment spec (platform operators only)",
-}
-
-// durationSchemes returns the scheme of Marketplane's kinds and the sample
+// apiScheme returns the scheme of Marketplane's kinds and the sample
 // provider's, and the API groups to look at.
-func durationSchemes(t *testing.T) (*runtime.Scheme, func(group string) bool) {
+func apiScheme(t *testing.T) (*runtime.Scheme, func(group string) bool) {
 	t.Helper()
 	s, err := install.NewScheme()
 	if err != nil {
@@ -92,45 +75,41 @@ func durationSchemes(t *testing.T) (*runtime.Scheme, func(group string) bool) {
 
 // durationFields walks the Go types of every kind and returns its
 // common.Duration fields; fields of a forbidden type are errors.
-func durationFields(t *testing.T) []durationField {
+func durationFields(t *testing.T) []apiField {
 	t.Helper()
-	s, ours := durationSchemes(t)
-	var out []durationField
+	s, ours := apiScheme(t)
+	var out []apiField
 	for gvk, typ := range s.AllKnownTypes() {
 		if !ours(gvk.Group) || strings.HasSuffix(gvk.Kind, "List") {
 			continue
 		}
-		walkFields(typ, nil, map[reflect.Type]bool{}, func(path []string, ft reflect.Type) {
+		walkFields(typ, nil, nil, map[reflect.Type]bool{}, func(path []string, ft, _ reflect.Type) {
 			if why, bad := forbiddenFieldTypes[ft]; bad {
 				t.Errorf("%s %s is a %s", gvk.Kind, strings.Join(path, "."), why)
 			}
-			if ft == reflect.TypeFor[resource.Quantity]() {
-				name := gvk.Kind + " " + strings.Join(path, ".")
-				if _, ok := knownQuantityFields[name]; !ok && (len(path) <= 1 || knownQuantityFields[path[1]] == "") {
-					t.Errorf("%s is a resource.Quantity without a reason in knownQuantityFields", name)
-				}
-			}
 			if ft == reflect.TypeFor[common.Duration]() {
-				out = append(out, durationField{GVK: gvk, Path: slices.Clone(path)})
+				out = append(out, apiField{GVK: gvk, Path: slices.Clone(path)})
 			}
 		})
 	}
-	slices.SortFunc(out, func(a, b durationField) int {
+	slices.SortFunc(out, func(a, b apiField) int {
 		return strings.Compare(a.GVK.String()+a.String(), b.GVK.String()+b.String())
 	})
 	return out
 }
 
 // walkFields calls visit for every field type below typ with its JSON path
-// (inlined structs add no element; slices and maps add "[]").
-func walkFields(typ reflect.Type, path []string, seen map[reflect.Type]bool, visit func([]string, reflect.Type)) {
+// (inlined structs add no element; slices and maps add "[]") and the struct
+// type that declares the field (owner; the items of a list or map keep the
+// owner of the list or map).
+func walkFields(typ reflect.Type, path []string, owner reflect.Type, seen map[reflect.Type]bool, visit func(path []string, typ, owner reflect.Type)) {
 	for typ.Kind() == reflect.Pointer {
 		typ = typ.Elem()
 	}
-	visit(path, typ)
+	visit(path, typ, owner)
 	switch typ.Kind() {
 	case reflect.Slice, reflect.Array, reflect.Map:
-		walkFields(typ.Elem(), append(path, "[]"), seen, visit)
+		walkFields(typ.Elem(), append(path, "[]"), owner, seen, visit)
 	case reflect.Struct:
 		if seen[typ] || typ == reflect.TypeFor[metav1.ObjectMeta]() || typ == reflect.TypeFor[runtime.RawExtension]() {
 			return
@@ -144,21 +123,22 @@ func walkFields(typ reflect.Type, path []string, seen map[reflect.Type]bool, vis
 				continue
 			}
 			if name == "" && (f.Anonymous || strings.Contains(opts, "inline")) {
-				walkFields(f.Type, path, seen, visit)
+				walkFields(f.Type, path, typ, seen, visit)
 				continue
 			}
 			if name == "" {
 				name = f.Name
 			}
-			walkFields(f.Type, append(slices.Clone(path), name), seen, visit)
+			walkFields(f.Type, append(slices.Clone(path), name), typ, seen, visit)
 		}
 	}
 }
 
 // TestEveryDurationFieldIsTolerant checks, without an API server, that no
-// kind has a field whose decoding fails on a bad string, that the
+// kind has a duration field whose decoding fails on a bad string, that the
 // duration fields are the known ones, and that each carries
-// common.Duration's rule in its CRD.
+// common.Duration's rule in its CRD. Quantities, whose decoding can also
+// fail or never end, have TestEveryQuantityFieldIsBounded.
 func TestEveryDurationFieldIsTolerant(t *testing.T) {
 	fields := durationFields(t)
 	var got []string
@@ -196,31 +176,58 @@ func allCRDs(t *testing.T) []*apiextensionsv1.CustomResourceDefinition {
 
 // crdProperty returns the schema of the field in the served version of its
 // CRD.
-func crdProperty(all []*apiextensionsv1.CustomResourceDefinition, f durationField) (apiextensionsv1.JSONSchemaProps, error) {
-	for _, crd := range all {
-		if crd.Spec.Group != f.GVK.Group || crd.Spec.Names.Kind != f.GVK.Kind {
+func crdProperty(all []*apiextensionsv1.CustomResourceDefinition, f apiField) (apiextensionsv1.JSONSchemaProps, error) {
+	chain, err := crdSchemaPath(all, f)
+	if err != nil {
+		return apiextensionsv1.JSONSchemaProps{}, err
+	}
+	return chain[len(chain)-1], nil
+}
+
+// crdSchemaPath returns the schemas from the root of the served version of
+// the field's CRD down to the field: one for the root and one for each
+// element of its path.
+func crdSchemaPath(all []*apiextensionsv1.CustomResourceDefinition, f apiField) ([]apiextensionsv1.JSONSchemaProps, error) {
+	crd := crdOf(all, f.GVK)
+	if crd == nil {
+		return nil, fmt.Errorf("no CRD of %s", f.GVK)
+	}
+	for _, v := range crd.Spec.Versions {
+		if v.Name != f.GVK.Version {
 			continue
 		}
-		for _, v := range crd.Spec.Versions {
-			if v.Name != f.GVK.Version {
-				continue
-			}
-			p := *v.Schema.OpenAPIV3Schema
-			for _, name := range f.Path {
-				if name == "[]" {
-					p = *p.Items.Schema
-					continue
-				}
+		chain := []apiextensionsv1.JSONSchemaProps{*v.Schema.OpenAPIV3Schema}
+		for _, name := range f.Path {
+			p := chain[len(chain)-1]
+			switch {
+			case name != "[]":
 				child, ok := p.Properties[name]
 				if !ok {
-					return p, fmt.Errorf("CRD %s has no property %s", crd.Name, name)
+					return nil, fmt.Errorf("CRD %s has no property %s", crd.Name, name)
 				}
 				p = child
+			case p.Items != nil && p.Items.Schema != nil:
+				p = *p.Items.Schema
+			case p.AdditionalProperties != nil && p.AdditionalProperties.Schema != nil:
+				p = *p.AdditionalProperties.Schema
+			default:
+				return nil, fmt.Errorf("CRD %s has neither items nor values at %s", crd.Name, f)
 			}
-			return p, nil
+			chain = append(chain, p)
+		}
+		return chain, nil
+	}
+	return nil, fmt.Errorf("CRD %s does not serve %s", crd.Name, f.GVK.Version)
+}
+
+// crdOf returns the CRD of gvk's group and kind, nil when there is none.
+func crdOf(all []*apiextensionsv1.CustomResourceDefinition, gvk schema.GroupVersionKind) *apiextensionsv1.CustomResourceDefinition {
+	for _, crd := range all {
+		if crd.Spec.Group == gvk.Group && crd.Spec.Names.Kind == gvk.Kind {
+			return crd
 		}
 	}
-	return apiextensionsv1.JSONSchemaProps{}, fmt.Errorf("no CRD of %s", f.GVK)
+	return nil
 }
 
 // durationBaseObjects are valid objects of the kinds with duration fields;
@@ -293,7 +300,7 @@ var durationPattern = regexp.MustCompile(common.DurationPattern)
 
 // durationObject returns a copy of base of the field's kind with the field
 // set to value.
-func durationObject(f durationField, base map[string]any, name, value string) *unstructured.Unstructured {
+func durationObject(f apiField, base map[string]any, name, value string) *unstructured.Unstructured {
 	obj := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(base)}
 	obj.SetGroupVersionKind(f.GVK)
 	obj.SetName(name)

@@ -7,6 +7,7 @@ package crdtest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -142,3 +143,35 @@ var DurationCorpus = []string{
 	// Too large for a time.Duration: only time.ParseDuration refuses them.
 	"9223372036854775808ns", "2562048h", "99999999999999999999s",
 }
+
+// QuantityAccepted and QuantityRefused hold strings on both sides of the
+// bound of a quantity (common.QuantityRule): the tests of
+// common.ParseQuantity check that it parses exactly the first, and the CRD
+// tests send both to a real API server in every quantity field.
+var (
+	// QuantityAccepted is Kubernetes' syntax within the bound.
+	QuantityAccepted = []string{
+		"0", "1", "+1", "2", "0.5", ".5", "1.", "500m", "100n", "10u", "1k", "1.5Gi", "128974848", "129e6", "129M",
+		"123Mi", "1e3", "1E3", "1e+3", "1e-3", "1e-99", "7Ei", "9E", "9223372036854775807", "00001",
+		"1.000000000000000000000000000000000000000000000000000000000001", // 62 characters
+		// Kubernetes caps a value with a binary suffix at 2^63-1.
+		"8Ei", "1000Ei",
+	}
+	// QuantityRefused is outside the bound.
+	QuantityRefused = []string{
+		// The bombs of kubernetes/kubernetes#131063 and their kin: parsing,
+		// or adding and comparing, takes practically forever.
+		"1e999999999", "1e+9999999", "1E-99999999", "1e-9999999", "2E6024865272343", "1e2147483648", "1e100",
+		strings.Repeat("9", 10000),
+		// Kubernetes' pattern allows it; resource.ParseQuantity does not.
+		"1e2.5",
+		// Longer than 64 characters.
+		"1." + strings.Repeat("0", 63),
+		// Beyond 2^63-1.
+		"9223372036854775808", "1e19", "10E", "99999999999999999999",
+		// Negative.
+		"-1", "-0.5", "-1e-3", "-0",
+		// Not a quantity at all.
+		"", " 1", "1 ", "1Kb", "1KiB", "abc", "1e", "0x10", "1,5", "\uff11",
+	}
+)

@@ -48,13 +48,15 @@ type AccessRequestSpec struct {
 // cluster, bound to new and existing roles.
 type TokenConfig struct {
 	// Permissions become new Roles and ClusterRoles bound to the service
-	// account.
+	// account (at most 64).
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
 	Permissions []PermissionsRequest `json:"permissions,omitempty"`
 
 	// RoleRefs name existing Roles and ClusterRoles bound to the service
-	// account.
+	// account (at most 64).
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
 	RoleRefs []common.RoleRef `json:"roleRefs,omitempty"`
 }
 
@@ -74,12 +76,16 @@ type OIDCConfig struct {
 type PermissionsRequest struct {
 	// Name is the name of the created Role or ClusterRole. When empty a
 	// unique name is generated. The request is not granted if a role of
-	// this name exists that the request does not manage.
+	// this name exists that the request does not manage. At most 253
+	// characters, an object name's.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name,omitempty"`
 
-	// Namespace is the namespace of the Role; empty means a ClusterRole.
+	// Namespace is the namespace of the Role; empty means a ClusterRole. At
+	// most 63 characters, a namespace name's.
 	// +optional
+	// +kubebuilder:validation:MaxLength=63
 	Namespace string `json:"namespace,omitempty"`
 
 	// DisableAutomaticNamespaceCreation stops the namespace of a Role from
@@ -87,8 +93,10 @@ type PermissionsRequest struct {
 	// +optional
 	DisableAutomaticNamespaceCreation bool `json:"disableAutomaticNamespaceCreation,omitempty"`
 
-	// Rules are the RBAC rules of the role.
+	// Rules are the RBAC rules of the role, at most 256, far more than a
+	// role needs.
 	// +required
+	// +kubebuilder:validation:MaxItems=256
 	Rules []rbacv1.PolicyRule `json:"rules"`
 }
 

@@ -18,8 +18,11 @@ type ManagedControlPlaneSpec struct {
 // providers and static service account tokens.
 type IAMConfig struct {
 	// Tokens are static service account tokens; each gets its own
-	// kubeconfig Secret in status.access under the token's name.
+	// kubeconfig Secret in status.access under the token's name. At most
+	// 64: each becomes an AccessRequest and a ServiceAccount, a Secret on
+	// the onboarding cluster and a condition in the status.
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
 	// +listType=map
 	// +listMapKey=name
 	Tokens []TokenConfig `json:"tokens,omitempty"`
@@ -51,8 +54,10 @@ type OIDCConfig struct {
 	DefaultProvider *DefaultProviderConfig `json:"defaultProvider,omitempty"`
 
 	// ExtraProviders are further OIDC providers, in addition to the
-	// standard one.
+	// standard one. At most 63: Kubernetes' structured authentication takes
+	// at most 64 JWT authenticators, one of them the standard provider's.
 	// +optional
+	// +kubebuilder:validation:MaxItems=63
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:XValidation:rule="self.all(p, p.name != 'default')",message="'default' is reserved for the standard OIDC provider and cannot name an extra provider"
@@ -62,8 +67,10 @@ type OIDCConfig struct {
 // DefaultProviderConfig holds the role bindings for users of the platform's
 // standard OIDC provider.
 type DefaultProviderConfig struct {
-	// RoleBindings bind users and groups of the standard provider to roles.
+	// RoleBindings bind users and groups of the standard provider to roles
+	// (at most 64).
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
 	RoleBindings []common.RoleBindings `json:"roleBindings,omitempty"`
 }
 

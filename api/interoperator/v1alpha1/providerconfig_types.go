@@ -37,29 +37,45 @@ type Limits struct {
 	// (default 5s).
 	// +optional
 	RenderTimeout *common.Duration `json:"renderTimeout,omitempty"`
-	// maxTemplateBytes bounds the text of one gotemplate (default 1 MiB).
+	// maxTemplateBytes bounds the text of one gotemplate (default 1 MiB),
+	// at most 16 MiB: each of the concurrent renders holds and parses its
+	// template in memory, and a template kept in an SFPlan is smaller than
+	// etcd's 1.5 MiB anyway; the rest is room for templates from URLs.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=16777216
 	MaxTemplateBytes int64 `json:"maxTemplateBytes,omitempty"`
 	// maxOutputBytes bounds the rendered text of one template (default
-	// 4 MiB).
+	// 4 MiB), at most 64 MiB: the renderer's bound on all the values one
+	// render may produce (internal/render DefaultMaxWorkBytes); the text is
+	// held in memory and split into objects of at most 1 MiB each.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=67108864
 	MaxOutputBytes int64 `json:"maxOutputBytes,omitempty"`
-	// maxChartBytes bounds a Helm chart archive (default 10 MiB).
+	// maxChartBytes bounds a Helm chart archive (default 10 MiB), at most
+	// 100 MiB: Helm's own loader refuses a chart that decompresses to more.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=104857600
 	MaxChartBytes int64 `json:"maxChartBytes,omitempty"`
 	// maxObjects bounds how many objects one provision or bind render may
-	// produce (default 100).
+	// produce (default 100), at most 1000: the instance's status.resources
+	// lists each one (up to about 400 bytes with a name of full length), and
+	// the object must stay below etcd's 1.5 MiB with its spec and
+	// status.appliedSpec.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
 	MaxObjects int32 `json:"maxObjects,omitempty"`
 	// maxTransientErrors is how many consecutive transient errors an
 	// operation survives before its state becomes failed (default 10).
-	// Transient errors are retried with exponential backoff.
+	// Transient errors are retried with exponential backoff. At most 1000:
+	// with the backoff capped at 30 seconds, that is about eight hours of
+	// retries, beyond which an operation would in effect never fail.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
 	MaxTransientErrors int32 `json:"maxTransientErrors,omitempty"`
 }
 

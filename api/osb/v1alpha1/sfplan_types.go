@@ -114,8 +114,12 @@ type SFPlanSpec struct {
 	MaintenanceInfo *MaintenanceInfo `json:"maintenance_info,omitempty"`
 
 	// maximum_polling_duration is the OSB maximum_polling_duration in seconds:
-	// how long a platform should poll last_operation before giving up.
+	// how long a platform should poll last_operation before giving up. At
+	// most a year (31536000): OSB sets no bound, and no platform polls one
+	// operation for longer.
 	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=31536000
 	MaximumPollingDuration int32 `json:"maximum_polling_duration,omitempty"`
 
 	// free tells whether the plan is free of charge.

@@ -17,23 +17,29 @@ import (
 // keys.
 type SFServiceBindingSpec struct {
 	// id is the OSB binding_id. The object's name is the binding id. It
-	// cannot change once set.
+	// cannot change once set. OSB ids here have at most 1024 characters,
+	// the broker's limit.
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	ID string `json:"id,omitempty"`
 
 	// instanceId is the OSB instance_id of the instance being bound. It
 	// cannot change.
+	// +kubebuilder:validation:MaxLength=1024
 	InstanceID string `json:"instanceId"`
 
 	// planId is the OSB plan_id of the instance being bound.
+	// +kubebuilder:validation:MaxLength=1024
 	PlanID string `json:"planId"`
 
 	// serviceId is the OSB service_id of the instance being bound. It cannot
 	// change.
+	// +kubebuilder:validation:MaxLength=1024
 	ServiceID string `json:"serviceId"`
 
 	// appGuid is the deprecated OSB app_guid of the request.
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	AppGUID string `json:"appGuid,omitempty"`
 
 	// bindResource is the OSB bind_resource of the request.

@@ -12,12 +12,18 @@ import (
 // InstanceMetadata is the OSB metadata of a service instance.
 type InstanceMetadata struct {
 	// labels are key/value pairs that describe the instance to platform
-	// users.
+	// users: at most 64, keys of at most 256 characters, values of at most
+	// 1024 (docs/api.md, "Tenant-written fields").
 	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 256 && size(self[k]) <= 1024)",message="keys may have at most 256 characters and values at most 1024"
 	Labels map[string]string `json:"labels,omitempty"`
 
-	// attributes are further key/value pairs about the instance.
+	// attributes are further key/value pairs about the instance, bounded as
+	// labels are.
 	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 256 && size(self[k]) <= 1024)",message="keys may have at most 256 characters and values at most 1024"
 	Attributes map[string]string `json:"attributes,omitempty"`
 }
 
@@ -26,14 +32,18 @@ type InstanceMetadata struct {
 type SFServiceInstanceSpec struct {
 	// instanceId is the OSB instance_id. The object's name is the instance id
 	// itself, or its SHA-224 when the id is not a valid Kubernetes name. It
-	// cannot change once set.
+	// cannot change once set. OSB ids here have at most 1024 characters,
+	// the broker's limit.
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	InstanceID string `json:"instanceId,omitempty"`
 
 	// serviceId is the OSB service_id. It cannot change.
+	// +kubebuilder:validation:MaxLength=1024
 	ServiceID string `json:"serviceId"`
 
 	// planId is the OSB plan_id; an update request may change it.
+	// +kubebuilder:validation:MaxLength=1024
 	PlanID string `json:"planId"`
 
 	// context is the OSB context of the request, as sent by the platform.
@@ -43,10 +53,12 @@ type SFServiceInstanceSpec struct {
 
 	// organizationGuid is the Cloud Foundry organization of the request.
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	OrganizationGUID string `json:"organizationGuid,omitempty"`
 
 	// spaceGuid is the Cloud Foundry space of the request.
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	SpaceGUID string `json:"spaceGuid,omitempty"`
 
 	// parameters are the OSB parameters of the request.
@@ -69,7 +81,9 @@ type SFServiceInstanceSpec struct {
 	// filters to that cluster alone before anything is applied, and the
 	// instance waits or fails when they refuse it (docs/multicluster.md).
 	// It cannot change once set: an instance stays where it was placed.
+	// At most 253 characters, an object name's.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
 	ClusterID string `json:"clusterId,omitempty"`
 }
 

@@ -69,8 +69,11 @@ type DeploymentSpec struct {
 	Verbosity Verbosity `json:"verbosity,omitempty"`
 
 	// ExtraVolumes are added to the pods of the init Job and the run
-	// Deployment.
+	// Deployment. At most 64: a pod needs a few, and the bound keeps the CEL
+	// rules of the quantities they hold within the CRD's cost budget
+	// (docs/api.md, "Quantities").
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
 	// +listType=map
 	// +listMapKey=name
 	// +patchMergeKey=name
@@ -87,9 +90,12 @@ type DeploymentSpec struct {
 	ExtraVolumeMounts []corev1.VolumeMount `json:"extraVolumeMounts,omitempty" patchStrategy:"merge" patchMergeKey:"mountPath"`
 
 	// RunReplicas is the number of pods of the run Deployment. With more
-	// than one, the provider must elect a leader.
+	// than one, the provider must elect a leader. At most 100 (openMCP sets
+	// no maximum): only the leader works, the others wait to take over, and
+	// the bound caps the pods one provider object has the operator run.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
 	// +kubebuilder:default=1
 	RunReplicas int32 `json:"runReplicas,omitempty"`
 

@@ -86,8 +86,12 @@ type SFClusterSpec struct {
 
 	// totalCapacity is the capacity of the cluster, including what a node
 	// autoscaler may add. When set, the capacity-aware scheduler uses it
-	// instead of the capacity of the current nodes.
+	// instead of the capacity of the current nodes. Each quantity is bounded
+	// (docs/api.md, "Quantities"); at most 128 resource names, where a node
+	// lists about ten.
 	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:validation:MaxProperties=128
 	TotalCapacity corev1.ResourceList `json:"totalCapacity,omitempty"`
 
 	// schedulingLimitPercentage is how full, in percent of its capacity, the
@@ -138,11 +142,15 @@ type SFClusterStatus struct {
 	// cluster's current nodes; empty when it has none. While the cluster is
 	// unreachable it keeps the last value seen.
 	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:validation:MaxProperties=128
 	CurrentCapacity corev1.ResourceList `json:"currentCapacity,omitempty"`
 
 	// totalCapacity is the capacity the scheduler assumes: spec.totalCapacity
 	// when set, the current capacity otherwise.
 	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:validation:MaxProperties=128
 	TotalCapacity corev1.ResourceList `json:"totalCapacity,omitempty"`
 
 	// requests is the sum, over the instances scheduled on the cluster, of
@@ -150,6 +158,8 @@ type SFClusterStatus struct {
 	// 1Gi} per instance). Service Fabrik sums the requests of the pods on
 	// the cluster instead.
 	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:validation:MaxProperties=128
 	Requests corev1.ResourceList `json:"requests,omitempty"`
 
 	// observedGeneration is the metadata.generation that the status

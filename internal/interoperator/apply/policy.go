@@ -176,6 +176,9 @@ func (a *Applier) Check(ctx context.Context, objs []*unstructured.Unstructured, 
 		if limit := p.maxObjectBytes(); int64(len(b)) > limit {
 			return &TooLargeError{Ref: r, Size: len(b), Limit: limit}
 		}
+		if err := checkQuantities(o); err != nil {
+			return err
+		}
 		gk := o.GroupVersionKind().GroupKind()
 		shared := p.Owner.BindingUID != ""
 		switch ns := o.GetNamespace(); {

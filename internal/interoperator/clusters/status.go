@@ -299,9 +299,9 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	ready, capacity, probed := r.check(ctx, sfc)
 	st := &sfc.Status
 	st.ServiceInstanceCount = int32(len(load.instances))
-	st.Requests = load.requests
+	st.Requests = boundForStatus(load.requests)
 	if probed {
-		st.CurrentCapacity = capacity
+		st.CurrentCapacity = boundForStatus(capacity)
 	}
 	st.TotalCapacity = st.CurrentCapacity
 	if len(sfc.Spec.TotalCapacity) > 0 {

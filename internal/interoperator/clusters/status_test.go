@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/marketplane/marketplane/api/common"
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
 )
@@ -37,7 +38,16 @@ func TestPlanRequests(t *testing.T) {
 		"List":         {"requests must be a map.", `{"requests": ["cpu"]}`, nil, "spec.context.requests of SFPlan p is not a map"},
 		"BadQuantity":  {"A quantity that does not parse names the field.", `{"requests": {"cpu": "lots"}}`, nil, "spec.context.requests.cpu of SFPlan p"},
 		"Boolean":      {"A boolean is no quantity.", `{"requests": {"cpu": true}}`, nil, "spec.context.requests.cpu of SFPlan p: not a quantity"},
-		"Negative":     {"Negative requests would add capacity.", `{"requests": {"cpu": "-1"}}`, nil, "is negative"},
+		"Negative":     {"Negative requests would add capacity.", `{"requests": {"cpu": "-1"}}`, nil, "not negative"},
+		// Quantities outside the bound of every quantity field
+		// (common.ParseQuantity); parsed the slow way, the first two take
+		// practically forever, the next two make every sum and comparison
+		// do so.
+		"NegativeExponent": {"A plan author's exponent bomb.", `{"requests": {"cpu": "1E-99999999"}}`, nil, `spec.context.requests.cpu of SFPlan p: "1E-99999999" must be a quantity`},
+		"Int32Overflow":    {"An exponent beyond int32 wraps around.", `{"requests": {"cpu": "2E6024865272343"}}`, nil, "must be a quantity"},
+		"HugeExponent":     {"A huge positive exponent.", `{"requests": {"memory": "1e999999999"}}`, nil, "must be a quantity"},
+		"HugeNumber":       {"The same as a JSON number.", `{"requests": {"memory": 1e999999999}}`, nil, "must be a quantity"},
+		"TooLarge":         {"Beyond 2^63-1.", `{"requests": {"memory": "1e19"}}`, nil, "must be a quantity"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -45,7 +55,20 @@ func TestPlanRequests(t *testing.T) {
 			if tc.context != "" {
 				plan.Spec.Context = &runtime.RawExtension{Raw: []byte(tc.context)}
 			}
-			got, err := PlanRequests(plan)
+			var got corev1.ResourceList
+			var err error
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				got, err = PlanRequests(plan)
+			}()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				// Bounded, it takes microseconds; parsed the slow way,
+				// minutes or forever (the goroutine is left running).
+				t.Fatalf("%s\nPlanRequests() did not return within 5s", tc.reason)
+			}
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("%s\nPlanRequests() error = %v, want one containing %q", tc.reason, err, tc.wantErr)
@@ -78,6 +101,39 @@ func TestAddResources(t *testing.T) {
 	}
 	if got := AddResources(nil, nil); got != nil {
 		t.Errorf("AddResources(nil, nil) = %v, want nil", got)
+	}
+}
+
+// TestBoundForStatus checks that what the inter-operator writes into an
+// SFCluster's status passes the bound of its CRD: sums beyond 2^63-1 (two
+// nodes reporting the most a quantity holds) are capped, and of more than
+// 128 resource names the first 128 are kept.
+func TestBoundForStatus(t *testing.T) {
+	huge := corev1.ResourceList{"example.com/device": resource.MustParse(common.QuantityMaximum), corev1.ResourceCPU: resource.MustParse("1500m")}
+	sum := AddResources(AddResources(nil, huge), huge)
+	many := corev1.ResourceList{}
+	for i := range 200 {
+		many[corev1.ResourceName(fmt.Sprintf("example.com/r%03d", i))] = resource.MustParse("1Ki")
+	}
+	for name, l := range map[string]corev1.ResourceList{"sum": sum, "many": many} {
+		got := boundForStatus(l)
+		if len(got) > maxStatusResourceNames {
+			t.Errorf("%s: %d names, want at most %d", name, len(got), maxStatusResourceNames)
+		}
+		for k, q := range got {
+			if _, err := common.ParseQuantity(q.String()); err != nil {
+				t.Errorf("%s: %s = %s, which the CRD refuses: %v", name, k, q.String(), err)
+			}
+		}
+	}
+	if q := boundForStatus(sum)[corev1.ResourceCPU]; q.Cmp(resource.MustParse("3")) != 0 {
+		t.Errorf("cpu = %s, want 3 (a sum within the bound stays)", q.String())
+	}
+	if _, ok := boundForStatus(many)["example.com/r000"]; !ok {
+		t.Errorf("the first name in order was dropped")
+	}
+	if got := boundForStatus(nil); got != nil {
+		t.Errorf("boundForStatus(nil) = %v, want nil", got)
 	}
 }
 

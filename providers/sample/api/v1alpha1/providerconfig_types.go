@@ -37,8 +37,10 @@ type Workload struct {
 	// +kubebuilder:validation:MinLength=1
 	Image string `json:"image"`
 	// Replicas is how many pods of the server run for each Sample.
-	// Unset means one.
+	// Unset means one. At most 10: every tenant's Sample gets this many
+	// pods on the shared workload cluster, so the setting multiplies.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 }
