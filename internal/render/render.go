@@ -17,6 +17,7 @@ import (
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	"github.com/marketplane/marketplane/internal/render/internal/helmworker"
 	"github.com/marketplane/marketplane/internal/render/internal/lru"
+	"github.com/marketplane/marketplane/internal/render/internal/plain"
 	"github.com/marketplane/marketplane/internal/render/source"
 )
 
@@ -414,7 +415,7 @@ func (r *Renderer) execute(ctx context.Context, t osbv1alpha1.TemplateSpec, orig
 	}
 	inst.g.reset(r.limits)
 	out := &output{g: inst.g, max: r.limits.MaxOutputBytes}
-	data := copyValue(values)
+	data := plain.Copy(values)
 
 	var res string
 	err = r.bounded(ctx, inst.g, func() error {
@@ -465,28 +466,9 @@ func (r *Renderer) bounded(ctx context.Context, g *guard, fn func() error) error
 	}
 }
 
-// copyValue deep-copies the maps and slices of a template variable.
-func copyValue(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		m := make(map[string]any, len(v))
-		for k, e := range v {
-			m[k] = copyValue(e)
-		}
-		return m
-	case []any:
-		s := make([]any, len(v))
-		for i, e := range v {
-			s[i] = copyValue(e)
-		}
-		return s
-	}
-	return v
-}
-
 func copyMap(m map[string]any) map[string]any {
 	if m == nil {
 		return nil
 	}
-	return copyValue(m).(map[string]any)
+	return plain.Copy(m).(map[string]any)
 }

@@ -16,6 +16,7 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 
 	"github.com/marketplane/marketplane/internal/render/internal/lru"
+	"github.com/marketplane/marketplane/internal/render/internal/plain"
 )
 
 // The file descriptors a worker reads requests from and writes responses
@@ -174,7 +175,7 @@ func cloneChart(c *chart.Chart) *chart.Chart {
 		out.Metadata = &md
 	}
 	if c.Values != nil {
-		out.Values = copyValue(c.Values).(map[string]any)
+		out.Values = plain.Copy(c.Values).(map[string]any)
 	}
 	deps := c.Dependencies()
 	cloned := make([]*chart.Chart, len(deps))
@@ -183,23 +184,4 @@ func cloneChart(c *chart.Chart) *chart.Chart {
 	}
 	out.SetDependencies(cloned...)
 	return &out
-}
-
-// copyValue deep-copies the maps and slices of a value.
-func copyValue(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		m := make(map[string]any, len(v))
-		for k, e := range v {
-			m[k] = copyValue(e)
-		}
-		return m
-	case []any:
-		s := make([]any, len(v))
-		for i, e := range v {
-			s[i] = copyValue(e)
-		}
-		return s
-	}
-	return v
 }
