@@ -447,14 +447,19 @@ func (r *Reconciler) grant(ctx context.Context, ar *clustersv1alpha1.AccessReque
 	// released from, and one for another provider's namespace is denied
 	// before it has any.
 	want := desiredObjects(ar, r.accessNamespace, own.owner)
-	namespaces, err := own.plan(ctx, target, string(ar.UID), want.createNamespaces, want.requireNamespaces)
-	if err != nil {
+	// refused turns an error on the target into the request's outcome: a
+	// policy violation denies it, anything else is retried.
+	refused := func(err error) (*outcome, time.Duration, error) {
 		var v *policy.Violation
 		if errors.As(err, &v) {
 			o, err := r.deny(ctx, ar, v)
 			return o, 0, err
 		}
 		return targetError(err), 0, nil
+	}
+	namespaces, err := own.plan(ctx, target, string(ar.UID), want.createNamespaces, want.requireNamespaces)
+	if err != nil {
+		return refused(err)
 	}
 	if err := target.Get(ctx, client.ObjectKey{Name: r.accessNamespace}, &corev1.Namespace{}); err != nil && !apierrors.IsNotFound(err) {
 		return targetError(err), 0, nil
@@ -472,12 +477,7 @@ func (r *Reconciler) grant(ctx context.Context, ar *clustersv1alpha1.AccessReque
 
 	sa, err := applyTarget(ctx, target, string(ar.UID), r.accessNamespace, namespaces, want)
 	if err != nil {
-		var v *policy.Violation
-		if errors.As(err, &v) {
-			o, err := r.deny(ctx, ar, v)
-			return o, 0, err
-		}
-		return targetError(err), 0, nil
+		return refused(err)
 	}
 
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: SecretName(ar), Namespace: ar.Namespace}}
