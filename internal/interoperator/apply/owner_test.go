@@ -105,6 +105,7 @@ func TestCheckNoAdoption(t *testing.T) {
 	mapper := apimeta.NewDefaultRESTMapper(nil)
 	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, apimeta.RESTScopeNamespace)
 	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, apimeta.RESTScopeRoot)
+	mapper.Add(schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"}, apimeta.RESTScopeRoot)
 	other := map[string]string{LabelInstanceUID: "other", LabelInstanceID: "db"}
 	mine := map[string]string{LabelInstanceUID: "me", LabelInstanceID: "db"}
 	existing := []client.Object{
@@ -146,6 +147,11 @@ func TestCheckNoAdoption(t *testing.T) {
 		"OwnNamespaceNoObjectReads": {
 			reason: "In a namespace labelled for the instance only its objects can be: the namespace is read, its objects are not.",
 			objs:   []*unstructured.Unstructured{obj("v1", "ConfigMap", "mine", "a"), obj("v1", "ConfigMap", "mine", "b")}, wantReads: 1,
+		},
+		"RulesOfTheObjectFirst": {
+			reason:   "An object refused by itself is named before a conflict elsewhere in the render: who won a race for a shared name never hides the attack.",
+			objs:     []*unstructured.Unstructured{obj("v1", "ConfigMap", "tenant", "theirs"), obj("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "", "escalate")},
+			wantRule: RuleNamespacedKinds, wantReads: 0,
 		},
 		"NewNamespaceNoObjectReads": {
 			reason: "Nor in a namespace the render creates.",

@@ -141,7 +141,8 @@ func (e *TooLargeError) Error() string {
 // Check checks objects prepared by Prepare against p, before any of them is
 // applied. It returns a *RefusedError or a *TooLargeError for the first
 // object that breaks a rule, and another error when it could not read an
-// object it needed to look at.
+// object it needed to look at. The rules an object breaks by itself come
+// first: which instance wins a race for a shared name never hides them.
 //
 // An object that exists and belongs to another instance (or binding) is
 // refused (RuleNoAdoption): forced server-side apply would take it over,
@@ -152,6 +153,7 @@ func (e *TooLargeError) Error() string {
 // or created by this render, holds only the instance's objects.
 func (a *Applier) Check(ctx context.Context, objs []*unstructured.Unstructured, p Policy) error {
 	spaces := map[string]nsOwnership{}
+	var sharedRefs []osbv1alpha1.Source
 	// Namespaces first: the objects of a Namespace the render creates are
 	// in an own namespace.
 	for _, o := range objs {
@@ -207,11 +209,14 @@ func (a *Applier) Check(ctx context.Context, objs []*unstructured.Unstructured, 
 			shared = shared || own == nsShared
 		}
 		if shared {
-			if err := a.notAnotherOwners(ctx, r, p.Owner); err != nil {
-				return err
-			}
+			sharedRefs = append(sharedRefs, r)
 		}
 		if err := checkRBAC(o, gk, p); err != nil {
+			return err
+		}
+	}
+	for _, r := range sharedRefs {
+		if err := a.notAnotherOwners(ctx, r, p.Owner); err != nil {
 			return err
 		}
 	}
