@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"github.com/marketplane/marketplane/api/crds"
 	"github.com/marketplane/marketplane/api/install"
 	"github.com/marketplane/marketplane/internal/apiserverprofile"
+	"github.com/marketplane/marketplane/internal/startslot"
 	"github.com/marketplane/marketplane/internal/supervisor"
 )
 
@@ -214,7 +216,7 @@ func startEnvironment(name, certDir, binDir string, scheme *runtime.Scheme, crds
 			ControlPlaneStartTimeout: time.Minute,
 			ControlPlaneStopTimeout:  30 * time.Second,
 		}
-		_, err := env.Start()
+		err := startWithSlot(env)
 		// Once started, the API server's output goes nowhere, as before.
 		output.stop()
 		if err == nil {
@@ -231,6 +233,25 @@ func startEnvironment(name, certDir, binDir string, scheme *runtime.Scheme, crds
 		errs = append(errs, fmt.Errorf("attempt %d: %w; API server output ends: %s", attempt, err, output.String()))
 	}
 	return nil, fmt.Errorf("start API server %q: %w", name, errors.Join(errs...))
+}
+
+// slotWait bounds how long a start waits for a start slot
+// (internal/startslot): the starts ahead of it each end within envtest's
+// start timeout.
+const slotWait = 10 * time.Minute
+
+// startWithSlot starts env while holding a start slot, so that envtest's
+// start timeout counts from the slot on.
+func startWithSlot(env *envtest.Environment) error {
+	ctx, cancel := context.WithTimeout(context.Background(), slotWait)
+	defer cancel()
+	release, err := startslot.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	_, err = env.Start()
+	return err
 }
 
 // emptyDir removes everything in dir.

@@ -14,6 +14,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+
+	"github.com/marketplane/marketplane/internal/startslot"
 )
 
 // apiServerReadyTimeout bounds how long StartAPIServer waits for a
@@ -88,6 +90,12 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	// APIServer when started again: apiserver.crt exists, so it generates
 	// no new certificates (see apiServerCertDir).
 	apiServer.Out, apiServer.Err = logFile, logFile
+	release, err := startslot.Acquire(ctx)
+	if err != nil {
+		_ = logFile.Close()
+		return fmt.Errorf("restart API server of %q: %w", c.Name, err)
+	}
+	defer release()
 	startErr := apiServer.Start()
 	apiServer.Out, apiServer.Err = nil, nil
 	// The API server holds its own copy of the file descriptor.

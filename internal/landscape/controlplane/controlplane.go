@@ -25,6 +25,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/marketplane/marketplane/internal/landscape/pki"
+	"github.com/marketplane/marketplane/internal/startslot"
 	"github.com/marketplane/marketplane/internal/supervisor"
 )
 
@@ -359,6 +360,13 @@ func (c *ControlPlane) StartCluster(ctx context.Context, name string) (_ *Runnin
 	if rec.Small() {
 		apiServerArgs, apiServerEnv = append(apiServerArgs, smallAPIServerArgs()...), SmallAPIServerEnv
 	}
+	// The start timeout counts from the slot on: on a machine starting many
+	// API servers, this one waits its turn rather than starve with all.
+	releaseSlot, err := startslot.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("start cluster %s: %w", name, err)
+	}
+	defer releaseSlot()
 	if rc.apiServer, err = c.runner.StartWithEnv("kube-apiserver-"+name, c.Binaries.APIServer, apiServerArgs, apiServerEnv, c.Layout.Log("kube-apiserver-"+name)); err != nil {
 		return nil, err
 	}
@@ -369,6 +377,7 @@ func (c *ControlPlane) StartCluster(ctx context.Context, name string) (_ *Runnin
 	if err := c.waitReadyz(ctx, rc); err != nil {
 		return nil, err
 	}
+	releaseSlot()
 
 	kcmKubeconfig, err := kubeconfig(name, id.host, c.servingCA.CertPEM, id.controllerManager)
 	if err != nil {
