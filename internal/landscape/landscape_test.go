@@ -79,9 +79,11 @@ func TestMain(m *testing.M) {
 // Timeouts. A test that hangs should fail, but not a landscape that starts
 // slowly: on a loaded 2-core machine, with other packages' API servers
 // running, three kube-apiservers starting at once were seen to take more
-// than 90 s (TLS handshakes to themselves timing out).
+// than 90 s (TLS handshakes to themselves timing out), and a platform API
+// server to wait more than 3 minutes for its landscape's etcd while the
+// suite's first packages started about thirty others (load average 55).
 const (
-	startTimeout = 3 * time.Minute
+	startTimeout = 8 * time.Minute
 	waitTimeout  = 90 * time.Second
 )
 
