@@ -15,11 +15,8 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
@@ -308,33 +305,14 @@ func expectGreeting(t *testing.T, namespace, value string) {
 // whose JSON holds s, as "Kind namespace/name", sorted.
 func objectsMentioning(t *testing.T, c *testenv.Cluster, s string) []string {
 	t.Helper()
-	dc, err := discovery.NewDiscoveryClientForConfig(c.Config)
-	must(t, err)
-	lists, err := dc.ServerPreferredResources()
-	must(t, err)
-	dyn, err := dynamic.NewForConfig(c.Config)
-	must(t, err)
 	var out []string
-	for _, list := range lists {
-		gv, err := schema.ParseGroupVersion(list.GroupVersion)
+	eachObject(t, c, func(kind string, item *unstructured.Unstructured) {
+		b, err := json.Marshal(item.Object)
 		must(t, err)
-		for _, r := range list.APIResources {
-			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") {
-				continue
-			}
-			items, err := dyn.Resource(gv.WithResource(r.Name)).List(context.Background(), metav1.ListOptions{})
-			if err != nil {
-				t.Fatalf("%s: list %s: %v", c.Name, r.Name, err)
-			}
-			for _, item := range items.Items {
-				b, err := json.Marshal(item.Object)
-				must(t, err)
-				if bytes.Contains(b, []byte(s)) {
-					out = append(out, r.Kind+" "+item.GetNamespace()+"/"+item.GetName())
-				}
-			}
+		if bytes.Contains(b, []byte(s)) {
+			out = append(out, kind+" "+item.GetNamespace()+"/"+item.GetName())
 		}
-	}
+	})
 	slices.Sort(out)
 	return out
 }

@@ -266,6 +266,21 @@ func kubeconfigFromCredentials(t *testing.T, response []byte) []byte {
 // and annotations of every other object of c that can be listed.
 func sweepCluster(t *testing.T, c *testenv.Cluster, step string, corpus *strings.Builder) {
 	t.Helper()
+	eachObject(t, c, func(kind string, item *unstructured.Unstructured) {
+		var part any = map[string]any{"status": item.Object["status"], "annotations": item.GetAnnotations()}
+		if kind == "Event" {
+			part = item.Object
+		}
+		b, err := json.Marshal(part)
+		must(t, err)
+		fmt.Fprintf(corpus, "%s %s %s %s/%s: %s\n", step, c.Name, kind, item.GetNamespace(), item.GetName(), b)
+	})
+}
+
+// eachObject calls fn with every object of every listable resource of c
+// and the resource's kind.
+func eachObject(t *testing.T, c *testenv.Cluster, fn func(kind string, item *unstructured.Unstructured)) {
+	t.Helper()
 	dc, err := discovery.NewDiscoveryClientForConfig(c.Config)
 	must(t, err)
 	lists, err := dc.ServerPreferredResources()
@@ -283,14 +298,8 @@ func sweepCluster(t *testing.T, c *testenv.Cluster, step string, corpus *strings
 			if err != nil {
 				t.Fatalf("%s: list %s: %v", c.Name, r.Name, err)
 			}
-			for _, item := range items.Items {
-				var part any = map[string]any{"status": item.Object["status"], "annotations": item.GetAnnotations()}
-				if r.Kind == "Event" {
-					part = item.Object
-				}
-				b, err := json.Marshal(part)
-				must(t, err)
-				fmt.Fprintf(corpus, "%s %s %s %s/%s: %s\n", step, c.Name, r.Kind, item.GetNamespace(), item.GetName(), b)
+			for i := range items.Items {
+				fn(r.Kind, &items.Items[i])
 			}
 		}
 	}

@@ -70,15 +70,7 @@ const (
 // the sister's own tenants, another master's namespace, or one that
 // existed before the replicator came, is foreign.
 func (m master) namespaceOf(labels map[string]string) whose {
-	switch owner, ok := labels[LabelMaster]; {
-	case ok && owner == string(m):
-		return mine
-	case ok:
-		return foreign
-	case labels[LabelReplica] == "true":
-		return legacy
-	}
-	return foreign
+	return markedBy(labels, LabelMaster, string(m))
 }
 
 // replicaOf tells whose an SFServiceInstance or SFServiceBinding at the
@@ -86,8 +78,15 @@ func (m master) namespaceOf(labels map[string]string) whose {
 // when it names the original's UID; an earlier replicator's when it is
 // labelled a replica without naming an original; foreign otherwise.
 func replicaOf(labels map[string]string, original types.UID) whose {
-	switch uid, ok := labels[LabelOriginal]; {
-	case ok && uid == string(original):
+	return markedBy(labels, LabelOriginal, string(original))
+}
+
+// markedBy tells whose an object is by the label key: mine when it holds
+// want, foreign when it holds anything else, legacy when it is missing on
+// an object labelled a replica, foreign when both are missing.
+func markedBy(labels map[string]string, key, want string) whose {
+	switch v, ok := labels[key]; {
+	case ok && v == want:
 		return mine
 	case ok:
 		return foreign

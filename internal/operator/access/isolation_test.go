@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -193,17 +194,15 @@ func allowed(t *testing.T, what string, err error) {
 // Secret key and says whose token it holds.
 func tokenOf(c client.Client, key client.ObjectKey) func() string {
 	return func() string {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
 		s := &corev1.Secret{}
-		for ctx.Err() == nil {
-			if err := c.Get(ctx, key, s); err == nil && len(s.Data[corev1.ServiceAccountTokenKey]) > 0 {
-				return fmt.Sprintf("the token controller filled Secret %s with the token of ServiceAccount %s (%d bytes), readable by the provider",
-					key, s.Annotations[corev1.ServiceAccountNameKey], len(s.Data[corev1.ServiceAccountTokenKey]))
-			}
-			time.Sleep(100 * time.Millisecond)
+		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			return c.Get(ctx, key, s) == nil && len(s.Data[corev1.ServiceAccountTokenKey]) > 0, nil
+		})
+		if err != nil {
+			return "the token controller did not fill it within 10 s"
 		}
-		return "the token controller did not fill it within 10 s"
+		return fmt.Sprintf("the token controller filled Secret %s with the token of ServiceAccount %s (%d bytes), readable by the provider",
+			key, s.Annotations[corev1.ServiceAccountNameKey], len(s.Data[corev1.ServiceAccountTokenKey]))
 	}
 }
 
