@@ -21,13 +21,18 @@ type cached struct {
 func (f *Fetcher) fetchHTTP(ctx context.Context, u *url.URL, maxBytes int64) ([]byte, error) {
 	key := u.String()
 	prev, ok := f.cache.Get(key)
-	if ok && f.ttl > 0 && f.now().Sub(prev.fetched) < f.ttl {
+	if ok && f.fresh(prev) {
 		return checkSize(prev.body, maxBytes)
 	}
 	// Concurrent fetches of one URL share a request. The shared request
 	// downloads up to the largest limit a caller may ask for, which is the
 	// limit of this call: the size is checked per caller below.
 	v, err, _ := f.group.Do(fmt.Sprintf("%d\x00%s", maxBytes, key), func() (any, error) {
+		// A caller that missed the cache just before a shared request
+		// finished finds that request's body here instead of asking again.
+		if c, hit := f.cache.Get(key); hit && f.fresh(c) {
+			return c, nil
+		}
 		return f.download(ctx, key, prev, maxBytes)
 	})
 	if err != nil {
@@ -39,6 +44,11 @@ func (f *Fetcher) fetchHTTP(ctx context.Context, u *url.URL, maxBytes int64) ([]
 		return nil, err
 	}
 	return checkSize(v.(*cached).body, maxBytes)
+}
+
+// fresh reports whether c may be served without asking the server again.
+func (f *Fetcher) fresh(c *cached) bool {
+	return f.ttl > 0 && f.now().Sub(c.fetched) < f.ttl
 }
 
 func checkSize(body []byte, maxBytes int64) ([]byte, error) {
