@@ -114,6 +114,14 @@ func TestQuickStart(t *testing.T) {
 		}
 	})
 
+	// Registered after the cleanup above, so it runs first: a failed quick
+	// start shows the landscape's state and the ends of its logs.
+	t.Cleanup(func() {
+		if t.Failed() {
+			logLandscape(t, work, marketplane)
+		}
+	})
+
 	start := time.Now()
 	// make run's command, with a start timeout for a loaded machine: while
 	// the suite's first packages start about thirty API servers, CI saw
@@ -131,7 +139,7 @@ func TestQuickStart(t *testing.T) {
 	var script strings.Builder
 	script.WriteString("set -euo pipefail\n")
 	for i, b := range blocks {
-		fmt.Fprintf(&script, "echo '### quick-start block %d'\n%s\n", i+1, b)
+		fmt.Fprintf(&script, "echo \"### quick-start block %d (at ${SECONDS}s)\"\n%s\n", i+1, b)
 	}
 	out := run(t, work, "the README quick start", "bash", "-c", script.String())
 	for _, want := range []string{
@@ -188,6 +196,31 @@ func run(t *testing.T, dir, what string, name string, args ...string) string {
 		t.Fatalf("%s: %v", what, err)
 	}
 	return out.String()
+}
+
+// logLandscape logs `landscape status` of the landscape in work and the
+// last lines of the logs of the processes that answer a tenant: the broker
+// and the operators.
+func logLandscape(t *testing.T, work, marketplane string) {
+	t.Helper()
+	cmd := exec.Command(marketplane, "landscape", "status")
+	cmd.Dir = work
+	out, err := cmd.CombinedOutput()
+	t.Logf("landscape status (%v):\n%s", err, out)
+	logs, _ := filepath.Glob(filepath.Join(work, ".landscape", "logs", "*.log"))
+	for _, path := range logs {
+		name := filepath.Base(path)
+		if name != "broker.log" && !strings.HasPrefix(name, "operator-") {
+			continue
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Logf("%s: %v", name, err)
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+		t.Logf("%s, last lines:\n%s", name, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+	}
 }
 
 // alive reports whether pid runs; a zombie (exited, not yet reaped by
