@@ -4,16 +4,23 @@
 // other ":0" listener and every outgoing connection is given ports from;
 // between the moment it is found free and the moment the process binds it,
 // one of those can take it ("address already in use"). Pick chooses below
-// that range instead, where only programs that name a port get one.
+// that range instead, where only programs that name a port get one, and
+// reserves what it returns for a while, so that Pick in another process
+// does not return it again before it is bound (a landscape binds its ports
+// after its turn to start, minutes later on a loaded machine).
 package freeport
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // floor is the lowest port Pick chooses: above the well-known and most
@@ -26,22 +33,36 @@ const rangeFile = "/proc/sys/net/ipv4/ip_local_port_range"
 // attempts bounds the random tries of Pick.
 const attempts = 200
 
+// ReserveFor is how long a port Pick returned stays reserved: longer than
+// a landscape waits to start (8 minutes under test).
+const ReserveFor = 10 * time.Minute
+
 // Pick returns a port that host (an IP address, or "" for all interfaces)
 // can listen on now, below the kernel's ephemeral range, for which skip
-// (may be nil) returns false. Where the range cannot be read, or leaves no
-// room below it, it falls back to a port the kernel chooses.
+// (may be nil) returns false, and that no Pick of this user returned in
+// the last ReserveFor. Where the range cannot be read, or leaves no room
+// below it, it falls back to a port the kernel chooses.
 func Pick(host string, skip func(int) bool) (int, error) {
-	return pick(host, ephemeralLow(), skip, rand.IntN)
+	r := reservations{dir: Dir(), ttl: ReserveFor, now: time.Now}
+	return pick(host, ephemeralLow(), skip, rand.IntN, r.claim)
 }
 
-// pick is Pick with the range's low end and the random source given.
-func pick(host string, low int, skip func(int) bool, intN func(int) int) (int, error) {
+// Dir is the directory of the reservations: one file per port, shared by
+// every process of the user.
+func Dir() string {
+	return filepath.Join(os.TempDir(), "marketplane-ports-"+strconv.Itoa(os.Getuid()))
+}
+
+// pick is Pick with the range's low end, the random source and the
+// reservation (claim reports whether the port was free to reserve and is
+// now reserved) given.
+func pick(host string, low int, skip func(int) bool, intN func(int) int, claim func(int) bool) (int, error) {
 	if low-floor < 1000 {
 		return kernelPort(host, skip)
 	}
 	for range attempts {
 		p := floor + intN(low-floor)
-		if skip != nil && skip(p) {
+		if skip != nil && skip(p) || !claim(p) {
 			continue
 		}
 		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p)))
@@ -54,6 +75,41 @@ func pick(host string, low int, skip func(int) bool, intN func(int) int) (int, e
 		return p, nil
 	}
 	return 0, fmt.Errorf("no free port between %d and %d after %d tries", floor, low, attempts)
+}
+
+// reservations are files named after ports in dir; one younger than ttl
+// reserves its port.
+type reservations struct {
+	dir string
+	ttl time.Duration
+	now func() time.Time
+}
+
+// claim reserves port unless a reservation younger than ttl holds it. A
+// directory that cannot be used reserves nothing and refuses nothing: the
+// listen probe still checks the port.
+func (r reservations) claim(port int) bool {
+	if err := os.MkdirAll(r.dir, 0o700); err != nil {
+		return true
+	}
+	path := filepath.Join(r.dir, strconv.Itoa(port))
+	for range 2 {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err == nil {
+			return f.Close() == nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return true
+		}
+		info, err := os.Stat(path)
+		if err != nil || r.now().Sub(info.ModTime()) < r.ttl {
+			return false
+		}
+		// Stale: whoever removes it first may create it again; of two
+		// that race, O_EXCL lets one win.
+		_ = os.Remove(path)
+	}
+	return false
 }
 
 // ephemeralLow returns the lowest port of the kernel's ephemeral range, or

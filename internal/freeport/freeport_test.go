@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+	"time"
 )
 
 func TestPickIsFreeAndBelowTheEphemeralRange(t *testing.T) {
@@ -50,7 +51,7 @@ func TestPickSkipsPortsInUse(t *testing.T) {
 	offers := []int{held, held + 1, held + 2}
 	i := 0
 	next := func(int) int { p := offers[i%len(offers)] - floor; i++; return p }
-	p, err := pick("127.0.0.1", held+1000, func(p int) bool { return p == held+1 }, next)
+	p, err := pick("127.0.0.1", held+1000, func(p int) bool { return p == held+1 }, next, claimAll)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,8 +61,47 @@ func TestPickSkipsPortsInUse(t *testing.T) {
 }
 
 func TestPickFallsBackWithoutRoom(t *testing.T) {
-	p, err := pick("127.0.0.1", floor+10, nil, func(int) int { t.Fatal("no random port without room below the range"); return 0 })
+	p, err := pick("127.0.0.1", floor+10, nil, func(int) int { t.Fatal("no random port without room below the range"); return 0 }, claimAll)
 	if err != nil || p == 0 {
 		t.Fatalf("pick = %d, %v; want a port the kernel chose", p, err)
+	}
+}
+
+// claimAll reserves nothing and refuses nothing.
+func claimAll(int) bool { return true }
+
+func TestPickDoesNotReturnAReservedPortAgain(t *testing.T) {
+	first, err := Pick("127.0.0.1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	r := reservations{dir: t.TempDir(), ttl: time.Minute, now: func() time.Time { return now }}
+	// The random source offers the same port to every pick, then the
+	// next one: as two processes' picks of one moment may.
+	offers := func() func(int) int {
+		i := 0
+		return func(int) int { i++; return first - floor + min(i-1, 1) }
+	}
+	a, err := pick("127.0.0.1", first+1000, nil, offers(), r.claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := pick("127.0.0.1", first+1000, nil, offers(), r.claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != first || b == a {
+		t.Errorf("two picks returned %d and %d; want %d and another port (nothing has bound %d yet)", a, b, first, first)
+	}
+	// Once the reservation is older than the TTL, the port may be
+	// picked again.
+	now = now.Add(time.Minute + time.Second)
+	c, err := pick("127.0.0.1", first+1000, nil, offers(), r.claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c != first {
+		t.Errorf("after the reservation expired, pick returned %d; want %d again", c, first)
 	}
 }
