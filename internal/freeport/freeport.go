@@ -105,8 +105,9 @@ func (r reservations) claim(port int) bool {
 		if err != nil || r.now().Sub(info.ModTime()) < r.ttl {
 			return false
 		}
-		// Stale: whoever removes it first may create it again; of two
-		// that race, O_EXCL lets one win.
+		// Stale: remove it and try once more. Two picks that find one
+		// stale file at the same moment could both win; the random
+		// choice among thousands of ports keeps that rare.
 		_ = os.Remove(path)
 	}
 	return false
