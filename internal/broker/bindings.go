@@ -110,7 +110,7 @@ func (s *Server) parseBind(c *osbCall, r *http.Request) (*bindInput, error) {
 
 // checkNew checks what only matters when the request creates the binding
 // (anew, or again after a failure).
-func (in *bindInput) checkNew(async bool) error {
+func (in *bindInput) checkNew(c *osbCall) error {
 	if err := in.plan.BindSchema.Validate(in.params); err != nil {
 		return badRequest("parameters do not match the plan's binding schema: %v.", err)
 	}
@@ -118,8 +118,8 @@ func (in *bindInput) checkNew(async bool) error {
 		return newError(http.StatusUnprocessableEntity, CodeRequiresApp,
 			"This service supports generation of credentials through binding an application only: send bind_resource.app_guid.")
 	}
-	if in.plan.AsyncBinding && !async {
-		return asyncRequired("service binding")
+	if in.plan.AsyncBinding && !c.async {
+		return asyncBindingRequired(c.x)
 	}
 	return nil
 }
@@ -132,7 +132,7 @@ func (s *Server) bindOutcome(c *osbCall, in *bindInput, op Operation, doneStatus
 		doneStatus: doneStatus,
 		accepted:   operationResponse{Operation: op.String()},
 		done: func(obj client.Object) (any, error) {
-			return s.bindingBody(c.ctx, obj.(*osbv1alpha1.SFServiceBinding), nil)
+			return s.bindingBody(c.ctx, c.x.version, obj.(*osbv1alpha1.SFServiceBinding), nil)
 		},
 		failed: func(p progress) *Error {
 			return newError(http.StatusInternalServerError, "", "Binding failed: %s", p.description)
@@ -214,7 +214,7 @@ func (s *Server) bind(x *exchange, r *http.Request) (int, any, error) {
 // when there is one, continuing its count of operations (see
 // provisionNew).
 func (s *Server) bindNew(c *osbCall, t target, in *bindInput, tombstone *osbv1alpha1.SFServiceBinding, attempt int) (int, any, error) {
-	if err := in.checkNew(c.async); err != nil {
+	if err := in.checkNew(c); err != nil {
 		return 0, nil, err
 	}
 	op := Operation{Type: OpCreate, Seq: 1}
@@ -246,11 +246,11 @@ func (s *Server) bindExisting(c *osbCall, t target, in *bindInput, b *osbv1alpha
 		return 0, nil, concurrencyError("The binding is being deleted.")
 	case p.running():
 		if in.plan.AsyncBinding && !c.async {
-			return 0, nil, asyncRequired("service binding")
+			return 0, nil, asyncBindingRequired(c.x)
 		}
 		return s.finish(c.ctx, op, s.bindOutcome(c, in, op, http.StatusOK), t)
 	case p.state == stateFailed:
-		if err := in.checkNew(c.async); err != nil {
+		if err := in.checkNew(c); err != nil {
 			return 0, nil, err
 		}
 		next := op.next(OpCreate)
@@ -260,7 +260,7 @@ func (s *Server) bindExisting(c *osbCall, t target, in *bindInput, b *osbv1alpha
 		s.logDecision(c, t, "Bind restarted after a failure", "operation", next.String())
 		return s.finish(c.ctx, next, s.bindOutcome(c, in, next, http.StatusCreated), t)
 	}
-	body, err := s.bindingBody(c.ctx, b, nil)
+	body, err := s.bindingBody(c.ctx, c.x.version, b, nil)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -312,7 +312,7 @@ func sameBinding(b *osbv1alpha1.SFServiceBinding, in *bindInput) bool {
 // the provisioner's response Secret: the OSB fields it holds, and the
 // binding's parameters when withParameters is set. It fails when the
 // Secret is missing or unreadable; its content is never logged.
-func (s *Server) bindingBody(ctx context.Context, b *osbv1alpha1.SFServiceBinding, withParameters json.RawMessage) (any, error) {
+func (s *Server) bindingBody(ctx context.Context, v APIVersion, b *osbv1alpha1.SFServiceBinding, withParameters json.RawMessage) (any, error) {
 	out := map[string]json.RawMessage{}
 	if b.Status.Response != nil && b.Status.Response.SecretRef != "" {
 		data, err := s.store.BindResponse(ctx, b.Namespace, b.Status.Response.SecretRef)
@@ -327,8 +327,11 @@ func (s *Server) bindingBody(ctx context.Context, b *osbv1alpha1.SFServiceBindin
 			return nil, &Error{Status: http.StatusInternalServerError, Description: "The binding's response Secret does not hold a JSON object; see the provisioner."}
 		}
 		for _, f := range bindingFields {
-			if v, ok := resp[f]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-				out[f] = v
+			if since, ok := bindingFieldSince[f]; ok && v.Less(since) {
+				continue
+			}
+			if value, ok := resp[f]; ok && !bytes.Equal(bytes.TrimSpace(value), []byte("null")) {
+				out[f] = value
 			}
 		}
 	}
@@ -367,7 +370,7 @@ func (s *Server) fetchBinding(x *exchange, r *http.Request) (int, any, error) {
 	if params == nil {
 		params = json.RawMessage("{}")
 	}
-	body, err := s.bindingBody(c.ctx, b, params)
+	body, err := s.bindingBody(c.ctx, c.x.version, b, params)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -400,7 +403,7 @@ func (s *Server) unbind(x *exchange, r *http.Request) (int, any, error) {
 		plan := snap.Plan(b.Spec.PlanID)
 		asyncOnly := plan != nil && plan.AsyncBinding
 		if asyncOnly && !c.async {
-			return 0, nil, asyncRequired("service binding")
+			return 0, nil, asyncBindingRequired(c.x)
 		}
 		o := deleteOutcome(c.async, asyncOnly, func(p progress) *Error {
 			return newError(http.StatusInternalServerError, "", "Unbinding failed: %s", p.description)

@@ -39,7 +39,8 @@ var endpoints = []struct {
 
 // TestCrossCutting checks, on every endpoint, what applies before the
 // endpoint's own logic: 401 with WWW-Authenticate without or with wrong
-// credentials, 412 without or with an old X-Broker-API-Version, 400 for a
+// credentials, 412 without X-Broker-API-Version or with one older than 2.11
+// or of another major version, 400 for a
 // malformed X-Broker-API-Originating-Identity, 413 for a body over the
 // limit (declared or streamed), and X-Broker-API-Request-Identity echoed on
 // every answer, errors included.
@@ -61,8 +62,8 @@ func TestCrossCutting(t *testing.T) {
 			call: func(c call) call { c.auth = [2]string{"someone", testPassword}; return c }},
 		"NoVersion": {reason: "A request without X-Broker-API-Version is 412.", want: 412,
 			call: func(c call) call { c.header = map[string]string{"X-Broker-API-Version": ""}; return c }},
-		"OldVersion": {reason: "A version older than 2.14 is 412.", want: 412,
-			call: func(c call) call { c.header = map[string]string{"X-Broker-API-Version": "2.13"}; return c }},
+		"OldVersion": {reason: "A version older than 2.11 is 412.", want: 412,
+			call: func(c call) call { c.header = map[string]string{"X-Broker-API-Version": "2.10"}; return c }},
 		"NextMajor": {reason: "Another major version is 412.", want: 412,
 			call: func(c call) call { c.header = map[string]string{"X-Broker-API-Version": "3.0"}; return c }},
 		"MalformedIdentity": {reason: "A malformed originating identity is 400.", want: 400,

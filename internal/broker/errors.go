@@ -91,6 +91,19 @@ func asyncRequired(what string) *Error {
 		"This %s requires client support for asynchronous operations: add accepts_incomplete=true to the request.", what)
 }
 
+// asyncBindingRequired answers a bind or unbind of a plan whose bindings
+// are only asynchronous, sent without accepts_incomplete=true: 422
+// AsyncRequired, or 412 to a caller whose version (before 2.14) has no
+// asynchronous bindings to offer, with the version that has them.
+func asyncBindingRequired(x *exchange) *Error {
+	if !x.asyncBindings() {
+		return newError(http.StatusPreconditionFailed, "",
+			"The bindings of this service plan are asynchronous, which OSB %s introduced; %s %s cannot bind it: send %s %s or later with accepts_incomplete=true.",
+			Version2_14, HeaderAPIVersion, x.version, HeaderAPIVersion, Version2_14)
+	}
+	return asyncRequired("service binding")
+}
+
 func notFound(format string, args ...any) *Error {
 	return newError(http.StatusNotFound, "", format, args...)
 }

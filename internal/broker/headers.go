@@ -30,10 +30,31 @@ func (v APIVersion) Less(w APIVersion) bool {
 	return v.Major < w.Major || (v.Major == w.Major && v.Minor < w.Minor)
 }
 
+// OSB versions whose additions change what the broker answers (the
+// release notes of the OSB specification; docs/broker.md "API versions").
+var (
+	// Version2_11 is the oldest version the broker accepts by default:
+	// the oldest one platforms in use send (service-catalog's client
+	// knows 2.11 to 2.14).
+	Version2_11 = APIVersion{Major: 2, Minor: 11}
+	// Version2_14 added asynchronous bindings (accepts_incomplete on
+	// bind and unbind, and the binding's last_operation) and the GET
+	// endpoints of instances and bindings.
+	Version2_14 = APIVersion{Major: 2, Minor: 14}
+	// Version2_15 added endpoints to bind responses.
+	Version2_15 = APIVersion{Major: 2, Minor: 15}
+	// Version2_16 added a binding's metadata (expires_at).
+	Version2_16 = APIVersion{Major: 2, Minor: 16}
+)
+
+// implementedVersion is the OSB version the broker implements.
+var implementedVersion = APIVersion{Major: 2, Minor: 17}
+
 // DefaultMinAPIVersion is the oldest OSB version the broker accepts by
-// default: 2.14 added the fetch endpoints and asynchronous bindings with
-// their last_operation, which the broker serves.
-var DefaultMinAPIVersion = APIVersion{Major: 2, Minor: 14}
+// default. Service Manager and eden send 2.13; every later 2.x is
+// accepted too, since minor versions only add (the specification's change
+// policy).
+var DefaultMinAPIVersion = Version2_11
 
 // ParseAPIVersion parses "MAJOR.MINOR" (digits only).
 func ParseAPIVersion(s string) (APIVersion, error) {

@@ -43,6 +43,9 @@ type behaviour struct {
 	Fail       bool `json:"fail"`
 	HoldDelete bool `json:"holdDelete"`
 	FailDelete bool `json:"failDelete"`
+	// NoEndpoints leaves endpoints out of a bind response: the real
+	// client library cannot decode the 2.17 form (TestRealClientSF).
+	NoEndpoints bool `json:"noEndpoints"`
 }
 
 func behaviourOf(obj client.Object, params []byte) behaviour {
@@ -201,11 +204,15 @@ func reconcileBinding(ctx context.Context, c client.Client, req reconcile.Reques
 	case b.Fail:
 		st.State, st.Error = osbv1alpha1.StateFailed, "binding failed as the test asked"
 	default:
-		resp, err := json.Marshal(map[string]any{
+		body := map[string]any{
 			"credentials": map[string]string{"username": "user-" + bnd.Spec.ID, "password": "pw-" + string(bnd.UID)},
 			"endpoints":   []map[string]any{{"host": "db.example.com", "ports": []string{"5432"}}},
 			"secretField": "not an OSB field",
-		})
+		}
+		if b.NoEndpoints {
+			delete(body, "endpoints")
+		}
+		resp, err := json.Marshal(body)
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("encode the binding response: %w", err)
 		}

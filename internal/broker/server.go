@@ -157,7 +157,15 @@ type exchange struct {
 	status    int
 	identity  *originatingIdentity
 	requestID string
+	// version is the request's X-Broker-API-Version: the broker answers
+	// as that version defines (see asyncBindings).
+	version APIVersion
 }
+
+// asyncBindings reports whether the caller's version knows asynchronous
+// bindings (accepts_incomplete on bind and unbind): 2.14 added them, and a
+// caller of an older version can neither ask for nor follow a 202.
+func (x *exchange) asyncBindings() bool { return !x.version.Less(Version2_14) }
 
 // WriteHeader implements http.ResponseWriter.
 func (x *exchange) WriteHeader(code int) {
@@ -227,15 +235,11 @@ func (s *Server) precheck(x *exchange, r *http.Request) error {
 		x.Header().Set("WWW-Authenticate", `Basic realm="marketplane-broker", charset="UTF-8"`)
 		return newError(http.StatusUnauthorized, "", "Authentication required: send the broker's credentials with HTTP basic authentication.")
 	}
-	h := r.Header.Get(HeaderAPIVersion)
-	if h == "" {
-		return newError(http.StatusPreconditionFailed, "", "The %s header is required; this broker supports OSB API %s and later (it implements 2.17).", HeaderAPIVersion, s.minVersion)
+	v, err := s.checkVersion(r.Header.Get(HeaderAPIVersion))
+	if err != nil {
+		return err
 	}
-	v, err := ParseAPIVersion(h)
-	if err != nil || v.Major != s.minVersion.Major || v.Less(s.minVersion) {
-		return newError(http.StatusPreconditionFailed, "", "%s %q is not supported; use %d.%d or a later %d.x (this broker implements 2.17).",
-			HeaderAPIVersion, truncate(h, 20), s.minVersion.Major, s.minVersion.Minor, s.minVersion.Major)
-	}
+	x.version = v
 	if h := r.Header.Get(HeaderOriginatingIdentity); h != "" {
 		id, err := parseOriginatingIdentity(h)
 		if err != nil {
@@ -250,6 +254,24 @@ func (s *Server) precheck(x *exchange, r *http.Request) error {
 		r.Body = http.MaxBytesReader(x, r.Body, s.maxBodyBytes)
 	}
 	return nil
+}
+
+// checkVersion parses an X-Broker-API-Version and checks it against the
+// minimum: a missing header, another major or an older minor is 412 with
+// the version to send instead (docs/broker.md "How the broker reads the
+// spec"). The description says what to do: a platform shows it to its
+// operator.
+func (s *Server) checkVersion(h string) (APIVersion, error) {
+	if h == "" {
+		return APIVersion{}, newError(http.StatusPreconditionFailed, "", "The %s header is required: send %s (or any %d.x from %s on) on every request.",
+			HeaderAPIVersion, implementedVersion, s.minVersion.Major, s.minVersion)
+	}
+	v, err := ParseAPIVersion(h)
+	if err != nil || v.Major != s.minVersion.Major || v.Less(s.minVersion) {
+		return APIVersion{}, newError(http.StatusPreconditionFailed, "", "%s %q is not supported by this broker: send %s (or any %d.x from %s on). It implements OSB %s; configure the platform or client to send that version.",
+			HeaderAPIVersion, truncate(h, 20), implementedVersion, s.minVersion.Major, s.minVersion, implementedVersion)
+	}
+	return v, nil
 }
 
 func tooLarge(limit int64) *Error {

@@ -107,8 +107,8 @@ func TestParseAPIVersion(t *testing.T) {
 			}
 		})
 	}
-	if !(APIVersion{2, 13}).Less(DefaultMinAPIVersion) || (APIVersion{2, 17}).Less(DefaultMinAPIVersion) {
-		t.Error("2.13 must be older and 2.17 not older than the default minimum")
+	if !(APIVersion{2, 10}).Less(DefaultMinAPIVersion) || (APIVersion{2, 11}).Less(DefaultMinAPIVersion) || (APIVersion{2, 17}).Less(DefaultMinAPIVersion) {
+		t.Error("2.10 must be older, 2.11 and 2.17 not older than the default minimum")
 	}
 }
 

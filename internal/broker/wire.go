@@ -82,6 +82,12 @@ type instanceMeta struct {
 // in the Secret is not sent.
 var bindingFields = []string{"credentials", "syslog_drain_url", "route_service_url", "volume_mounts", "endpoints", "metadata"}
 
+// bindingFieldSince names the bind response fields that later versions
+// added: a caller of an older version does not get them. Clients decode
+// them by what their version says, if at all (service-catalog's client
+// decodes endpoints' ports as numbers, which 2.15 made strings).
+var bindingFieldSince = map[string]APIVersion{"endpoints": Version2_15, "metadata": Version2_16}
+
 // OSB last_operation states.
 const (
 	stateInProgress = "in progress"

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -138,9 +139,15 @@ func TestQuickStart(t *testing.T) {
 
 	var script strings.Builder
 	script.WriteString("set -euo pipefail\n")
-	for i, b := range blocks {
+	last := len(blocks) - 1
+	for i, b := range blocks[:last] {
 		fmt.Fprintf(&script, "echo \"### quick-start block %d (at ${SECONDS}s)\"\n%s\n", i+1, b)
 	}
+	// The OSB calls once more as Service Manager and eden send them, at
+	// 2.13, for instances and bindings of their own; then the last block
+	// (unbind, deprovision, down) as written.
+	fmt.Fprintf(&script, "echo \"### the OSB calls at 2.13 (at ${SECONDS}s)\"\nexport OSB_API_VERSION=2.13\n%s\nunset OSB_API_VERSION\n", osbCallsAgain(blocks))
+	fmt.Fprintf(&script, "echo \"### quick-start block %d (at ${SECONDS}s)\"\n%s\n", last+1, blocks[last])
 	out := run(t, work, "the README quick start", "bash", "-c", script.String())
 	for _, want := range []string{
 		"sp-sample",              // the marketplace lists the sample provider ...
@@ -182,6 +189,29 @@ func TestQuickStart(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(work, ".landscape")); !os.IsNotExist(err) {
 		t.Errorf(".landscape still exists after down (stat: %v)", err)
 	}
+}
+
+// quickstartIDs are the OSB instance and binding ids of the quick start.
+var quickstartIDs = regexp.MustCompile(`\b(ns|sample|cache|cluster|b|sb|cb|kb)-1\b`)
+
+// osbCallsAgain returns the quick start's OSB blocks (those that use
+// $BROKER_URL) with every instance and binding id N-1 renamed N-2, and of
+// the last block only its osb lines: the README's OSB calls once more, for
+// instances of their own, deleted again.
+func osbCallsAgain(blocks []string) string {
+	var b strings.Builder
+	last := len(blocks) - 1
+	for _, block := range blocks[:last] {
+		if strings.Contains(block, "$BROKER_URL") {
+			b.WriteString(quickstartIDs.ReplaceAllString(block, "$1-2"))
+		}
+	}
+	for _, line := range strings.Split(blocks[last], "\n") {
+		if strings.HasPrefix(line, "osb ") {
+			b.WriteString(quickstartIDs.ReplaceAllString(line, "$1-2") + "\n")
+		}
+	}
+	return b.String()
 }
 
 func run(t *testing.T, dir, what string, name string, args ...string) string {
