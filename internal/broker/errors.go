@@ -52,6 +52,10 @@ type Error struct {
 	// whole seconds): how long the platform should wait before it tries
 	// again.
 	RetryAfter time.Duration
+	// refusedCatalog marks a refused GET /v2/catalog (credentials,
+	// version): its body also carries "services" as a string, see
+	// errorBody.
+	refusedCatalog bool
 }
 
 // Error implements error.
@@ -68,6 +72,12 @@ type errorBody struct {
 	Description      string `json:"description,omitempty"`
 	InstanceUsable   *bool  `json:"instance_usable,omitempty"`
 	UpdateRepeatable *bool  `json:"update_repeatable,omitempty"`
+	// Services is set on a refused catalog request only, to the
+	// description: a client that decodes the body as a catalog without
+	// looking at the status (eden does) then fails with a type error
+	// instead of showing an empty catalog. Responses may carry fields a
+	// client does not know (OSB 2.14 and later).
+	Services string `json:"services,omitempty"`
 }
 
 func newError(status int, code, format string, args ...any) *Error {

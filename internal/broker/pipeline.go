@@ -87,11 +87,6 @@ func parseCall(x *exchange, r *http.Request, opts parseOpts) (*osbCall, error) {
 		if c.async, err = c.query.acceptsIncomplete(); err != nil {
 			return nil, err
 		}
-		// Before 2.14 bindings are synchronous: a caller of such a
-		// version cannot follow a 202, whatever it sent.
-		if opts&parseBinding != 0 && !x.asyncBindings() {
-			c.async = false
-		}
 	}
 	return c, nil
 }

@@ -163,8 +163,9 @@ type exchange struct {
 }
 
 // asyncBindings reports whether the caller's version knows asynchronous
-// bindings (accepts_incomplete on bind and unbind): 2.14 added them, and a
-// caller of an older version can neither ask for nor follow a 202.
+// bindings (accepts_incomplete on bind and unbind): 2.14 added them. A
+// caller of an older version that sends accepts_incomplete=true anyway
+// (Service Manager does) is taken at its word.
 func (x *exchange) asyncBindings() bool { return !x.version.Less(Version2_14) }
 
 // WriteHeader implements http.ResponseWriter.
@@ -221,6 +222,12 @@ func (s *Server) wrap(endpoint string, fn endpointFunc) http.Handler {
 			w.Header().Set(HeaderRequestIdentity, id)
 		}
 		if err := s.precheck(x, r); err != nil {
+			var e *Error
+			if endpoint == "catalog" && errors.As(err, &e) {
+				refused := *e
+				refused.refusedCatalog = true
+				err = &refused
+			}
 			s.write(x, 0, nil, err)
 			return
 		}
@@ -289,7 +296,11 @@ func (s *Server) write(x *exchange, status int, body any, err error) {
 			s.log.Info("Request answered with an error", "status", e.Status, "description", e.Description, "requestIdentity", x.requestID)
 		}
 		status = e.Status
-		body = errorBody{Error: e.Code, Description: e.Description, InstanceUsable: e.InstanceUsable, UpdateRepeatable: e.UpdateRepeatable}
+		eb := errorBody{Error: e.Code, Description: e.Description, InstanceUsable: e.InstanceUsable, UpdateRepeatable: e.UpdateRepeatable}
+		if e.refusedCatalog {
+			eb.Services = "none: " + e.Description
+		}
+		body = eb
 		if e.RetryAfter > 0 {
 			// RFC 9110 delay-seconds: a whole number, rounded up so
 			// that a platform never comes back too early.
