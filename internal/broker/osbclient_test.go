@@ -104,18 +104,20 @@ func statusOf(err error) (int, string) {
 	return e.StatusCode, d
 }
 
-// awaitOSB polls until cond reports done, failing the test on its error
-// or after a minute.
+// awaitOSB polls until cond reports done, failing the test after three
+// minutes (a control plane of a code-based instance starts an API server;
+// CI's machine is loaded). An error of cond is remembered for the message
+// and polled again.
 func awaitOSB(t *testing.T, what string, cond func() (bool, error)) {
 	t.Helper()
 	var last error
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
 		done, err := cond()
 		last = err
 		return done, nil
 	})
 	if err != nil {
-		t.Fatalf("%s: not reached within a minute (last error: %v)", what, last)
+		t.Fatalf("%s: not reached within three minutes (last error: %v)", what, last)
 	}
 }
 
@@ -124,6 +126,11 @@ func awaitLastOperation(t *testing.T, c osb.Client, id string, op *osb.Operation
 	t.Helper()
 	awaitOSB(t, what, func() (bool, error) {
 		r, err := c.PollLastOperation(&osb.LastOperationRequest{InstanceID: id, OperationKey: op})
+		if osb.IsGoneError(err) {
+			// 410: the deletion is over (OSB: the platform forgets
+			// the instance).
+			return true, nil
+		}
 		if err != nil {
 			return false, err
 		}

@@ -69,12 +69,13 @@ var platforms = map[string]platform{
 		bindExtra: obj{"app_guid": "ns-uid-1", "bind_resource": obj{"app_guid": "ns-uid-1"}},
 		async:     true, updates: true,
 	},
-	// SAP Service Manager as a platform: the catalog at 2.14, its own
-	// calls through the client library it pins, at 2.13; bindings
-	// asynchronous when the offering is bindings_retrievable.
+	// SAP Service Manager as a platform (its source, and what a logging
+	// proxy saw it send): the catalog at 2.14, its own calls through the
+	// client library it pins, at 2.13; accepts_incomplete on every
+	// lifecycle call.
 	"ServiceManager": {
 		version: "2.13", catalogVersion: "2.14", identity: "service-manager", identityJSON: `{"username":"admin"}`,
-		extra: map[string]string{"X-Correlation-ID": "sm-corr-1"},
+		extra: map[string]string{"X-Correlationid": "sm-corr-1"},
 		org:   "-", space: "-",
 		context: obj{"platform": "service-manager", "instance_name": "my-db"},
 		async:   true, asyncBindings: true, updates: true, fetchesBindings: true,

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/marketplane/marketplane/api/install"
@@ -250,6 +251,9 @@ func Run(ctx context.Context, o Options) error {
 		log = *o.Logger
 	}
 	log = log.WithName("broker")
+	// controller-runtime's caches and clients log through its global
+	// logger, which otherwise prints a warning with a stack trace.
+	ctrl.SetLogger(log)
 
 	scheme, err := install.NewScheme()
 	if err != nil {
