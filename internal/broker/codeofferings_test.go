@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -469,6 +470,15 @@ func recreatedObject(t *testing.T, c *codeLandscape, namespace, name string, all
 		t.Fatal("the tenant's Sample has the UID of the deleted one")
 	}
 
+	// An update must not write the tenant's Sample either: the
+	// instance's object is gone.
+	h.expect(h.do(call{method: http.MethodPatch, path: instancePath(id), query: "accepts_incomplete=true",
+		body: obj{"service_id": catalog.OfferingServiceID(sampleOffering), "parameters": obj{"version": "v2"}}}),
+		http.StatusNotFound, "update after the tenant replaced the Sample")
+	if err := oc.Get(ctx, key, forged); err != nil || forged.GetGeneration() != 1 {
+		t.Errorf("the tenant's own Sample after an update of %s: %v, generation %d; the broker must leave it alone", id, err, forged.GetGeneration())
+	}
+
 	// Deprovision: the broker's Sample is gone; the tenant's stays.
 	r := h.expect(h.do(call{method: http.MethodDelete, path: instancePath(id), query: codeDeleteQuery()}), http.StatusAccepted, "deprovision")
 	poll(t, c.base, call{method: http.MethodGet, path: instancePath(id) + "/last_operation", query: "operation=" + r.str("operation")}, codeTimeout,
@@ -784,4 +794,90 @@ func updateParameters(t *testing.T, c *codeLandscape, id string) {
 		http.StatusConflict, "the original provision after the update")
 	h.expect(h.do(call{method: http.MethodPut, path: instancePath(id), query: async, body: codeProvisionBody(obj{"version": "v2"})}),
 		http.StatusOK, "a provision with the updated parameters")
+}
+
+// TestCodePlanChange: a plan change of a code-based instance to another
+// plan of its offering is refused with 422 and update_repeatable false
+// (OSB: "the requested change is not supported"), before anything is
+// read or written but the record. The sample offers one kind, so the
+// landscape of TestCodeOffering cannot send one: here an offering of two
+// kinds is served on the shared API servers, with the record of an
+// instance of the first kind.
+func TestCodePlanChange(t *testing.T) {
+	setup(t)
+	ctx := t.Context()
+	oc := env.onboarding.Client
+	schema := &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","properties":{"size":{"type":"integer"}}}`)}
+	offering := marketplacev1alpha1.Offering{
+		ObjectMeta: metav1.ObjectMeta{Name: "sp-two-kinds"},
+		Spec: marketplacev1alpha1.OfferingSpec{
+			Source: marketplacev1alpha1.Source{Kind: marketplacev1alpha1.SourceServiceProvider, Name: "two-kinds"},
+			Ready:  true, Description: "two kinds", OSB: &marketplacev1alpha1.OSBSettings{Enabled: true},
+			Kinds: []marketplacev1alpha1.OfferedKind{
+				{Group: "example.org", Version: "v1", Kind: "Small", Plural: "smalls", Scope: "Namespaced", Schema: schema},
+				{Group: "example.org", Version: "v1", Kind: "Large", Plural: "larges", Scope: "Namespaced", Schema: schema},
+			},
+		},
+	}
+	code := catalog.BuildCode([]marketplacev1alpha1.Offering{offering})
+	serviceID := catalog.OfferingServiceID(offering.Name)
+	small, large := catalog.OfferingPlanID(offering.Name, "example.org", "Small"), catalog.OfferingPlanID(offering.Name, "example.org", "Large")
+	if code.Plan(small) == nil || code.Plan(large) == nil {
+		t.Fatalf("the offering's plans are not served: %v", code.Problems)
+	}
+	empty := catalog.Empty()
+	merged := broker.NewMergedCatalog(broker.CatalogFn(func() *catalog.Snapshot { return empty }), func() *catalog.CodeSnapshot { return code }, testenv.Logger())
+	storeCache, err := cache.New(env.onboarding.Config, kubestore.CacheOptions(cache.Options{Scheme: env.onboarding.Scheme}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := kubestore.New(storeCache, oc)
+	go func() { _ = storeCache.Start(ctx) }()
+	if err := store.Informers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !storeCache.WaitForCacheSync(ctx) {
+		t.Fatal("store cache did not sync")
+	}
+	auth, err := broker.NewBasicAuth(testUser, testPassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf, err := broker.New(merged, store, auth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend, err := broker.NewCodeOfferings(merged, oc, env.platform.Client, brokerAccessNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := broker.NewRouter(sf, backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(rt)
+	t.Cleanup(srv.Close)
+
+	// The record of an instance of plan Small, as a provision writes it.
+	const id = "plan-change-1"
+	ref := fmt.Sprintf(`{"apiVersion":"example.org/v1","kind":"Small","namespace":%q,"name":%q}`, broker.CodeNamespace(id), broker.ObjectName(id))
+	record := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:   broker.CodeNamespace(id),
+		Labels: map[string]string{broker.LabelManagedBy: broker.ManagedByBroker, broker.LabelCodeInstance: broker.CodeNamespace(id)},
+		Annotations: map[string]string{broker.AnnotationInstanceID: id, broker.AnnotationServiceID: serviceID,
+			broker.AnnotationPlanID: small, broker.AnnotationObject: ref, broker.AnnotationOwnsControlPlane: "true"},
+	}}
+	if err := oc.Create(ctx, record); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = oc.Delete(context.Background(), record) })
+
+	h := h2(t, srv.URL)
+	r := h.expect(h.do(call{method: http.MethodPatch, path: instancePath(id), query: "accepts_incomplete=true",
+		body: obj{"service_id": serviceID, "plan_id": large, "parameters": obj{"size": 2}}}), http.StatusUnprocessableEntity, "plan change")
+	if d := r.str("description"); !strings.Contains(d, "does not support plan changes") || r.body["update_repeatable"] != false || r.body["instance_usable"] != true {
+		t.Errorf("plan change: %s; want a description that says plan changes are not supported, update_repeatable false, instance_usable true", r)
+	}
+	h.expect(h.do(call{method: http.MethodPatch, path: instancePath(id), query: "accepts_incomplete=true",
+		body: obj{"service_id": serviceID, "plan_id": samplePlanID}}), http.StatusBadRequest, "a plan_id of another offering")
 }
