@@ -271,7 +271,9 @@ func TestCodeOffering(t *testing.T) {
 		}
 		// Instances and bindings can be fetched (update and fetch are
 		// served); plans cannot change, each is another kind.
-		if svc["instances_retrievable"] != true || svc["bindings_retrievable"] != true {
+		instances, _ := svc["instances_retrievable"].(bool)
+		bindings, _ := svc["bindings_retrievable"].(bool)
+		if !instances || !bindings {
 			t.Errorf("instances_retrievable %v, bindings_retrievable %v; want true, true", svc["instances_retrievable"], svc["bindings_retrievable"])
 		}
 		plans, _ := svc["plans"].([]any)
@@ -773,7 +775,7 @@ func updateParameters(t *testing.T, c *codeLandscape, id string) {
 		t.Errorf("the Sample's spec.version after the update: %v, want v2", got)
 	}
 	// Re-sent: the same operation while it runs, 200 once done.
-	if r := h.do(patch(async, obj{"service_id": serviceID, "parameters": obj{"version": "v2"}})); !(r.status == http.StatusAccepted && r.str("operation") == "update") && r.status != http.StatusOK {
+	if r := h.do(patch(async, obj{"service_id": serviceID, "parameters": obj{"version": "v2"}})); (r.status != http.StatusAccepted || r.str("operation") != "update") && r.status != http.StatusOK {
 		t.Errorf("re-sent update: %s, want 202 update or 200", r)
 	}
 	poll(t, c.base, call{method: http.MethodGet, path: instancePath(id) + "/last_operation", query: "operation=update"}, codeTimeout,
@@ -875,7 +877,9 @@ func TestCodePlanChange(t *testing.T) {
 	h := h2(t, srv.URL)
 	r := h.expect(h.do(call{method: http.MethodPatch, path: instancePath(id), query: "accepts_incomplete=true",
 		body: obj{"service_id": serviceID, "plan_id": large, "parameters": obj{"size": 2}}}), http.StatusUnprocessableEntity, "plan change")
-	if d := r.str("description"); !strings.Contains(d, "does not support plan changes") || r.body["update_repeatable"] != false || r.body["instance_usable"] != true {
+	repeatable, hasRepeatable := r.body["update_repeatable"].(bool)
+	usable, _ := r.body["instance_usable"].(bool)
+	if d := r.str("description"); !strings.Contains(d, "does not support plan changes") || !hasRepeatable || repeatable || !usable {
 		t.Errorf("plan change: %s; want a description that says plan changes are not supported, update_repeatable false, instance_usable true", r)
 	}
 	h.expect(h.do(call{method: http.MethodPatch, path: instancePath(id), query: "accepts_incomplete=true",
