@@ -796,6 +796,30 @@ func updateParameters(t *testing.T, c *codeLandscape, id string) {
 		http.StatusConflict, "the original provision after the update")
 	h.expect(h.do(call{method: http.MethodPut, path: instancePath(id), query: async, body: codeProvisionBody(obj{"version": "v2"})}),
 		http.StatusOK, "a provision with the updated parameters")
+
+	// An update the provider refuses fails with its message; the same
+	// update sent again is its operation (202, not 200: it did not
+	// succeed), and another update repairs the instance.
+	awaitUpdate := func(state string) reply {
+		t.Helper()
+		return poll(t, c.base, call{method: http.MethodGet, path: instancePath(id) + "/last_operation", query: "operation=update"}, codeTimeout,
+			"update "+state, func(r reply) bool {
+				if r.status != http.StatusOK {
+					t.Fatalf("last_operation: %s", r)
+				}
+				return r.str("state") == state
+			})
+	}
+	h.expect(h.do(patch(async, obj{"service_id": serviceID, "parameters": obj{"version": "v9"}})), http.StatusAccepted, "update to a version the provider does not offer")
+	if d := awaitUpdate("failed").str("description"); !strings.Contains(d, `"v9" is not offered`) {
+		t.Errorf("failed update: description %q does not carry the provider's message", d)
+	}
+	r = h.expect(h.do(patch(async, obj{"service_id": serviceID, "parameters": obj{"version": "v9"}})), http.StatusAccepted, "the failed update sent again")
+	if r.str("operation") != "update" {
+		t.Errorf("the failed update sent again: operation %q, want update", r.str("operation"))
+	}
+	h.expect(h.do(patch(async, obj{"service_id": serviceID, "parameters": obj{"version": "v2"}})), http.StatusAccepted, "update that repairs the instance")
+	awaitUpdate("succeeded")
 }
 
 // TestCodePlanChange: a plan change of a code-based instance to another

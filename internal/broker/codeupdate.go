@@ -212,16 +212,25 @@ func (c *CodeOfferings) update(x *exchange, r *http.Request) (int, any, error) {
 	running := !ci.provisioning() && ci.state.state == stateInProgress
 	if sameObject(spec, current) {
 		// Nothing to write. A re-sent update whose change is in the spec
-		// already gets its operation while it runs (OSB: 202, not 200,
-		// until it completes); its record is written again in case the
-		// first request failed after writing the object.
+		// already gets its operation until it succeeded (OSB: 202, not
+		// 200, until it completes; a failed one stays failed until the
+		// spec changes, which the poll then says); its hash is recorded
+		// again in case the first request failed after writing the
+		// object. An instance never updated keeps the hash of its
+		// provision.
+		if ci.provisioning() {
+			return http.StatusOK, emptyObject, nil
+		}
 		if err := c.recordHash(ctx, ci, current); err != nil {
 			return 0, nil, err
 		}
-		if running {
-			return http.StatusAccepted, provisionResponse{Operation: operationUpdate}, nil
+		if ci.state.state == stateSucceeded {
+			return http.StatusOK, emptyObject, nil
 		}
-		return http.StatusOK, emptyObject, nil
+		if !call.async {
+			return 0, nil, asyncRequired("service plan")
+		}
+		return http.StatusAccepted, provisionResponse{Operation: operationUpdate}, nil
 	}
 	if running {
 		return 0, nil, concurrencyError("Another update of instance %s is in progress.", truncate(id, 100))
