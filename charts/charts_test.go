@@ -143,7 +143,7 @@ func valueSets() []valueSet {
 				for _, r := range rules {
 					m := r.(map[string]any)
 					if reflect.DeepEqual(m["apiGroups"], []any{"sample.services.openmcp.cloud"}) && reflect.DeepEqual(m["resources"], []any{"samples"}) &&
-						reflect.DeepEqual(m["verbs"], []any{"get", "create", "delete"}) {
+						reflect.DeepEqual(m["verbs"], []any{"get", "create", "update", "delete"}) {
 						found = true
 					}
 				}

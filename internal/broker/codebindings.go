@@ -167,15 +167,9 @@ func (c *CodeOfferings) awaitGrant(ctx context.Context, key client.ObjectKey) ([
 		case !ar.Status.IsGranted() || ar.Status.SecretRef == nil:
 			return false, nil
 		}
-		secret := &corev1.Secret{}
-		if err := c.platform.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: ar.Status.SecretRef.Name}, secret); err != nil {
-			if apierrors.IsNotFound(err) {
-				return false, nil
-			}
-			return false, fmt.Errorf("get the kubeconfig Secret of AccessRequest %s: %w", key, err)
-		}
-		kubeconfig = secret.Data[clustersv1alpha1.SecretKeyKubeconfig]
-		return len(kubeconfig) > 0, nil
+		var err error
+		kubeconfig, err = c.grantedKubeconfig(ctx, key, ar)
+		return kubeconfig != nil, err
 	})
 	if err != nil {
 		var e *Error
@@ -189,6 +183,23 @@ func (c *CodeOfferings) awaitGrant(ctx context.Context, key client.ObjectKey) ([
 		return nil, err
 	}
 	return kubeconfig, nil
+}
+
+// grantedKubeconfig returns the kubeconfig of ar, the granted
+// AccessRequest at key, from its Secret; nil while the Secret is missing
+// or empty. The kubeconfig holds a token: it is never logged.
+func (c *CodeOfferings) grantedKubeconfig(ctx context.Context, key client.ObjectKey, ar *clustersv1alpha1.AccessRequest) ([]byte, error) {
+	secret := &corev1.Secret{}
+	if err := c.platform.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: ar.Status.SecretRef.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("get the kubeconfig Secret of AccessRequest %s: %w", key, err)
+	}
+	if kubeconfig := secret.Data[clustersv1alpha1.SecretKeyKubeconfig]; len(kubeconfig) > 0 {
+		return kubeconfig, nil
+	}
+	return nil, nil
 }
 
 // unbind deletes the binding's AccessRequest, which revokes its

@@ -74,6 +74,7 @@ const (
 const (
 	operationProvision   = "provision"
 	operationDeprovision = "deprovision"
+	operationUpdate      = "update"
 )
 
 // conditionSynced is the provider runtime's condition of the last
@@ -271,7 +272,7 @@ func (c *CodeOfferings) provision(x *exchange, r *http.Request) (int, any, error
 		return 0, nil, err
 	}
 	if rec != nil {
-		return c.provisionAgain(ctx, rec, hash)
+		return c.provisionAgain(ctx, rec, hash, canonicalRequestHash(req.ServiceID, req.PlanID, req.Parameters))
 	}
 	code := c.catalog.Snapshot().Code()
 	svc := code.Service(req.ServiceID)
@@ -475,12 +476,14 @@ func (c *CodeOfferings) mayUse(ctx context.Context, id string, ref controlPlaneR
 
 // provisionAgain answers a provision for an instance that exists: the
 // same request is answered as the first one (200 once it is Ready, 202
-// before), another one is 409.
-func (c *CodeOfferings) provisionAgain(ctx context.Context, rec *record, hash string) (int, any, error) {
+// before), another one is 409. After an update, the same request is one
+// with the instance's updated attributes (recordHash, canonical): the
+// hash of the first provision is replaced.
+func (c *CodeOfferings) provisionAgain(ctx context.Context, rec *record, hash, canonical string) (int, any, error) {
 	if rec.ns.DeletionTimestamp != nil {
 		return 0, nil, concurrencyError("Instance %s is being deleted.", truncate(rec.id, 100))
 	}
-	if rec.hash != hash {
+	if rec.hash != hash && rec.hash != canonical {
 		return 0, nil, conflict("Instance %s already exists with other attributes.", truncate(rec.id, 100))
 	}
 	st, err := c.objectState(ctx, rec)
@@ -509,6 +512,14 @@ func (c *CodeOfferings) objectState(ctx context.Context, rec *record) (codeOpera
 	if err != nil {
 		return codeOperationState{}, err
 	}
+	return c.stateOf(ctx, rec, obj)
+}
+
+// stateOf is objectState of obj, the provider's object of rec as objectOf
+// read it (nil when gone). Ready counts only when it reports on the
+// object's current generation, so that an update is in progress until the
+// provider reconciled the new spec.
+func (c *CodeOfferings) stateOf(ctx context.Context, rec *record, obj *unstructured.Unstructured) (codeOperationState, error) {
 	if obj == nil {
 		return codeOperationState{state: "gone"}, nil
 	}
@@ -577,8 +588,9 @@ type codeOperationState struct {
 	Description string `json:"description,omitempty"`
 }
 
-// lastOperation answers the poll of a provision or deprovision. A
-// deprovision advances here, one step per poll, so that a broker restart
+// lastOperation answers the poll of a provision, update or deprovision.
+// A provision and an update follow the Ready condition of the provider's
+// object for its current generation (stateOf). A deprovision advances here, one step per poll, so that a broker restart
 // loses nothing: the provider's object is deleted first (its provider
 // cleans up in the control plane), then the ManagedControlPlane the broker
 // created, then the namespace; once the namespace is gone the poll is 410,
@@ -590,7 +602,7 @@ func (c *CodeOfferings) lastOperation(x *exchange, r *http.Request) (int, any, e
 	}
 	ctx, id, q := call.ctx, call.instanceID, call.query
 	op := q.operationV.value
-	if q.operationV.present && op != operationProvision && op != operationDeprovision {
+	if q.operationV.present && op != operationProvision && op != operationDeprovision && op != operationUpdate {
 		return 0, nil, badRequest("operation %q is not an operation of this instance.", truncate(op, 100))
 	}
 	rec, err := c.getRecord(ctx, id)
@@ -701,9 +713,7 @@ func (c *CodeOfferings) deprovision(x *exchange, r *http.Request) (int, any, err
 }
 
 // notSupported answers the endpoints code-based offerings do not serve:
-// the catalog declares them neither plan_updateable nor
-// instances_retrievable nor bindings_retrievable, and bindings are
-// synchronous.
+// bindings are synchronous, so there is no binding last_operation.
 func (c *CodeOfferings) notSupported(what string) endpointFunc {
 	return func(*exchange, *http.Request) (int, any, error) {
 		return 0, nil, badRequest("Code-based offerings do not support %s.", what)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -166,7 +167,7 @@ func startCodeLandscape(t *testing.T) *codeLandscape {
 	pc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "sample.services.openmcp.cloud/v1alpha1", "kind": "ProviderConfig",
 		"metadata": map[string]any{"name": "sample"},
-		"spec":     map[string]any{"pollInterval": "10s", "versions": []any{"v1"}},
+		"spec":     map[string]any{"pollInterval": "10s", "versions": []any{"v1", "v2"}},
 	}}
 	awaitCond(t, "the sample's ProviderConfig can be created", func(ctx context.Context) (bool, error) {
 		err := l.Platform.Client.Create(ctx, pc.DeepCopy())
@@ -267,6 +268,13 @@ func TestCodeOffering(t *testing.T) {
 		svc := catalogService(r, serviceID)
 		if bindable, updatable := svc["bindable"].(bool), svc["plan_updateable"].(bool); svc["name"] != sampleOffering || !bindable || updatable || svc["description"] == "" {
 			t.Errorf("service: %v", svc)
+		}
+		// Instances and bindings can be fetched (update and fetch are
+		// served); plans cannot change, each is another kind.
+		instances, _ := svc["instances_retrievable"].(bool)
+		bindings, _ := svc["bindings_retrievable"].(bool)
+		if !instances || !bindings {
+			t.Errorf("instances_retrievable %v, bindings_retrievable %v; want true, true", svc["instances_retrievable"], svc["bindings_retrievable"])
 		}
 		plans, _ := svc["plans"].([]any)
 		if len(plans) != 1 {
@@ -464,6 +472,15 @@ func recreatedObject(t *testing.T, c *codeLandscape, namespace, name string, all
 		t.Fatal("the tenant's Sample has the UID of the deleted one")
 	}
 
+	// An update must not write the tenant's Sample either: the
+	// instance's object is gone.
+	h.expect(h.do(call{method: http.MethodPatch, path: instancePath(id), query: "accepts_incomplete=true",
+		body: obj{"service_id": catalog.OfferingServiceID(sampleOffering), "parameters": obj{"version": "v2"}}}),
+		http.StatusNotFound, "update after the tenant replaced the Sample")
+	if err := oc.Get(ctx, key, forged); err != nil || forged.GetGeneration() != 1 {
+		t.Errorf("the tenant's own Sample after an update of %s: %v, generation %d; the broker must leave it alone", id, err, forged.GetGeneration())
+	}
+
 	// Deprovision: the broker's Sample is gone; the tenant's stays.
 	r := h.expect(h.do(call{method: http.MethodDelete, path: instancePath(id), query: codeDeleteQuery()}), http.StatusAccepted, "deprovision")
 	poll(t, c.base, call{method: http.MethodGet, path: instancePath(id) + "/last_operation", query: "operation=" + r.str("operation")}, codeTimeout,
@@ -491,6 +508,7 @@ func lifecycle(t *testing.T, c *codeLandscape) {
 		http.StatusAccepted, "identical provision")
 	h.expect(h.do(call{method: http.MethodPut, path: instancePath(id), query: "accepts_incomplete=true", body: codeProvisionBody(obj{"version": "v2"})}),
 		http.StatusConflict, "provision with other parameters")
+	whileProvisioning(t, c, id, op)
 
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -540,6 +558,8 @@ func lifecycle(t *testing.T, c *codeLandscape) {
 	if err := c.l.Platform.Client.Get(ctx, arKey, &clustersv1alpha1.AccessRequest{}); err != nil {
 		t.Errorf("the binding's AccessRequest: %v", err)
 	}
+	fetchBinding(t, c, id, bid, kubeconfig)
+	updateParameters(t, c, id)
 
 	// Unbind: the AccessRequest is gone and the credentials stop working.
 	q := codeDeleteQuery()
@@ -625,8 +645,267 @@ func failedProvision(t *testing.T, c *codeLandscape) {
 	}
 	h.expect(h.do(call{method: http.MethodPut, path: bindingPath(id, "b"), body: obj{"service_id": catalog.OfferingServiceID(sampleOffering), "plan_id": samplePlanID}}),
 		http.StatusUnprocessableEntity, "bind of a failed instance")
+	// OSB: a fetch is 404 unless the provision succeeded; an update of an
+	// instance that could not be provisioned is refused.
+	h.expect(h.do(call{method: http.MethodGet, path: instancePath(id)}), http.StatusNotFound, "fetch of a failed instance")
+	h.expect(h.do(call{method: http.MethodPatch, path: instancePath(id), query: "accepts_incomplete=true",
+		body: obj{"service_id": catalog.OfferingServiceID(sampleOffering), "parameters": obj{"version": "v1"}}}),
+		http.StatusUnprocessableEntity, "update of a failed instance")
 	r = h.expect(h.do(call{method: http.MethodDelete, path: instancePath(id), query: codeDeleteQuery()}), http.StatusAccepted, "deprovision")
 	poll(t, c.base, call{method: http.MethodGet, path: instancePath(id) + "/last_operation", query: "operation=" + r.str("operation")}, codeTimeout,
 		"deprovision finished", func(r reply) bool { return r.status == http.StatusGone })
 	assertNoNamespace(t, c.l.Onboarding.Client, broker.CodeNamespace(id))
+}
+
+// whileProvisioning checks the answers to fetch and update while the
+// provision of id (operation op) may still run: a fetch is 404 and an
+// update 422 ConcurrencyError (OSB), unless the provision succeeded in
+// between, which last_operation then says.
+func whileProvisioning(t *testing.T, c *codeLandscape, id, op string) {
+	h := h2(t, c.base)
+	succeeded := func() bool {
+		r := h.do(call{method: http.MethodGet, path: instancePath(id) + "/last_operation", query: "operation=" + op})
+		return r.status == http.StatusOK && r.str("state") == "succeeded"
+	}
+	if r := h.do(call{method: http.MethodGet, path: instancePath(id)}); r.status != http.StatusNotFound && (r.status != http.StatusOK || !succeeded()) {
+		t.Errorf("fetch while provisioning: %s, want 404", r)
+	}
+	r := h.do(call{method: http.MethodPatch, path: instancePath(id), query: "accepts_incomplete=true",
+		body: obj{"service_id": catalog.OfferingServiceID(sampleOffering), "parameters": obj{"version": "v1"}}})
+	if (r.status != http.StatusUnprocessableEntity || r.str("error") != "ConcurrencyError") && (r.status != http.StatusOK || !succeeded()) {
+		t.Errorf("update while provisioning: %s, want 422 ConcurrencyError", r)
+	}
+}
+
+// fetchBinding fetches binding bid of instance id (its kubeconfig), and
+// the same binding id through another code-based instance, which must not
+// reveal it.
+func fetchBinding(t *testing.T, c *codeLandscape, id, bid, kubeconfig string) {
+	h := h2(t, c.base)
+	r := h.expect(h.do(call{method: http.MethodGet, path: bindingPath(id, bid)}), http.StatusOK, "fetch binding")
+	if field(r.body, "credentials", "kubeconfig") != kubeconfig {
+		t.Error("the fetched binding holds other credentials than the bind returned")
+	}
+	h.expect(h.do(call{method: http.MethodGet, path: bindingPath(id, bid+"-never-bound")}), http.StatusNotFound, "fetch of a binding that does not exist")
+
+	// Another tenant's instance: its record is all the broker reads
+	// before it looks for the binding, so the record alone stands for an
+	// instance (it need not be provisioned, which would hold an MCP
+	// cluster). Its owner knows the binding id and asks through it.
+	const otherID = "other-tenant-instance"
+	ref := fmt.Sprintf(`{"apiVersion":"sample.services.openmcp.cloud/v1alpha1","kind":"Sample","namespace":%q,"name":%q}`,
+		broker.CodeNamespace(otherID), broker.ObjectName(otherID))
+	record := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:   broker.CodeNamespace(otherID),
+		Labels: map[string]string{broker.LabelManagedBy: broker.ManagedByBroker, broker.LabelCodeInstance: broker.CodeNamespace(otherID)},
+		Annotations: map[string]string{broker.AnnotationInstanceID: otherID, broker.AnnotationServiceID: catalog.OfferingServiceID(sampleOffering),
+			broker.AnnotationPlanID: samplePlanID, broker.AnnotationObject: ref, broker.AnnotationOwnsControlPlane: "true"},
+	}}
+	if err := c.l.Onboarding.Client.Create(t.Context(), record); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.l.Onboarding.Client.Delete(context.Background(), record) })
+	r = h.expect(h.do(call{method: http.MethodGet, path: bindingPath(otherID, bid)}), http.StatusNotFound, "fetch of another instance's binding")
+	if strings.Contains(string(r.raw), "kubeconfig") {
+		t.Errorf("the answer to another instance's binding holds credentials")
+	}
+}
+
+// updateParameters updates the parameters of instance id (provisioned
+// with version v1 and Ready): the requests the broker must refuse change
+// nothing; a valid one changes the Sample's spec, last_operation follows
+// it to succeeded, and the fetched instance shows it.
+func updateParameters(t *testing.T, c *codeLandscape, id string) {
+	ctx := t.Context()
+	h := h2(t, c.base)
+	serviceID := catalog.OfferingServiceID(sampleOffering)
+	key := client.ObjectKey{Namespace: broker.CodeNamespace(id), Name: broker.ObjectName(id)}
+	sample := func() *unstructured.Unstructured {
+		t.Helper()
+		s := &unstructured.Unstructured{}
+		s.SetAPIVersion("sample.services.openmcp.cloud/v1alpha1")
+		s.SetKind("Sample")
+		if err := c.l.Onboarding.Client.Get(ctx, key, s); err != nil {
+			t.Fatalf("the instance's Sample: %v", err)
+		}
+		return s
+	}
+	patch := func(query string, body obj) call {
+		return call{method: http.MethodPatch, path: instancePath(id), query: query, body: body}
+	}
+	const async = "accepts_incomplete=true"
+
+	r := h.expect(h.do(call{method: http.MethodGet, path: instancePath(id)}), http.StatusOK, "fetch the provisioned instance")
+	if r.str("service_id") != serviceID || r.str("plan_id") != samplePlanID || field(r.body, "parameters", "version") != "v1" {
+		t.Errorf("fetched instance: %s", r)
+	}
+
+	before := sample()
+	refused := []struct {
+		name   string
+		c      call
+		status int
+		want   string
+	}{
+		{"SchemaRefuses", patch(async, obj{"service_id": serviceID, "parameters": obj{"version": 5}}), http.StatusBadRequest, "do not match the schema"},
+		{"UnknownField", patch(async, obj{"service_id": serviceID, "parameters": obj{"flavour": "large"}}), http.StatusBadRequest, "do not match the schema"},
+		{"PlanNotOfOffering", patch(async, obj{"service_id": serviceID, "plan_id": "not-a-plan", "parameters": obj{"version": "v2"}}), http.StatusBadRequest, "not a plan of service offering"},
+		{"OtherService", patch(async, obj{"service_id": "other-service", "parameters": obj{"version": "v2"}}), http.StatusBadRequest, "not the service offering of the instance"},
+		{"ControlPlaneChange", patch(async, obj{"service_id": serviceID, "parameters": obj{"version": "v2", catalog.ControlPlaneParameter: obj{"namespace": "tenant-b", "name": "prod"}}}),
+			http.StatusUnprocessableEntity, "cannot change"},
+		{"Synchronous", patch("", obj{"service_id": serviceID, "parameters": obj{"version": "v2"}}), http.StatusUnprocessableEntity, "asynchronous"},
+	}
+	for _, tc := range refused {
+		r := h.expect(h.do(tc.c), tc.status, "update "+tc.name)
+		if !strings.Contains(r.str("description"), tc.want) {
+			t.Errorf("update %s: description %q does not say %q", tc.name, r.str("description"), tc.want)
+		}
+	}
+	if after := sample(); after.GetGeneration() != before.GetGeneration() || field(after.Object, "spec", "version") != "v1" {
+		t.Errorf("a refused update changed the Sample: generation %d → %d, spec %v", before.GetGeneration(), after.GetGeneration(), after.Object["spec"])
+	}
+	// The same parameters change nothing: 200 at once.
+	h.expect(h.do(patch(async, obj{"service_id": serviceID, "plan_id": samplePlanID, "parameters": obj{"version": "v1"}})), http.StatusOK, "update to the same parameters")
+
+	r = h.expect(h.do(patch(async, obj{"service_id": serviceID, "parameters": obj{"version": "v2"}})), http.StatusAccepted, "update")
+	if r.str("operation") != "update" {
+		t.Errorf("update operation %q, want update", r.str("operation"))
+	}
+	if got := field(sample().Object, "spec", "version"); got != "v2" {
+		t.Errorf("the Sample's spec.version after the update: %v, want v2", got)
+	}
+	// Re-sent: the same operation while it runs, 200 once done.
+	if r := h.do(patch(async, obj{"service_id": serviceID, "parameters": obj{"version": "v2"}})); (r.status != http.StatusAccepted || r.str("operation") != "update") && r.status != http.StatusOK {
+		t.Errorf("re-sent update: %s, want 202 update or 200", r)
+	}
+	poll(t, c.base, call{method: http.MethodGet, path: instancePath(id) + "/last_operation", query: "operation=update"}, codeTimeout,
+		"update succeeded", func(r reply) bool {
+			if r.status != http.StatusOK || r.str("state") == "failed" {
+				t.Fatalf("last_operation: %s", r)
+			}
+			return r.str("state") == "succeeded"
+		})
+	r = h.expect(h.do(call{method: http.MethodGet, path: instancePath(id), query: "service_id=" + serviceID}), http.StatusOK, "fetch the updated instance")
+	if params, _ := r.body["parameters"].(map[string]any); len(params) != 1 || params["version"] != "v2" {
+		t.Errorf("fetched parameters %v, want {version: v2}", r.body["parameters"])
+	}
+	// The instance's attributes are the updated ones now: the original
+	// provision is another request (409), one with the current
+	// parameters is the same (200).
+	h.expect(h.do(call{method: http.MethodPut, path: instancePath(id), query: async, body: codeProvisionBody(obj{"version": "v1"})}),
+		http.StatusConflict, "the original provision after the update")
+	h.expect(h.do(call{method: http.MethodPut, path: instancePath(id), query: async, body: codeProvisionBody(obj{"version": "v2"})}),
+		http.StatusOK, "a provision with the updated parameters")
+
+	// An update the provider refuses fails with its message; the same
+	// update sent again is its operation (202, not 200: it did not
+	// succeed), and another update repairs the instance.
+	awaitUpdate := func(state string) reply {
+		t.Helper()
+		return poll(t, c.base, call{method: http.MethodGet, path: instancePath(id) + "/last_operation", query: "operation=update"}, codeTimeout,
+			"update "+state, func(r reply) bool {
+				if r.status != http.StatusOK {
+					t.Fatalf("last_operation: %s", r)
+				}
+				return r.str("state") == state
+			})
+	}
+	h.expect(h.do(patch(async, obj{"service_id": serviceID, "parameters": obj{"version": "v9"}})), http.StatusAccepted, "update to a version the provider does not offer")
+	if d := awaitUpdate("failed").str("description"); !strings.Contains(d, `"v9" is not offered`) {
+		t.Errorf("failed update: description %q does not carry the provider's message", d)
+	}
+	r = h.expect(h.do(patch(async, obj{"service_id": serviceID, "parameters": obj{"version": "v9"}})), http.StatusAccepted, "the failed update sent again")
+	if r.str("operation") != "update" {
+		t.Errorf("the failed update sent again: operation %q, want update", r.str("operation"))
+	}
+	h.expect(h.do(patch(async, obj{"service_id": serviceID, "parameters": obj{"version": "v2"}})), http.StatusAccepted, "update that repairs the instance")
+	awaitUpdate("succeeded")
+}
+
+// TestCodePlanChange: a plan change of a code-based instance to another
+// plan of its offering is refused with 422 and update_repeatable false
+// (OSB: "the requested change is not supported"), before anything is
+// read or written but the record. The sample offers one kind, so the
+// landscape of TestCodeOffering cannot send one: here an offering of two
+// kinds is served on the shared API servers, with the record of an
+// instance of the first kind.
+func TestCodePlanChange(t *testing.T) {
+	setup(t)
+	ctx := t.Context()
+	oc := env.onboarding.Client
+	schema := &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","properties":{"size":{"type":"integer"}}}`)}
+	offering := marketplacev1alpha1.Offering{
+		ObjectMeta: metav1.ObjectMeta{Name: "sp-two-kinds"},
+		Spec: marketplacev1alpha1.OfferingSpec{
+			Source: marketplacev1alpha1.Source{Kind: marketplacev1alpha1.SourceServiceProvider, Name: "two-kinds"},
+			Ready:  true, Description: "two kinds", OSB: &marketplacev1alpha1.OSBSettings{Enabled: true},
+			Kinds: []marketplacev1alpha1.OfferedKind{
+				{Group: "example.org", Version: "v1", Kind: "Small", Plural: "smalls", Scope: "Namespaced", Schema: schema},
+				{Group: "example.org", Version: "v1", Kind: "Large", Plural: "larges", Scope: "Namespaced", Schema: schema},
+			},
+		},
+	}
+	code := catalog.BuildCode([]marketplacev1alpha1.Offering{offering})
+	serviceID := catalog.OfferingServiceID(offering.Name)
+	small, large := catalog.OfferingPlanID(offering.Name, "example.org", "Small"), catalog.OfferingPlanID(offering.Name, "example.org", "Large")
+	if code.Plan(small) == nil || code.Plan(large) == nil {
+		t.Fatalf("the offering's plans are not served: %v", code.Problems)
+	}
+	empty := catalog.Empty()
+	merged := broker.NewMergedCatalog(broker.CatalogFn(func() *catalog.Snapshot { return empty }), func() *catalog.CodeSnapshot { return code }, testenv.Logger())
+	storeCache, err := cache.New(env.onboarding.Config, kubestore.CacheOptions(cache.Options{Scheme: env.onboarding.Scheme}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := kubestore.New(storeCache, oc)
+	go func() { _ = storeCache.Start(ctx) }()
+	if err := store.Informers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !storeCache.WaitForCacheSync(ctx) {
+		t.Fatal("store cache did not sync")
+	}
+	auth, err := broker.NewBasicAuth(testUser, testPassword)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf, err := broker.New(merged, store, auth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend, err := broker.NewCodeOfferings(merged, oc, env.platform.Client, brokerAccessNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := broker.NewRouter(sf, backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(rt)
+	t.Cleanup(srv.Close)
+
+	// The record of an instance of plan Small, as a provision writes it.
+	const id = "plan-change-1"
+	ref := fmt.Sprintf(`{"apiVersion":"example.org/v1","kind":"Small","namespace":%q,"name":%q}`, broker.CodeNamespace(id), broker.ObjectName(id))
+	record := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:   broker.CodeNamespace(id),
+		Labels: map[string]string{broker.LabelManagedBy: broker.ManagedByBroker, broker.LabelCodeInstance: broker.CodeNamespace(id)},
+		Annotations: map[string]string{broker.AnnotationInstanceID: id, broker.AnnotationServiceID: serviceID,
+			broker.AnnotationPlanID: small, broker.AnnotationObject: ref, broker.AnnotationOwnsControlPlane: "true"},
+	}}
+	if err := oc.Create(ctx, record); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = oc.Delete(context.Background(), record) })
+
+	h := h2(t, srv.URL)
+	r := h.expect(h.do(call{method: http.MethodPatch, path: instancePath(id), query: "accepts_incomplete=true",
+		body: obj{"service_id": serviceID, "plan_id": large, "parameters": obj{"size": 2}}}), http.StatusUnprocessableEntity, "plan change")
+	repeatable, hasRepeatable := r.body["update_repeatable"].(bool)
+	usable, _ := r.body["instance_usable"].(bool)
+	if d := r.str("description"); !strings.Contains(d, "does not support plan changes") || !hasRepeatable || repeatable || !usable {
+		t.Errorf("plan change: %s; want a description that says plan changes are not supported, update_repeatable false, instance_usable true", r)
+	}
+	h.expect(h.do(call{method: http.MethodPatch, path: instancePath(id), query: "accepts_incomplete=true",
+		body: obj{"service_id": serviceID, "plan_id": samplePlanID}}), http.StatusBadRequest, "a plan_id of another offering")
 }

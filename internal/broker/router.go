@@ -39,12 +39,12 @@ func NewRouter(sf *Server, code *CodeOfferings) (*Router, error) {
 	handle := func(pattern, endpoint string, fn endpointFunc) { rt.mux.Handle(pattern, sf.wrap(endpoint, fn)) }
 	handle("GET /v2/catalog", "catalog", sf.getCatalog)
 	handle("PUT /v2/service_instances/{instance_id}", "provision", rt.provision)
-	handle("PATCH /v2/service_instances/{instance_id}", "update", rt.byInstance(sf.update, code.notSupported("updates")))
-	handle("GET /v2/service_instances/{instance_id}", "fetch_instance", rt.byInstance(sf.fetchInstance, code.notSupported("fetching an instance (instances_retrievable is false)")))
+	handle("PATCH /v2/service_instances/{instance_id}", "update", rt.byInstance(sf.update, code.update))
+	handle("GET /v2/service_instances/{instance_id}", "fetch_instance", rt.byInstance(sf.fetchInstance, code.fetchInstance))
 	handle("DELETE /v2/service_instances/{instance_id}", "deprovision", rt.byInstance(sf.deprovision, code.deprovision))
 	handle("GET /v2/service_instances/{instance_id}/last_operation", "instance_last_operation", rt.lastOperation)
 	handle("PUT /v2/service_instances/{instance_id}/service_bindings/{binding_id}", "bind", rt.byInstance(sf.bind, code.bind))
-	handle("GET /v2/service_instances/{instance_id}/service_bindings/{binding_id}", "fetch_binding", rt.byInstance(sf.fetchBinding, code.notSupported("fetching a binding (bindings_retrievable is false)")))
+	handle("GET /v2/service_instances/{instance_id}/service_bindings/{binding_id}", "fetch_binding", rt.byInstance(sf.fetchBinding, code.fetchBinding))
 	handle("DELETE /v2/service_instances/{instance_id}/service_bindings/{binding_id}", "unbind", rt.byInstance(sf.unbind, code.unbind))
 	handle("GET /v2/service_instances/{instance_id}/service_bindings/{binding_id}/last_operation", "binding_last_operation",
 		rt.byInstance(sf.bindingLastOperation, code.notSupported("asynchronous bindings")))
@@ -113,7 +113,8 @@ func (rt *Router) provision(x *exchange, r *http.Request) (int, any, error) {
 // code-based one (the instance may be gone already), else by instance.
 func (rt *Router) lastOperation(x *exchange, r *http.Request) (int, any, error) {
 	if q, err := parseQuery(r); err == nil {
-		if op := q.operationV.value; op == operationProvision || op == operationDeprovision {
+		// SF operations are "<verb>-<n>": a bare verb is code-based.
+		if op := q.operationV.value; op == operationProvision || op == operationDeprovision || op == operationUpdate {
 			return rt.code.lastOperation(x, r)
 		}
 	}

@@ -153,12 +153,17 @@ func BuildCode(offerings []marketplacev1alpha1.Offering) *CodeSnapshot {
 		if description == "" {
 			description = o.Spec.DisplayName
 		}
+		// Instances and bindings can be fetched; plans cannot change, since
+		// each plan is another kind (the broker refuses a plan change).
 		w := wireService{
-			Name:        o.Name,
-			ID:          svc.ID,
-			Description: description,
-			Bindable:    svc.Bindable(),
-			Plans:       []wirePlan{},
+			Name:                 o.Name,
+			ID:                   svc.ID,
+			Description:          description,
+			Bindable:             svc.Bindable(),
+			InstancesRetrievable: true,
+			BindingsRetrievable:  svc.Bindable(),
+			PlanUpdateable:       false,
+			Plans:                []wirePlan{},
 		}
 		if meta, err := json.Marshal(map[string]any{"displayName": o.Spec.DisplayName, "marketplaneOffering": o.Name, "version": o.Spec.Version}); err == nil {
 			w.Metadata = meta
