@@ -347,6 +347,15 @@ func TestCodeOffering(t *testing.T) {
 	})
 
 	// Each holds an MCP cluster of its own: they run side by side.
+	// Through service-catalog's client library at 2.13, 2.14 and 2.17,
+	// one version after the other: each holds a control plane.
+	t.Run("RealClient", func(t *testing.T) {
+		for i, v := range osbVersions {
+			t.Run(v.name, func(t *testing.T) {
+				realClientCode(t, c.base, v, "rc-code-"+strings.ReplaceAll(v.name, ".", ""), i == 0)
+			})
+		}
+	})
 	t.Run("Lifecycle", func(t *testing.T) { t.Parallel(); lifecycle(t, c) })
 	t.Run("ExistingControlPlane", func(t *testing.T) { t.Parallel(); existingControlPlane(t, c) })
 	t.Run("Failed", func(t *testing.T) { t.Parallel(); failedProvision(t, c) })
