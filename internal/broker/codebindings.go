@@ -18,6 +18,8 @@ import (
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/api/common"
 	corev2alpha1 "github.com/marketplane/marketplane/api/core/v2alpha1"
+	marketplacev1alpha1 "github.com/marketplane/marketplane/api/marketplace/v1alpha1"
+	"github.com/marketplane/marketplane/internal/broker/catalog"
 )
 
 // bindResponse is the body of a code-based bind: the kubeconfig of the
@@ -64,7 +66,7 @@ func (c *CodeOfferings) bind(x *exchange, r *http.Request) (int, any, error) {
 	svc := c.catalog.Snapshot().Code().Service(rec.serviceID)
 	switch {
 	case svc == nil:
-		return 0, nil, badRequest("The service offering of instance %s is no longer in the catalog; it cannot be bound.", truncate(id, 100))
+		return 0, nil, c.unserved(ctx, rec.serviceID, badRequest("The service offering of instance %s is no longer in the catalog; it cannot be bound.", truncate(id, 100)))
 	case !svc.Bindable():
 		return 0, nil, badRequest("Service offering %s is not bindable.", svc.Name)
 	}
@@ -254,4 +256,27 @@ func (c *CodeOfferings) deleteBindings(ctx context.Context, rec *record) error {
 		}
 	}
 	return nil
+}
+
+// unservedRetryAfter is how soon a platform should try again a request
+// on an instance whose offering is out of the catalog for a while.
+const unservedRetryAfter = 5 * time.Second
+
+// unserved answers a request on an instance whose offering the catalog
+// does not serve: 503 with Retry-After while its Offering exists and only
+// its provider is not Ready (an operator restarting or failing over on a
+// busy machine makes it so for seconds), gone otherwise (which may be nil).
+func (c *CodeOfferings) unserved(ctx context.Context, serviceID string, gone error) error {
+	list := &marketplacev1alpha1.OfferingList{}
+	if err := c.onboarding.List(ctx, list); err != nil {
+		return fmt.Errorf("list Offerings: %w", err)
+	}
+	for i := range list.Items {
+		o := &list.Items[i]
+		if catalog.OfferingServiceID(o.Name) == serviceID && o.DeletionTimestamp == nil && !o.Spec.Ready {
+			return &Error{Status: http.StatusServiceUnavailable, RetryAfter: unservedRetryAfter,
+				Description: fmt.Sprintf("The service offering %s is not served at the moment: its provider is not Ready. Send the request again.", o.Name)}
+		}
+	}
+	return gone
 }

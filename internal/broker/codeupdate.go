@@ -161,7 +161,7 @@ func (c *CodeOfferings) update(x *exchange, r *http.Request) (int, any, error) {
 	code := c.catalog.Snapshot().Code()
 	svc := code.Service(rec.serviceID)
 	if svc == nil {
-		return 0, nil, unprocessable("The service offering of instance %s is no longer in the catalog; it cannot be updated.", truncate(id, 100))
+		return 0, nil, c.unserved(ctx, rec.serviceID, unprocessable("The service offering of instance %s is no longer in the catalog; it cannot be updated.", truncate(id, 100)))
 	}
 	if req.PlanID != "" && req.PlanID != rec.planID {
 		if p := code.Plan(req.PlanID); p == nil || p.ServiceID != svc.ID {

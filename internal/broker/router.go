@@ -105,6 +105,13 @@ func (rt *Router) provision(x *exchange, r *http.Request) (int, any, error) {
 		if json.Unmarshal(data, &head) == nil && rt.code.serves(head.ServiceID) {
 			return rt.code.provision(x, r)
 		}
+		// A code-based offering out of the catalog while its provider
+		// is not Ready: 503, to be tried again, not the SF backend's 400.
+		if head.ServiceID != "" && rt.sf.catalog.Snapshot().Service(head.ServiceID) == nil {
+			if err := rt.code.unserved(r.Context(), head.ServiceID, nil); err != nil {
+				return 0, nil, err
+			}
+		}
 	}
 	return rt.byInstance(rt.sf.provision, rt.code.provision)(x, r)
 }
