@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -37,7 +36,7 @@ func TestUnservedOffering(t *testing.T) {
 			AnnotationObject: `{"apiVersion":"sample.services.openmcp.cloud/v1alpha1","kind":"Sample","namespace":"osb-paused-1","name":"paused-1"}`}}}
 	o := &marketplacev1alpha1.Offering{ObjectMeta: metav1.ObjectMeta{Name: offering}, Spec: marketplacev1alpha1.OfferingSpec{Ready: false}}
 	onboarding := fake.NewClientBuilder().WithScheme(scheme).WithObjects(record, o).Build()
-	empty := CatalogFn(func() *catalog.Snapshot { return catalog.Empty() })
+	empty := CatalogFn(catalog.Empty)
 	c, err := NewCodeOfferings(empty, onboarding, fake.NewClientBuilder().WithScheme(scheme).Build(), "access")
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +53,7 @@ func TestUnservedOffering(t *testing.T) {
 		return e.Status, e
 	}
 	bind := `{"service_id":"` + serviceID + `","plan_id":"plan-1"}`
-	update, _ := json.Marshal(map[string]any{"service_id": serviceID, "parameters": map[string]any{"version": "v2"}})
+	update := `{"service_id":"` + serviceID + `","parameters":{"version":"v2"}}`
 
 	requests := map[string]struct {
 		fn           endpointFunc
@@ -62,7 +61,7 @@ func TestUnservedOffering(t *testing.T) {
 		gone         int
 	}{
 		"Bind":   {c.bind, http.MethodPut, bind, http.StatusBadRequest},
-		"Update": {c.update, http.MethodPatch, string(update), http.StatusUnprocessableEntity},
+		"Update": {c.update, http.MethodPatch, update, http.StatusUnprocessableEntity},
 	}
 	for name, rq := range requests {
 		status, e := send(rq.fn, rq.method, rq.body)
