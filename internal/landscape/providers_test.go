@@ -177,7 +177,11 @@ func validateOn(t *testing.T, dir, image string) {
 		list.SetKind("SampleObjectList")
 		return env.ControlPlane.Client.List(ctx, list)
 	}
-	rep := validation.Validate(t, spec, validation.ExistingLandscape(dir), validation.WithCheck(check), validation.WithTimeout(2*time.Minute))
+	// The control plane is an API server the landscape starts while the
+	// rest of the suite runs: CI saw its ClusterRequest pending for more
+	// than 2 minutes at load average 54, with two landscapes up.
+	rep := validation.Validate(t, spec, validation.ExistingLandscape(dir), validation.WithCheck(check), validation.WithTimeout(2*time.Minute),
+		validation.WithStepTimeout("control-plane", 6*time.Minute))
 	for _, s := range rep.Steps {
 		if s.Result != validation.ResultPassed {
 			t.Errorf("validation on the landscape: step %s %s %q, want passed", s.ID, s.Result, s.Message)
