@@ -53,12 +53,9 @@ func (c *CodeOfferings) bind(x *exchange, r *http.Request) (int, any, error) {
 	if err := checkPlatform(x.identity, req.Context); err != nil {
 		return 0, nil, err
 	}
-	rec, err := c.getRecord(ctx, id)
+	rec, err := c.existingRecord(ctx, id)
 	if err != nil {
 		return 0, nil, err
-	}
-	if rec == nil {
-		return 0, nil, notFound("Instance %s does not exist.", truncate(id, 100))
 	}
 	if req.ServiceID != rec.serviceID || req.PlanID != rec.planID {
 		return 0, nil, badRequest("service_id and plan_id must be those of the instance.")

@@ -203,6 +203,16 @@ func (c *CodeOfferings) getRecord(ctx context.Context, id string) (*record, erro
 	return rec, nil
 }
 
+// existingRecord is getRecord for requests on an instance that must exist:
+// 404 when there is none.
+func (c *CodeOfferings) existingRecord(ctx context.Context, id string) (*record, error) {
+	rec, err := c.getRecord(ctx, id)
+	if err == nil && rec == nil {
+		err = notFound("Instance %s does not exist.", truncate(id, 100))
+	}
+	return rec, err
+}
+
 // owns reports whether instance id is a code-based instance.
 func (c *CodeOfferings) owns(ctx context.Context, id string) (bool, error) {
 	ns := &corev1.Namespace{}
@@ -590,8 +600,9 @@ type codeOperationState struct {
 
 // lastOperation answers the poll of a provision, update or deprovision.
 // A provision and an update follow the Ready condition of the provider's
-// object for its current generation (stateOf). A deprovision advances here, one step per poll, so that a broker restart
-// loses nothing: the provider's object is deleted first (its provider
+// object for its current generation (stateOf). A deprovision advances
+// here, one step per poll, so that a broker restart loses nothing: the
+// provider's object is deleted first (its provider
 // cleans up in the control plane), then the ManagedControlPlane the broker
 // created, then the namespace; once the namespace is gone the poll is 410,
 // which OSB defines as success for a deletion.

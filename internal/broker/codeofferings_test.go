@@ -144,13 +144,7 @@ func startCodeLandscape(t *testing.T) *codeLandscape {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rt, err := broker.NewRouter(sf, code)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(rt)
-		t.Cleanup(srv.Close)
-		return srv.URL
+		return serveRouter(t, sf, code)
 	}
 
 	// The sample provider, not opted into OSB yet, with its
@@ -203,6 +197,19 @@ func (c *codeLandscape) optIn(t *testing.T, rules string) {
 	poll(t, c.base, call{method: http.MethodGet, path: "/v2/catalog"}, codeTimeout, "the catalog lists "+sampleOffering, func(r reply) bool {
 		return catalogService(r, catalog.OfferingServiceID(sampleOffering)) != nil
 	})
+}
+
+// serveRouter serves the Router of sf and code over loopback HTTP until
+// the test ends and returns its URL.
+func serveRouter(t *testing.T, sf *broker.Server, code *broker.CodeOfferings) string {
+	t.Helper()
+	rt, err := broker.NewRouter(sf, code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(rt)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 // catalogService returns the service of id in a catalog reply, or nil.
@@ -886,12 +893,7 @@ func TestCodePlanChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := broker.NewRouter(sf, backend)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(rt)
-	t.Cleanup(srv.Close)
+	base := serveRouter(t, sf, backend)
 
 	// The record of an instance of plan Small, as a provision writes it.
 	const id = "plan-change-1"
@@ -907,7 +909,7 @@ func TestCodePlanChange(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = oc.Delete(context.Background(), record) })
 
-	h := h2(t, srv.URL)
+	h := h2(t, base)
 	r := h.expect(h.do(call{method: http.MethodPatch, path: instancePath(id), query: "accepts_incomplete=true",
 		body: obj{"service_id": serviceID, "plan_id": large, "parameters": obj{"size": 2}}}), http.StatusUnprocessableEntity, "plan change")
 	repeatable, hasRepeatable := r.body["update_repeatable"].(bool)

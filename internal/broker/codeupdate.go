@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
@@ -77,12 +78,9 @@ func (ci *codeInstance) parameters(spec json.RawMessage) (json.RawMessage, error
 // deleted, and 404 when its object is gone (a deprovision that deleted it
 // already, or a tenant who did).
 func (c *CodeOfferings) readInstance(ctx context.Context, id string) (*codeInstance, error) {
-	rec, err := c.getRecord(ctx, id)
+	rec, err := c.existingRecord(ctx, id)
 	if err != nil {
 		return nil, err
-	}
-	if rec == nil {
-		return nil, notFound("Instance %s does not exist.", truncate(id, 100))
 	}
 	return c.inspect(ctx, rec)
 }
@@ -148,12 +146,9 @@ func (c *CodeOfferings) update(x *exchange, r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 
-	rec, err := c.getRecord(ctx, id)
+	rec, err := c.existingRecord(ctx, id)
 	if err != nil {
 		return 0, nil, err
-	}
-	if rec == nil {
-		return 0, nil, notFound("Instance %s does not exist.", truncate(id, 100))
 	}
 	if req.ServiceID != rec.serviceID {
 		return 0, nil, badRequest("service_id %q is not the service offering of the instance.", truncate(req.ServiceID, 100))
@@ -170,7 +165,7 @@ func (c *CodeOfferings) update(x *exchange, r *http.Request) (int, any, error) {
 		// OSB: 422 when "the requested change is not supported"; the
 		// catalog declares plan_updateable false, and no retry helps.
 		e := unprocessable("Service offering %s does not support plan changes: each plan is another kind of object, so an instance keeps its plan. Provision a new instance of the other plan instead.", svc.Name)
-		e.InstanceUsable, e.UpdateRepeatable = ptrTo(true), ptrTo(false)
+		e.InstanceUsable, e.UpdateRepeatable = ptr.To(true), ptr.To(false)
 		return 0, nil, e
 	}
 	plan := code.Plan(rec.planID)
@@ -268,7 +263,7 @@ func (c *CodeOfferings) updatedSpec(ci *codeInstance, current, patch json.RawMes
 	if raw, ok := fields[catalog.ControlPlaneParameter]; ok {
 		if !ci.sameControlPlane(raw) {
 			e := unprocessable("%s cannot change: an instance keeps its ManagedControlPlane. Send the instance's value, or leave it out.", catalog.ControlPlaneParameter)
-			e.InstanceUsable, e.UpdateRepeatable = ptrTo(true), ptrTo(false)
+			e.InstanceUsable, e.UpdateRepeatable = ptr.To(true), ptr.To(false)
 			return nil, e
 		}
 		delete(fields, catalog.ControlPlaneParameter)
@@ -456,6 +451,3 @@ func (c *CodeOfferings) fetchBinding(x *exchange, r *http.Request) (int, any, er
 	}
 	return http.StatusOK, bindResponse{Credentials: bindCredentials{Kubeconfig: string(kubeconfig)}}, nil
 }
-
-// ptrTo returns a pointer to v.
-func ptrTo[T any](v T) *T { return &v }
