@@ -178,7 +178,7 @@ func (r *Reconciler) read(ctx context.Context) (sources, error) {
 	if err := r.onboarding.List(ctx, crds); err != nil {
 		return src, fmt.Errorf("list CustomResourceDefinitions: %w", err)
 	}
-	owners, err := policy.LoadOwnership(ctx, r.platform)
+	owners, err := policy.LoadOwnershipOf(ctx, r.platform, providers.Items)
 	if err != nil {
 		return src, fmt.Errorf("compute API group ownership: %w", err)
 	}

@@ -196,13 +196,22 @@ type Ownership struct {
 // LoadOwnership lists the ServiceProviders, ClusterProviders and
 // PlatformServices of the platform cluster and computes their ownership.
 func LoadOwnership(ctx context.Context, c client.Reader) (*Ownership, error) {
-	var providers []Provider
 	sps := &providerv1alpha1.ServiceProviderList{}
 	if err := c.List(ctx, sps); err != nil {
 		return nil, fmt.Errorf("list ServiceProviders: %w", err)
 	}
-	for i := range sps.Items {
-		sp := &sps.Items[i]
+	return LoadOwnershipOf(ctx, c, sps.Items)
+}
+
+// LoadOwnershipOf computes the ownership of sps, already listed by the
+// caller, and of the ClusterProviders and PlatformServices c lists. A
+// caller that also describes each ServiceProvider passes its own list, so
+// that the kinds a provider owns and the rest of its status come from one
+// read: a second list from a cache may already hold a newer status.
+func LoadOwnershipOf(ctx context.Context, c client.Reader, sps []providerv1alpha1.ServiceProvider) (*Ownership, error) {
+	var providers []Provider
+	for i := range sps {
+		sp := &sps[i]
 		p := newProvider(KindServiceProvider, sp, &sp.Spec.DeploymentSpec)
 		p.Resources = sp.Status.Resources
 		p.Recorded = RecordedGroups(sp)
