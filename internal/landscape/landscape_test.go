@@ -85,6 +85,8 @@ func TestMain(m *testing.M) {
 const (
 	startTimeout = 8 * time.Minute
 	waitTimeout  = 90 * time.Second
+	// provisionTimeout bounds a wait that includes starting an API server.
+	provisionTimeout = 5 * time.Minute
 )
 
 // TestLandscape drives a landscape through the Go API: start (with a step),
@@ -156,7 +158,9 @@ func TestLandscape(t *testing.T) {
 		before := len(l.State().Clusters)
 		begin := time.Now()
 		must(t, l.Platform.Client.Create(ctx, req))
-		waitFor(t, "ClusterRequest granted", func(ctx context.Context) (bool, error) {
+		// The grant starts a new API server: CI saw it take over 90 s at
+		// load average 45, when the landscape itself took 3 minutes.
+		waitForWithin(t, provisionTimeout, "ClusterRequest granted", func(ctx context.Context) (bool, error) {
 			if err := l.Platform.Client.Get(ctx, client.ObjectKeyFromObject(req), req); err != nil {
 				return false, err
 			}
@@ -630,7 +634,14 @@ func clientFromSecret(t *testing.T, c client.Client, namespace, name string) cli
 
 func waitFor(t *testing.T, what string, cond wait.ConditionWithContextFunc, describe func() string) {
 	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, waitTimeout, true, cond); err != nil {
+	waitForWithin(t, waitTimeout, what, cond, describe)
+}
+
+// waitForWithin is waitFor with its own timeout, for a step that starts
+// processes.
+func waitForWithin(t *testing.T, timeout time.Duration, what string, cond wait.ConditionWithContextFunc, describe func() string) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, timeout, true, cond); err != nil {
 		t.Fatalf("%s: %v; last seen: %s", what, err, describe())
 	}
 }
