@@ -10,8 +10,10 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/marketplane/marketplane/internal/landscape/controlplane"
 )
@@ -92,6 +94,9 @@ func (s *Status) Print(ctx context.Context, w io.Writer, probe bool) {
 		}
 	}
 	s.printRestarts(w)
+	if probe {
+		s.printProviders(ctx, w)
+	}
 	if len(st.Endpoints) > 0 {
 		fmt.Fprintln(w, "Endpoints:")
 		for name, url := range st.Endpoints {
@@ -175,4 +180,39 @@ func readyz(ctx context.Context, kubeconfig string) string {
 		return "not ready"
 	}
 	return "ready"
+}
+
+// printProviders lists the providers of the platform cluster with their
+// state and, beneath each, the conditions that say what stops it (a
+// denied request names the request and the policy rule). It prints
+// nothing while the platform API server does not run.
+func (s *Status) printProviders(ctx context.Context, w io.Writer) {
+	c := s.State.Clusters[ClusterPlatform]
+	if !s.Running || c == nil || !controlplane.Alive(c.APIServer) {
+		return
+	}
+	r := &treeReader{clients: map[string]client.Client{}, errs: map[string][]string{}}
+	cl, err := adminClient(c.Kubeconfig)
+	if err != nil {
+		fmt.Fprintf(w, "Providers: %v\n", err)
+		return
+	}
+	r.clients[ClusterPlatform] = cl
+	var providers []unstructured.Unstructured
+	for _, gvk := range providerKinds {
+		providers = append(providers, r.list(ctx, ClusterPlatform, gvk)...)
+	}
+	if len(providers) == 0 && len(r.errs[ClusterPlatform]) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "Providers:")
+	for _, e := range r.errs[ClusterPlatform] {
+		fmt.Fprintf(w, "  %s\n", e)
+	}
+	for _, p := range providers {
+		fmt.Fprintf(w, "  %s %s: %s\n", p.GetKind(), p.GetName(), objectState(p))
+		for _, cond := range providerProblems(p) {
+			fmt.Fprintf(w, "    %s=False (%s): %s\n", cond.Type, cond.Reason, cond.Message)
+		}
+	}
 }

@@ -267,6 +267,9 @@ func (r *treeReader) platformChildren(st *controlplane.State) []TreeNode {
 		if image, _, _ := unstructured.NestedString(p.Object, "spec", "image"); image != "" {
 			n.Detail = imageTag(image)
 		}
+		for _, c := range providerProblems(p) {
+			n.Children = append(n.Children, TreeNode{Kind: "condition", Name: c.Type, State: "False (" + c.Reason + ")", Detail: c.Message})
+		}
 		out = append(out, n)
 	}
 	for _, c := range r.sfClusters {
@@ -352,6 +355,26 @@ func objectState(u unstructured.Unstructured) string {
 		return "not Ready"
 	}
 	return "no status yet"
+}
+
+// problemConditions are the provider conditions whose False says what
+// stops the provider: init, a denied request, a refused registration.
+var problemConditions = []string{"Initialized", "RequestsGranted", "ResourcesAccepted"}
+
+// providerProblems returns the problem conditions of provider p that are
+// False, in the order of problemConditions.
+func providerProblems(p unstructured.Unstructured) []metav1.Condition {
+	conds, _, _ := unstructured.NestedSlice(p.Object, "status", "conditions")
+	var out []metav1.Condition
+	for _, t := range problemConditions {
+		for _, c := range conds {
+			m, ok := c.(map[string]any)
+			if ok && m["type"] == t && m["status"] == string(metav1.ConditionFalse) {
+				out = append(out, metav1.Condition{Type: t, Status: metav1.ConditionFalse, Reason: str(m["reason"]), Message: str(m["message"])})
+			}
+		}
+	}
+	return out
 }
 
 // namespaced is namespace/name, or the name of a cluster-scoped object.

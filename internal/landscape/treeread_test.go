@@ -100,6 +100,13 @@ func TestReadTree(t *testing.T) {
 		map[string]any{"phase": "Ready", "observedGeneration": int64(1), "resources": []any{sampleGVK}})
 	create(map[string]any{"apiVersion": "openmcp.cloud/v1alpha1", "kind": "ServiceProvider", "metadata": map[string]any{"name": "broken"},
 		"spec": map[string]any{"image": "registry.example.com/acme/broken@sha256:0123"}}, nil)
+	// A provider whose init's request the policy denied.
+	create(map[string]any{"apiVersion": "openmcp.cloud/v1alpha1", "kind": "ServiceProvider", "metadata": map[string]any{"name": "denied"},
+		"spec": map[string]any{"image": "registry.example.com/acme/denied:v1"}},
+		map[string]any{"phase": "Progressing", "observedGeneration": int64(1), "conditions": []any{
+			map[string]any{"type": "Initialized", "status": "True", "reason": "InitCompleted", "message": "init completed", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)},
+			map[string]any{"type": "RequestsGranted", "status": "False", "reason": "RequestDenied", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+				"message": deniedMessage}}})
 	create(map[string]any{"apiVersion": "core.openmcp.cloud/v2alpha1", "kind": "ManagedControlPlane", "metadata": map[string]any{"name": "mcp1", "namespace": "tenant-a"}, "spec": map[string]any{"iam": map[string]any{}}},
 		map[string]any{"phase": "Ready", "observedGeneration": int64(1)})
 	sample := func(ns, name string) map[string]any {
@@ -131,6 +138,8 @@ func TestReadTree(t *testing.T) {
 		"│   ├── operator                    1/2 replicas running  leader operator-0",
 		"│   ├── process broker              running  http://127.0.0.1:1",
 		"│   ├── ServiceProvider broken      no status yet  sha256:0123",
+		"│   ├── ServiceProvider denied      Progressing  v1",
+		"│   │   └── condition RequestsGranted  False (RequestDenied)  " + deniedMessage,
 		"│   ├── ServiceProvider sample      Ready  dev",
 		"│   └── SFCluster catalog/workload  Ready  4 instances",
 		"├── onboarding  " + api + "  ready",
@@ -139,15 +148,33 @@ func TestReadTree(t *testing.T) {
 		"│   ├── Sample tenant-b/loose              no status yet",
 		"│   ├── SFServiceInstance sf-0/0           succeeded  plan small, on workload",
 		"│   ├── SFServiceInstance sf-1/1           succeeded  plan small, on workload",
-		"│   └── … and 2 more SFServiceInstances",
+		"│   ├── SFServiceInstance sf-2/2           succeeded  plan small, on workload",
+		"│   └── … and 1 more SFServiceInstance",
 		"├── workload    " + api + "  ready  2 nodes",
 		"└── mcp-abc     https://127.0.0.1:1  API server not running  for ClusterRequest tenant-a/mcp1",
 	}
-	got := tree.Lines(2)
+	got := tree.Lines(3)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("tree: -want +got:\n%s\ngot:\n%s", diff, strings.Join(got, "\n"))
 	}
+
+	// The plain status names the denial too.
+	var out strings.Builder
+	(&landscape.Status{Dir: "/state", State: st, Running: true}).Print(ctx, &out, true)
+	for _, line := range []string{
+		"Providers:\n",
+		"  ServiceProvider denied: Progressing\n    RequestsGranted=False (RequestDenied): " + deniedMessage + "\n",
+		"  ServiceProvider sample: Ready\n",
+	} {
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("status does not print %q:\n%s", line, out.String())
+		}
+	}
 }
+
+// deniedMessage is the RequestsGranted message of a provider whose init's
+// AccessRequest the access policy denied, as the operator writes it.
+const deniedMessage = `AccessRequest sp-denied/denied--onboarding-init Denied (PolicyViolation): rule "permissions within the ceiling": token.permissions[0]: * */* not allowed on onboarding clusters`
 
 // sampleCRD is a minimal CRD of the sample provider's Sample kind, a
 // service object kind a ServiceProvider registers.

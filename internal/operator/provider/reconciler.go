@@ -21,6 +21,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/operator/deploy"
 )
@@ -60,6 +61,7 @@ func ControllerName(kind string) string { return strings.ToLower(kind) }
 // changes, since that can change what the others own.
 func (r *Reconciler[T]) SetupWithManager(mgr ctrl.Manager) error {
 	enqueueAll := handler.EnqueueRequestsFromMapFunc(r.enqueueAll(mgr.GetClient()))
+	enqueueRequester := handler.EnqueueRequestsFromMapFunc(r.enqueueRequester(mgr.GetClient()))
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(r.kind.New()).
 		Owns(&batchv1.Job{}).
@@ -67,6 +69,8 @@ func (r *Reconciler[T]) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&providerv1alpha1.ServiceProvider{}, enqueueAll, builder.WithPredicates(ownershipChanged)).
 		Watches(&providerv1alpha1.ClusterProvider{}, enqueueAll, builder.WithPredicates(ownershipChanged)).
 		Watches(&providerv1alpha1.PlatformService{}, enqueueAll, builder.WithPredicates(ownershipChanged)).
+		Watches(&clustersv1alpha1.AccessRequest{}, enqueueRequester, builder.WithPredicates(requestPhaseChanged)).
+		Watches(&clustersv1alpha1.ClusterRequest{}, enqueueRequester, builder.WithPredicates(requestPhaseChanged)).
 		Named(ControllerName(r.kind.Name)).
 		WithOptions(r.opts.controllerOptions)
 	if r.opts.notifier != nil {
@@ -216,6 +220,12 @@ func (r *Reconciler[T]) reconcileNormal(ctx context.Context, obj T, n names) (re
 		return ctrl.Result{}, err
 	}
 	r.setResourcesAccepted(ctx, st, obj, own)
+	if err := r.setRequestsGranted(ctx, st, obj, w.Namespace); err != nil {
+		// Only a report: the deployment goes on, the next reconcile
+		// looks again.
+		setConditionf(st, gen, ConditionRequestsGranted, metav1.ConditionUnknown, ReasonListFailed, "listing the provider's requests failed: %v", err)
+		log.Error(err, "List the provider's requests")
+	}
 	if err := r.recordOwnedGroups(ctx, obj, own); err != nil {
 		ready(metav1.ConditionFalse, providerv1alpha1.ReasonProviderInstallationFailed, "recording the API groups the provider owns failed: %v", err)
 		return ctrl.Result{}, err
