@@ -110,14 +110,23 @@ const celWebhookGroups = `!(request.resource.group == 'admissionregistration.k8s
 // to a group such as system:serviceaccounts, its rights would act under
 // an identity these rules do not know, and do what they refuse it. Inside
 // its own namespaces a binding confines the rights to them.
+//
+// A binder (ownership.binder, BinderMarker in its ServiceAccount's name)
+// may also bind ServiceAccounts of any namespace but the access namespace:
+// its domain service's own identities, which are then not limited by these
+// rules.
 func celBindings(accessNamespace string) string {
 	return `!(request.resource.group == 'rbac.authorization.k8s.io' && request.resource.resource in ['rolebindings', 'clusterrolebindings'] && ` +
 		`variables.subResource == '' && object != null) || ` +
 		`(request.resource.resource == 'rolebindings' && variables.namespaceOwner == variables.provider) || !has(object.subjects) || ` +
 		`object.subjects.all(s, s.kind == 'ServiceAccount' ? ` +
-		fmt.Sprintf(`(has(s.namespace) && s.namespace == '%s' && s.name.startsWith('ar-') && s.name.endsWith('.' + variables.provider)) : `, accessNamespace) +
+		fmt.Sprintf(`(has(s.namespace) && s.namespace == '%[1]s' && s.name.startsWith('ar-') && s.name.endsWith('.' + variables.provider)) || `+
+			`(variables.binder && has(s.namespace) && s.namespace != '%[1]s') : `, accessNamespace) +
 		`!s.name.startsWith('system:'))`
 }
+
+// celBinder: the request comes from a binder's ServiceAccount.
+const celBinder = `variables.account.substring(0, variables.account.indexOf('.')).endsWith('` + BinderMarker + `')`
 
 // providerMatch matches the requests of providers' ServiceAccounts in
 // accessNamespace.
@@ -180,6 +189,7 @@ func isolationPolicy(accessNamespace string) *admissionregistrationv1.Validating
 			Variables: []admissionregistrationv1.Variable{
 				{Name: "account", Expression: celAccount},
 				{Name: "provider", Expression: celProvider},
+				{Name: "binder", Expression: celBinder},
 				// Absent for cluster-scoped objects, and the name for
 				// generated names.
 				{Name: "requestNamespace", Expression: `has(request.namespace) ? request.namespace : ''`},

@@ -446,7 +446,7 @@ func (r *Reconciler) grant(ctx context.Context, ar *clustersv1alpha1.AccessReque
 	// to an unreachable cluster gets no finalizer it could never be
 	// released from, and one for another provider's namespace is denied
 	// before it has any.
-	want := desiredObjects(ar, r.accessNamespace, own.owner)
+	want := desiredObjects(ar, r.accessNamespace, own)
 	// refused turns an error on the target into the request's outcome: a
 	// policy violation denies it, anything else is retried.
 	refused := func(err error) (*outcome, time.Duration, error) {

@@ -51,6 +51,26 @@ func toolCRD() *apiextensionsv1.CustomResourceDefinition {
 	return crd
 }
 
+// The service kind of provider C in TestProviderIsolation, a backup
+// service like openMCP's Velero provider, whose platform operator lets it
+// bind ClusterRoles on its tenants' MCPs.
+const backupGroup = "backuptest.services.open-control-plane.io"
+
+var backupKind = schema.GroupVersionKind{Group: backupGroup, Version: "v1alpha1", Kind: "Backup"}
+
+func backupCRD() *apiextensionsv1.CustomResourceDefinition {
+	crd := widgetCRD()
+	crd.Name = "backups." + backupGroup
+	crd.Spec.Group = backupGroup
+	crd.Spec.Names = apiextensionsv1.CustomResourceDefinitionNames{Kind: backupKind.Kind, ListKind: "BackupList", Plural: "backups", Singular: "backup"}
+	return crd
+}
+
+// bindClusterRoles is what the platform operator adds to provider C's MCP
+// ceiling (spec.accessPolicy.mcp), as service-provider-velero needs it to
+// bind its server's ServiceAccount to cluster-admin.
+var bindClusterRoles = rbacv1.PolicyRule{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles"}, Verbs: []string{"bind"}}
+
 // isolationEnv is what the attacks of issue #32 on target clusters need:
 // providers A and B, each with its namespace as the operator makes it; one
 // API server with the token controller (so that a token Secret gets its
@@ -61,8 +81,8 @@ func toolCRD() *apiextensionsv1.CustomResourceDefinition {
 type isolationEnv struct {
 	target           *testenv.Cluster
 	clustersNS       string
-	nsA, nsB         string
-	idA, idB         string
+	nsA, nsB, nsC    string
+	idA, idB, idC    string
 	tenantCR         types.NamespacedName
 	adminServiceAcct string
 }
@@ -84,7 +104,7 @@ func startIsolationEnv(t *testing.T) *isolationEnv {
 	optest.StartEnv(t)
 	ctx := t.Context()
 	e := &isolationEnv{
-		target:     testenv.Start(t, testenv.WithName("isolation"), testenv.WithCRDs(toolCRD()), testenv.WithControllerManager("serviceaccount-token")),
+		target:     testenv.Start(t, testenv.WithName("isolation"), testenv.WithCRDs(toolCRD(), backupCRD()), testenv.WithControllerManager("serviceaccount-token")),
 		clustersNS: optest.NewNamespace(t, "isolation-clusters"),
 	}
 	optest.RegisterCluster(t, e.clustersNS, "mcp", e.target.Kubeconfig, clustersv1alpha1.TenancyExclusive, clustersv1alpha1.PurposeMCP)
@@ -104,6 +124,8 @@ func startIsolationEnv(t *testing.T) *isolationEnv {
 	e.nsA, e.idA = newProvider("isolation-a", []metav1.GroupVersionKind{metav1.GroupVersionKind(toolKind)},
 		&providerv1alpha1.AccessPolicy{MCP: []rbacv1.PolicyRule{tokenRequests}, Workload: wideWorkload})
 	e.nsB, e.idB = newProvider("isolation-b", nil, nil)
+	e.nsC, e.idC = newProvider("isolation-c", []metav1.GroupVersionKind{metav1.GroupVersionKind(backupKind)},
+		&providerv1alpha1.AccessPolicy{MCP: []rbacv1.PolicyRule{tokenRequests, bindClusterRoles}})
 
 	// A's tenant: its Tool on the onboarding cluster, its MCP's granted
 	// ClusterRequest on the platform.
@@ -114,11 +136,17 @@ func startIsolationEnv(t *testing.T) *isolationEnv {
 	tool.SetNamespace(tenant.Namespace)
 	tool.SetName(tenant.Name)
 	createServed(t, e.target.Client, tool)
+	// The tenant is C's too.
+	backup := &unstructured.Unstructured{}
+	backup.SetGroupVersionKind(backupKind)
+	backup.SetNamespace(tenant.Namespace)
+	backup.SetName(tenant.Name)
+	createServed(t, e.target.Client, backup)
 	e.tenantCR = mcpClusterRequest(t, tenant, types.NamespacedName{Namespace: e.clustersNS, Name: "mcp"})
 
 	// The tenant check reads the onboarding cluster: the target here.
 	onboarding := func(ctx context.Context) (client.Reader, error) { return e.target.Client, ctx.Err() }
-	optest.StartManagerFor(t, []string{e.nsA, e.nsB, e.clustersNS, e.tenantCR.Namespace}, func(mgr ctrl.Manager) error {
+	optest.StartManagerFor(t, []string{e.nsA, e.nsB, e.nsC, e.clustersNS, e.tenantCR.Namespace}, func(mgr ctrl.Manager) error {
 		if err := clusters.NewClusterReconciler(mgr.GetClient(), clusters.WithClusterControllerName("cluster-isolation")).SetupWithManager(mgr); err != nil {
 			return err
 		}
@@ -264,6 +292,7 @@ func deployment(namespace, name, serviceAccount string) *appsv1.Deployment {
 func TestProviderIsolation(t *testing.T) {
 	e := startIsolationEnv(t)
 	t.Run("MCP", func(t *testing.T) { testMCPTokens(t, e) })
+	t.Run("MCPBinder", func(t *testing.T) { testMCPBinder(t, e) })
 	t.Run("SharedWorkloadCluster", func(t *testing.T) { testSharedWorkload(t, e) })
 }
 
@@ -638,5 +667,54 @@ func touch(t *testing.T, ns, name string) {
 	ar.Annotations["isolation.test/touched"] = time.Now().Format(time.RFC3339Nano)
 	if err := optest.Platform.Client.Patch(t.Context(), ar, patch); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// testMCPBinder: provider C, whose platform operator granted it bind on
+// ClusterRoles on its tenants' MCPs, binds the ServiceAccount of its
+// domain service to cluster-admin, as service-provider-velero does for its
+// server. It still may not bind the ServiceAccounts of other requests or
+// Kubernetes' own users and groups, and a provider without the grant (A,
+// testMCPTokens) still may not bind its ServiceAccounts at all.
+func testMCPBinder(t *testing.T, e *isolationEnv) {
+	ctx := t.Context()
+	all := []string{"get", "list", "create", "update", "delete"}
+	c, cMCP := e.grantRequest(t, e.nsC, "mcp", nil, ref(e.tenantCR), &clustersv1alpha1.TokenConfig{Permissions: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"serviceaccounts", "namespaces"}, Verbs: all},
+		{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterrolebindings"}, Verbs: all},
+		bindClusterRoles, tokenRequests,
+	}}}})
+	if got, want := cMCP.Annotations[access.TargetClusterAnnotation], e.clustersNS+"/mcp"; got != want {
+		t.Fatalf("request granted on %q, want %q", got, want)
+	}
+	sa := &corev1.ServiceAccount{}
+	if err := e.target.Client.Get(ctx, client.ObjectKey{Namespace: access.AccessNamespace, Name: access.BinderServiceAccountNameFor(cMCP, e.idC)}, sa); err != nil {
+		t.Fatalf("the binder's ServiceAccount: %v", err)
+	}
+
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "isolation-c-backup"}}
+	allowed(t, "create a namespace", c.Create(ctx, ns))
+	server := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "backup-server", Namespace: ns.Name}}
+	allowed(t, "create its server's ServiceAccount", c.Create(ctx, server))
+	clusterAdmin := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"}
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "isolation-c-backup-server"},
+		RoleRef:    clusterAdmin,
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: server.Name, Namespace: ns.Name}},
+	}
+	allowed(t, "bind its server's ServiceAccount to cluster-admin", c.Create(ctx, crb))
+	t.Cleanup(func() { _ = e.target.Client.Delete(context.Background(), crb) })
+	tr := &authenticationv1.TokenRequest{}
+	allowed(t, "TokenRequest for its server", c.SubResource("token").Create(ctx, server, tr))
+
+	for _, s := range []rbacv1.Subject{
+		{Kind: rbacv1.ServiceAccountKind, Name: e.adminServiceAcct, Namespace: access.AccessNamespace},
+		{Kind: rbacv1.ServiceAccountKind, Name: "ar-0123456789abcdef.sp-isolation-b", Namespace: access.AccessNamespace},
+		{Kind: rbacv1.GroupKind, Name: "system:serviceaccounts"},
+		{Kind: rbacv1.UserKind, Name: "system:serviceaccount:" + ns.Name + ":" + server.Name},
+	} {
+		forbidden(t, "bind "+s.Kind+" "+s.Name+" to cluster-admin", c.Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "isolation-c-steal-"}, RoleRef: clusterAdmin, Subjects: []rbacv1.Subject{s},
+		}), "only in RoleBindings in the namespaces it created", nil)
 	}
 }

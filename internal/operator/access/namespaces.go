@@ -32,6 +32,13 @@ type ownership struct {
 	// gets the admission policies (admission.go); an onboarding cluster
 	// does not.
 	isolated bool
+	// binder: the target is an MCP and the provider's ceiling there holds
+	// bind on every ClusterRole, which only the platform operator's
+	// spec.accessPolicy.mcp can add. Its request's ServiceAccount is then
+	// named with BinderMarker, and the admission policies let it bind
+	// roles to ServiceAccounts outside the access namespace: the agents of
+	// its domain service, such as Velero's server bound to cluster-admin.
+	binder bool
 }
 
 // namespacePlan is what the controller does with the namespaces of a
@@ -185,5 +192,21 @@ func ownershipOf(req *policy.Requester, ceilings []policy.Ceiling) ownership {
 		owner:    id,
 		shared:   slices.ContainsFunc(ceilings, func(c policy.Ceiling) bool { return c.Scope() == policy.ScopeWorkload }),
 		isolated: slices.ContainsFunc(ceilings, func(c policy.Ceiling) bool { return c.Scope() != policy.ScopeOnboarding }),
+		binder:   mayBindAgents(ceilings),
 	}
+}
+
+// bindAnyClusterRole is the right that makes a provider a binder on an MCP
+// (ownership.binder): binding every ClusterRole, cluster-admin included.
+var bindAnyClusterRole = []rbacv1.PolicyRule{{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles"}, Verbs: []string{"bind"}}}
+
+// mayBindAgents reports whether ceilings are those of an MCP that hold
+// bind on every ClusterRole. Such a provider can already bind any role to
+// its own requests' ServiceAccounts; the platform operator who granted it
+// that trusts it with the whole MCP of the tenant, so its domain service
+// may have identities of its own there. Never on a shared cluster: other
+// tenants live there.
+func mayBindAgents(ceilings []policy.Ceiling) bool {
+	return len(ceilings) == 1 && ceilings[0].Scope() == policy.ScopeMCP &&
+		ceilings[0].Check("binder", "", bindAnyClusterRole, policy.RuleCeiling) == nil
 }

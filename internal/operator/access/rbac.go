@@ -39,6 +39,29 @@ func ServiceAccountNameFor(ar *clustersv1alpha1.AccessRequest, providerID string
 	return ServiceAccountName(ar) + "." + providerID
 }
 
+// BinderMarker ends the first part of the ServiceAccount name of a request
+// whose provider may bind roles to ServiceAccounts of its own on an MCP
+// (ownership.binder): "<ServiceAccountName>-binder.<providerID>". The
+// admission policies read it from the name, since they cannot read the
+// provider's access policy; only the controller writes ServiceAccounts in
+// the access namespace, so no provider can give itself the name.
+const BinderMarker = "-binder"
+
+// BinderServiceAccountNameFor is ServiceAccountNameFor for a request whose
+// provider may bind roles to ServiceAccounts of its own.
+func BinderServiceAccountNameFor(ar *clustersv1alpha1.AccessRequest, providerID string) string {
+	return ServiceAccountName(ar) + BinderMarker + "." + providerID
+}
+
+// serviceAccountNameOf returns the name of the request's ServiceAccount for
+// the ownership own.
+func serviceAccountNameOf(ar *clustersv1alpha1.AccessRequest, own ownership) string {
+	if own.binder && own.owner != "" {
+		return BinderServiceAccountNameFor(ar, own.owner)
+	}
+	return ServiceAccountNameFor(ar, own.owner)
+}
+
 // SecretName returns the name of the kubeconfig Secret of an AccessRequest:
 // "<name>.kubeconfig", shortened with a hash when that would be too long.
 func SecretName(ar *clustersv1alpha1.AccessRequest) string {
@@ -69,12 +92,12 @@ type targetObjects struct {
 }
 
 // desiredObjects computes the target objects of a token AccessRequest of
-// the provider providerID (empty for an unpoliced request).
+// the provider own.owner (empty for an unpoliced request).
 // Generated names are "<ServiceAccountName>-p<i>" for the role and binding
 // of permissions[i] and "<ServiceAccountName>-r<i>" for the binding of
 // roleRefs[i]; a permission's own name, when given, names its role.
-func desiredObjects(ar *clustersv1alpha1.AccessRequest, accessNamespace, providerID string) targetObjects {
-	sa := ServiceAccountNameFor(ar, providerID)
+func desiredObjects(ar *clustersv1alpha1.AccessRequest, accessNamespace string, own ownership) targetObjects {
+	sa := serviceAccountNameOf(ar, own)
 	meta := func(name, namespace string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{
 			Name:        name,

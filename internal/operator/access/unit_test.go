@@ -36,7 +36,7 @@ func TestDesiredObjects(t *testing.T) {
 		}},
 	}
 	sa := ServiceAccountNameFor(ar, "sp-x")
-	got := desiredObjects(ar, "access", "sp-x")
+	got := desiredObjects(ar, "access", ownership{owner: "sp-x"})
 
 	type ref struct{ Kind, Namespace, Name, RoleRef string }
 	var refs []ref
