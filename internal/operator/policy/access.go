@@ -572,8 +572,8 @@ func CheckToken(ctx context.Context, target client.Reader, ceilings []Ceiling, t
 			if c, granted := grantedClusterRole(ceilings, ref.Name); granted {
 				continue
 			} else if AdminRole(ref.Name) {
-				return violation(RuleNoAdminRoles, "%s: a Kubernetes admin role, bound only when spec.accessPolicy.roleRefs.%s of the ServiceProvider names it",
-					what, c.Scope()), nil
+				return violation(RuleNoAdminRoles, "roleRef ClusterRole %s: a Kubernetes admin role, bound only when spec.accessPolicy.roleRefs.%s of the provider names it",
+					ref.Name, c.Scope()), nil
 			}
 			role := &rbacv1.ClusterRole{}
 			if err := target.Get(ctx, client.ObjectKey{Name: ref.Name}, role); err != nil {

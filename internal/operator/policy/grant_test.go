@@ -105,7 +105,7 @@ func TestGrant(t *testing.T) {
 			reason: "*/*/* in the extra rules does not make an admin role grantable: it must be named",
 			policy: providerv1alpha1.AccessPolicy{MCP: everythingRules()},
 			scopes: []policy.Scope{policy.ScopeMCP}, token: roleRefOnly(clusterAdmin),
-			want: policy.RuleNoAdminRoles, detail: "roleRefs[0] ClusterRole cluster-admin",
+			want: policy.RuleNoAdminRoles, detail: "roleRef ClusterRole cluster-admin",
 		},
 		"ClusterAdminGranted": {
 			reason: "named in roleRefs.mcp",
