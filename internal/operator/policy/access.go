@@ -517,14 +517,14 @@ func (a *AccessCheck) Ceiling(cluster *clustersv1alpha1.Cluster) ([]Ceiling, *Vi
 // ceiling returns the requester's ceiling of scope: the default rules, its
 // own groups, and its spec.accessPolicy's extra rules and roleRefs there.
 func (a *AccessCheck) ceiling(scope Scope, own func(string) bool) Ceiling {
-	extra, roleRefs := PolicyFor(a.Requester.Policy, scope)
+	extra, roleRefs := Grants(a.Requester.Policy, scope)
 	return NewCeiling(scope, own, extra, a.e.accessNamespace).WithRoleRefs(roleRefs)
 }
 
-// PolicyFor returns what the access policy pol grants beyond the defaults
+// Grants returns what the access policy pol grants beyond the defaults
 // in scope: the extra rules and the ClusterRoles it may bind by roleRef
 // whatever their rules.
-func PolicyFor(pol providerv1alpha1.AccessPolicy, scope Scope) (extra []rbacv1.PolicyRule, roleRefs []string) {
+func Grants(pol providerv1alpha1.AccessPolicy, scope Scope) (extra []rbacv1.PolicyRule, roleRefs []string) {
 	var grants providerv1alpha1.RoleRefGrants
 	if pol.RoleRefs != nil {
 		grants = *pol.RoleRefs

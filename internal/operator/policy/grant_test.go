@@ -56,7 +56,7 @@ var targetRoles = clusterRoles{
 func ceilings(pol providerv1alpha1.AccessPolicy, scopes ...policy.Scope) []policy.Ceiling {
 	out := make([]policy.Ceiling, 0, len(scopes))
 	for _, s := range scopes {
-		extra, roleRefs := policy.PolicyFor(pol, s)
+		extra, roleRefs := policy.Grants(pol, s)
 		out = append(out, policy.NewCeiling(s, ownSample, extra, policy.DefaultAccessNamespace).WithRoleRefs(roleRefs))
 	}
 	return out
