@@ -38,6 +38,17 @@ type AccessPolicy struct {
 	// +optional
 	Workload []rbacv1.PolicyRule `json:"workload,omitempty"`
 
+	// RoleRefs are the ClusterRoles the provider may name in the roleRefs
+	// of its AccessRequests, per kind of cluster, whatever their rules:
+	// Kubernetes' admin roles (cluster-admin, admin, edit, system:*),
+	// which are refused unless named here, and aggregated ClusterRoles,
+	// whose rules can grow. Naming one grants the provider whatever that
+	// role holds on every cluster of the kind, now and after the cluster
+	// changes it. Other roleRefs need no entry: their rules are read from
+	// the target cluster and must be within the ceiling and the extra rules.
+	// +optional
+	RoleRefs *RoleRefGrants `json:"roleRefs,omitempty"`
+
 	// MaxClusterRequests is how many ClusterRequests the provider may have
 	// at once in its namespace, and again in the platform namespace of each
 	// of its tenants' ManagedControlPlanes (each counted on its own); 8 when
@@ -66,6 +77,35 @@ type AccessPolicy struct {
 	// +optional
 	// +kubebuilder:validation:Enum=OwnNamespace;ClusterWide
 	Secrets SecretAccess `json:"secrets,omitempty"`
+}
+
+// RoleRefGrants names, per kind of cluster, the ClusterRoles a provider
+// may bind through roleRefs without their rules being checked.
+type RoleRefGrants struct {
+	// Onboarding are ClusterRole names on the onboarding cluster.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	Onboarding []string `json:"onboarding,omitempty"`
+
+	// MCP are ClusterRole names on the MCP clusters of the provider's
+	// tenants and on clusters it holds exclusively.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	MCP []string `json:"mcp,omitempty"`
+
+	// Workload are ClusterRole names on shared workload clusters.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	Workload []string `json:"workload,omitempty"`
 }
 
 // SecretAccess is where a provider may read Secrets on the platform

@@ -363,6 +363,82 @@ func TestAccessPolicy(t *testing.T) {
 	})
 
 	t.Run("MCPNamespace", func(t *testing.T) { testMCPNamespace(t, e) })
+	t.Run("TemplateGrant", func(t *testing.T) { testTemplateGrant(t, e) })
+}
+
+// testTemplateGrant is issue #34: the AccessRequests of openMCP's
+// service-provider-template in its tenant's MCP namespace, of its exact
+// shape (*/*/* and a roleRef to cluster-admin, requestRef to the MCP's
+// ClusterRequest and to its own workload ClusterRequest there). Without
+// the grant each is Denied with the rule named, never left Pending; with
+// the grant of docs/openmcp-compat.md each is Granted and its token is
+// cluster-admin; taking the grant back revokes it.
+func testTemplateGrant(t *testing.T, e *policyEnv) {
+	ctx := t.Context()
+	mcpNS := e.tenantCR.Namespace
+	optest.RegisterCluster(t, e.clustersNS, "workload", optest.Target.Kubeconfig, clustersv1alpha1.TenancyShared, clustersv1alpha1.PurposeWorkload)
+	// The workload ClusterRequest openMCP's library creates in the MCP
+	// namespace, granted as the ClusterRequest controller would.
+	wl := &clustersv1alpha1.ClusterRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "policytest--demo--wl", Namespace: mcpNS, Labels: managedBy("policytest")},
+		Spec:       clustersv1alpha1.ClusterRequestSpec{Purpose: clustersv1alpha1.PurposeWorkload},
+	}
+	create(t, optest.Platform.Client, wl)
+	wl.Status.Phase = clustersv1alpha1.RequestGranted
+	wl.Status.Cluster = e.cluster("workload")
+	if err := optest.Platform.Client.Status().Update(ctx, wl); err != nil {
+		t.Fatal(err)
+	}
+	template := func(name string, requestRef *common.ObjectReference) {
+		createAccessRequest(t, &clustersv1alpha1.AccessRequest{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: mcpNS, Labels: managedBy("policytest")},
+			Spec: clustersv1alpha1.AccessRequestSpec{RequestRef: requestRef, Token: &clustersv1alpha1.TokenConfig{
+				Permissions: []clustersv1alpha1.PermissionsRequest{{Rules: everything}},
+				RoleRefs:    []common.RoleRef{{Kind: common.RoleKindClusterRole, Name: "cluster-admin"}},
+			}},
+		})
+	}
+	template("policytest--demo--mcp-template", &common.ObjectReference{Name: e.tenantMCP.Name, Namespace: mcpNS})
+	template("policytest--demo--wl-template", &common.ObjectReference{Name: wl.Name, Namespace: mcpNS})
+	names := []string{"policytest--demo--mcp-template", "policytest--demo--wl-template"}
+
+	// Default policy: the rules are above the ceilings.
+	for _, name := range names {
+		waitDenied(t, mcpNS, name, policy.RuleCeiling, "permissions[0]: * */*")
+	}
+	// The rules widened, the roleRef not: Denied by the admin-role rule,
+	// which says where to grant it.
+	setPolicy(t, e.sp.Name, &providerv1alpha1.AccessPolicy{MCP: everything, Workload: everything})
+	waitDeniedAgain(t, mcpNS, names[0], policy.RuleNoAdminRoles, "spec.accessPolicy.roleRefs.mcp")
+	waitDeniedAgain(t, mcpNS, names[1], policy.RuleNoAdminRoles, "spec.accessPolicy.roleRefs.workload")
+
+	// The grant.
+	setPolicy(t, e.sp.Name, &providerv1alpha1.AccessPolicy{
+		MCP: everything, Workload: everything,
+		RoleRefs: &providerv1alpha1.RoleRefGrants{MCP: []string{"cluster-admin"}, Workload: []string{"cluster-admin"}},
+	})
+	for _, name := range names {
+		ar := waitAccess(t, mcpNS, name, clustersv1alpha1.RequestGranted, access.ReasonGranted)
+		bindings := &rbacv1.ClusterRoleBindingList{}
+		if err := optest.Target.Client.List(ctx, bindings, client.MatchingLabels{access.RequestUIDLabel: string(ar.UID)}); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(bindings.Items, func(b rbacv1.ClusterRoleBinding) bool { return b.RoleRef.Name == "cluster-admin" }) {
+			t.Errorf("%s granted, but no binding to cluster-admin on the target: %v", name, labelled(t, string(ar.UID)))
+		}
+		// The token is what the template asked for: it reads Secrets in
+		// kube-system.
+		user := kubeconfigClient(t, getSecret(t, mcpNS, ar.Status.SecretRef.Name))
+		if err := user.List(ctx, &corev1.SecretList{}, client.InNamespace("kube-system")); err != nil {
+			t.Errorf("%s: the granted token cannot list Secrets in kube-system: %v", name, err)
+		}
+	}
+
+	// Taking the grant back revokes both.
+	setPolicy(t, e.sp.Name, nil)
+	for _, name := range names {
+		waitDenied(t, mcpNS, name, policy.RuleCeiling, "permissions[0]: * */*")
+	}
 }
 
 func setPolicy(t *testing.T, name string, p *providerv1alpha1.AccessPolicy) {
@@ -374,5 +450,33 @@ func setPolicy(t *testing.T, name string, p *providerv1alpha1.AccessPolicy) {
 	sp.Spec.AccessPolicy = p
 	if err := optest.Platform.Client.Update(t.Context(), sp); err != nil {
 		t.Fatalf("set spec.accessPolicy of ServiceProvider %s: %v", name, err)
+	}
+}
+
+// waitDeniedAgain waits until a request that is already Denied is Denied
+// by rule (its provider's policy changed), with detail in the message and
+// nothing granted. No new event is awaited: the event recorder counts an
+// event of the same reason and action as a repeat of the first, whose
+// note named the earlier rule.
+func waitDeniedAgain(t *testing.T, ns, name, rule, detail string) {
+	t.Helper()
+	want := fmt.Sprintf("rule %q", rule)
+	optest.Eventually(t, 30*time.Second, fmt.Sprintf("AccessRequest %s denied by %s", name, want), func(ctx context.Context) (bool, error) {
+		ar := &clustersv1alpha1.AccessRequest{}
+		if err := optest.Platform.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ar); err != nil {
+			return false, err
+		}
+		_, _, msg := optest.ReadyReason(ar.Status.Conditions)
+		if ar.Status.Phase != clustersv1alpha1.RequestDenied || !strings.Contains(msg, want) || !strings.Contains(msg, detail) {
+			return false, fmt.Errorf("phase %q: %s", ar.Status.Phase, msg)
+		}
+		return true, nil
+	})
+	ar := &clustersv1alpha1.AccessRequest{}
+	if err := optest.Platform.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, ar); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(ar.Finalizers, access.Finalizer) || ar.Status.SecretRef != nil || len(labelled(t, string(ar.UID))) != 0 {
+		t.Errorf("denied request %s holds a grant: finalizers %v, secretRef %v, objects %v", name, ar.Finalizers, ar.Status.SecretRef, labelled(t, string(ar.UID)))
 	}
 }

@@ -497,29 +497,56 @@ func (a *AccessCheck) Ceiling(cluster *clustersv1alpha1.Cluster) ([]Ceiling, *Vi
 		return nil, violation(RuleNoPlatform, "Cluster %s serves purpose %s", key, clustersv1alpha1.PurposePlatform)
 	}
 	own := func(group string) bool { return a.ownership.MayOwn(a.Requester.Kind, a.Requester.Name, group) }
-	pol := a.Requester.Policy
 	if cluster.Spec.Tenancy == clustersv1alpha1.TenancyExclusive || slices.Contains(cluster.Spec.Purposes, clustersv1alpha1.PurposeMCP) {
 		if a.route == viaClusterRef {
 			return nil, violation(RuleMCPThroughRequest, "clusterRef %s names an %s cluster of purposes %v; request access through its ClusterRequest (requestRef)",
 				key, cluster.Spec.Tenancy, cluster.Spec.Purposes)
 		}
-		return []Ceiling{NewCeiling(ScopeMCP, own, pol.MCP, a.e.accessNamespace)}, nil
+		return []Ceiling{a.ceiling(ScopeMCP, own)}, nil
 	}
 	var out []Ceiling
 	if slices.Contains(cluster.Spec.Purposes, clustersv1alpha1.PurposeOnboarding) {
-		out = append(out, NewCeiling(ScopeOnboarding, own, pol.Onboarding, a.e.accessNamespace))
+		out = append(out, a.ceiling(ScopeOnboarding, own))
 	}
 	if slices.ContainsFunc(cluster.Spec.Purposes, func(p string) bool { return p != clustersv1alpha1.PurposeOnboarding }) || len(out) == 0 {
-		out = append(out, NewCeiling(ScopeWorkload, own, pol.Workload, a.e.accessNamespace))
+		out = append(out, a.ceiling(ScopeWorkload, own))
 	}
 	return out, nil
 }
 
+// ceiling returns the requester's ceiling of scope: the default rules, its
+// own groups, and its spec.accessPolicy's extra rules and roleRefs there.
+func (a *AccessCheck) ceiling(scope Scope, own func(string) bool) Ceiling {
+	extra, roleRefs := Grants(a.Requester.Policy, scope)
+	return NewCeiling(scope, own, extra, a.e.accessNamespace).WithRoleRefs(roleRefs)
+}
+
+// Grants returns what the access policy pol grants beyond the defaults
+// in scope: the extra rules and the ClusterRoles it may bind by roleRef
+// whatever their rules.
+func Grants(pol providerv1alpha1.AccessPolicy, scope Scope) (extra []rbacv1.PolicyRule, roleRefs []string) {
+	var grants providerv1alpha1.RoleRefGrants
+	if pol.RoleRefs != nil {
+		grants = *pol.RoleRefs
+	}
+	switch scope {
+	case ScopeOnboarding:
+		return pol.Onboarding, grants.Onboarding
+	case ScopeMCP:
+		return pol.MCP, grants.MCP
+	case ScopeWorkload:
+		return pol.Workload, grants.Workload
+	}
+	return nil, nil
+}
+
 // CheckToken checks the permissions and roleRefs of a token request against
-// every ceiling. Roles and ClusterRoles named by roleRefs are read from the
-// target cluster through target: their rules must be within the ceiling
-// too; Kubernetes' admin roles, aggregated ClusterRoles (whose rules can
-// grow) and roles that do not exist are refused.
+// every ceiling. A ClusterRole that every ceiling names among its roleRefs
+// (spec.accessPolicy.roleRefs) is granted as it is. Other Roles and
+// ClusterRoles named by roleRefs are read from the target cluster through
+// target: their rules must be within the ceiling too; Kubernetes' admin
+// roles, aggregated ClusterRoles (whose rules can grow) and roles that do
+// not exist are refused.
 func CheckToken(ctx context.Context, target client.Reader, ceilings []Ceiling, token *clustersv1alpha1.TokenConfig) (*Violation, error) {
 	if token == nil {
 		return nil, nil
@@ -542,8 +569,11 @@ func CheckToken(ctx context.Context, target client.Reader, ceilings []Ceiling, t
 		var rules []rbacv1.PolicyRule
 		switch ref.Kind {
 		case common.RoleKindClusterRole:
-			if AdminRole(ref.Name) {
-				return violation(RuleNoAdminRoles, "roleRef ClusterRole %s", ref.Name), nil
+			if c, granted := grantedClusterRole(ceilings, ref.Name); granted {
+				continue
+			} else if AdminRole(ref.Name) {
+				return violation(RuleNoAdminRoles, "roleRef ClusterRole %s: a Kubernetes admin role, bound only when spec.accessPolicy.roleRefs.%s of the provider names it",
+					ref.Name, c.Scope()), nil
 			}
 			role := &rbacv1.ClusterRole{}
 			if err := target.Get(ctx, client.ObjectKey{Name: ref.Name}, role); err != nil {
@@ -553,7 +583,9 @@ func CheckToken(ctx context.Context, target client.Reader, ceilings []Ceiling, t
 				return nil, fmt.Errorf("get ClusterRole %s: %w", ref.Name, err)
 			}
 			if role.AggregationRule != nil {
-				return violation(RuleRoleRefCeiling, "%s is aggregated: its rules can grow after the check", what), nil
+				c, _ := grantedClusterRole(ceilings, ref.Name)
+				return violation(RuleRoleRefCeiling, "%s is aggregated: its rules can grow after the check; bound only when spec.accessPolicy.roleRefs.%s names it",
+					what, c.Scope()), nil
 			}
 			rules = role.Rules
 		default:
@@ -577,4 +609,16 @@ func CheckToken(ctx context.Context, target client.Reader, ceilings []Ceiling, t
 		}
 	}
 	return nil, nil
+}
+
+// grantedClusterRole reports whether every ceiling grants the ClusterRole
+// name as a roleRef (a cluster of two purposes needs it in both), and
+// returns the first ceiling that does not.
+func grantedClusterRole(ceilings []Ceiling, name string) (Ceiling, bool) {
+	for _, c := range ceilings {
+		if !c.GrantsClusterRole(name) {
+			return c, false
+		}
+	}
+	return Ceiling{}, len(ceilings) > 0
 }

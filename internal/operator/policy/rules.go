@@ -155,6 +155,10 @@ type Ceiling struct {
 	cluster, namespaced []rbacv1.PolicyRule
 	// protected are namespaces in which no Role may be requested.
 	protected []string
+	// roleRefs are the ClusterRoles the platform operator lets the
+	// provider bind here whatever their rules
+	// (spec.accessPolicy.roleRefs).
+	roleRefs []string
 }
 
 // NewCeiling returns the ceiling of scope for a provider that may own the
@@ -175,8 +179,21 @@ func NewCeiling(scope Scope, own func(group string) bool, extra []rbacv1.PolicyR
 	return c
 }
 
+// WithRoleRefs returns the ceiling with the ClusterRoles names granted as
+// roleRefs whatever their rules: the platform operator's explicit grant
+// (spec.accessPolicy.roleRefs), the only way to a Kubernetes admin role or
+// an aggregated ClusterRole.
+func (c Ceiling) WithRoleRefs(names []string) Ceiling {
+	c.roleRefs = slices.Clone(names)
+	return c
+}
+
 // Scope returns the ceiling's scope.
 func (c Ceiling) Scope() Scope { return c.scope }
+
+// GrantsClusterRole reports whether the platform operator named the
+// ClusterRole name in this scope's spec.accessPolicy.roleRefs.
+func (c Ceiling) GrantsClusterRole(name string) bool { return slices.Contains(c.roleRefs, name) }
 
 // ownable reports whether rules on group may be wildcards: the provider may
 // own it, and it is not a Kubernetes group (core, no dot, *.k8s.io), which
@@ -240,9 +257,9 @@ func (c Ceiling) Check(what, namespace string, rules []rbacv1.PolicyRule, rule s
 }
 
 // AdminRole reports whether a roleRef to the ClusterRole name is refused
-// whatever its rules are: cluster-admin, admin, edit and the system: roles
-// are Kubernetes' own, can change with Kubernetes and are never granted to a
-// provider through a roleRef.
+// whatever its rules are, unless the platform operator names it in
+// spec.accessPolicy.roleRefs: cluster-admin, admin, edit and the system:
+// roles are Kubernetes' own and can change with Kubernetes.
 func AdminRole(name string) bool {
 	switch name {
 	case "cluster-admin", "admin", "edit":
