@@ -121,9 +121,14 @@ func TestOpenMCPProvider(t *testing.T) {
 	ctx := t.Context()
 	platform, onboarding := landscape.Platform.Client, landscape.Onboarding.Client
 
+	// The provider asks what openMCP's template asks; the platform
+	// operator grants it all but the roleRefs to cluster-admin at first.
+	policy := templateGrant()
+	roleRefs := policy.RoleRefs
+	policy.RoleRefs = nil
 	sp := &providerv1alpha1.ServiceProvider{
 		ObjectMeta: metav1.ObjectMeta{Name: providerName},
-		Spec:       providerv1alpha1.ServiceProviderSpec{DeploymentSpec: providerv1alpha1.DeploymentSpec{Image: providerImage}},
+		Spec:       providerv1alpha1.ServiceProviderSpec{DeploymentSpec: providerv1alpha1.DeploymentSpec{Image: providerImage, AccessPolicy: policy}},
 	}
 	must(t, platform.Create(ctx, sp))
 	waitFor(t, "the ServiceProvider to be Ready with Echo registered by its init", func(ctx context.Context) (bool, string, error) {
@@ -155,9 +160,32 @@ func TestOpenMCPProvider(t *testing.T) {
 		must(t, unstructured.SetNestedField(echo.Object, "hello "+mcp.Name, "spec", "message"))
 		must(t, onboarding.Create(ctx, echo))
 	}
+	// Without the roleRefs grant the control-plane requests are denied,
+	// and the ServiceProvider says which and by what rule.
+	waitFor(t, "the ServiceProvider to name its denied control-plane request", func(ctx context.Context) (bool, string, error) {
+		if err := platform.Get(ctx, client.ObjectKeyFromObject(sp), sp); err != nil {
+			return false, "", err
+		}
+		c := apimeta.FindStatusCondition(sp.Status.Conditions, "RequestsGranted")
+		want := advanced.StableRequestName(providerName, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: tenants[0].Namespace, Name: tenants[0].Name}}, "mcp")
+		done := c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, want) &&
+			strings.Contains(c.Message, `rule "no Kubernetes admin roles"`) && strings.Contains(c.Message, "spec.accessPolicy.roleRefs.mcp")
+		return done, conditions(sp.Status.Conditions), nil
+	})
+	// The platform operator adds the roleRefs; openMCP's library keeps
+	// waiting and gets its access.
+	base := sp.DeepCopy()
+	sp.Spec.AccessPolicy.RoleRefs = roleRefs
+	must(t, platform.Patch(ctx, sp, client.MergeFrom(base)))
 	for _, mcp := range tenants {
 		checkTenant(t, mcp)
 	}
+	waitFor(t, "the ServiceProvider to report no denied request", func(ctx context.Context) (bool, string, error) {
+		if err := platform.Get(ctx, client.ObjectKeyFromObject(sp), sp); err != nil {
+			return false, "", err
+		}
+		return apimeta.IsStatusConditionTrue(sp.Status.Conditions, "RequestsGranted"), conditions(sp.Status.Conditions), nil
+	})
 	checkNoClusterAdmin(t)
 
 	for _, mcp := range tenants {
@@ -235,32 +263,51 @@ func checkTenant(t *testing.T, mcp *providertest.MCP) {
 		}
 	}
 
-	// The provider's identity in the control plane exists and is not
-	// cluster-admin (the tenant's own admin token may be).
+	// The provider's identity in the control plane exists and is
+	// cluster-admin there, as the template asks and the grant allows.
 	ar := &clustersv1alpha1.AccessRequest{}
 	must(t, landscape.Platform.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: advanced.StableRequestName(providerName, reconcile.Request{NamespacedName: key}, "mcp")}, ar))
 	// Named after the provider: the admission policies on the control
-	// plane know the provider by it.
-	sa := access.ServiceAccountNameFor(ar, access.ProviderID("ServiceProvider", providerName))
+	// plane know the provider by it; a binder's, since `*/*/*` holds bind
+	// on every ClusterRole.
+	sa := access.BinderServiceAccountNameFor(ar, access.ProviderID("ServiceProvider", providerName))
 	must(t, mcp.Admin.Client.Get(ctx, client.ObjectKey{Namespace: access.AccessNamespace, Name: sa}, &corev1.ServiceAccount{}))
+	bound := false
 	for _, crb := range clusterAdminBindings(t, mcp.Admin.Client) {
 		for _, s := range crb.Subjects {
-			if s.Kind == rbacv1.ServiceAccountKind && s.Name == sa {
-				t.Errorf("control plane of %s: ClusterRoleBinding %s binds the provider's ServiceAccount %s to cluster-admin", key, crb.Name, sa)
-			}
+			bound = bound || s.Kind == rbacv1.ServiceAccountKind && s.Name == sa && s.Namespace == access.AccessNamespace
 		}
+	}
+	if !bound {
+		t.Errorf("control plane of %s: no ClusterRoleBinding binds the provider's ServiceAccount %s to cluster-admin, which its granted roleRef asks", key, sa)
 	}
 }
 
-// checkNoClusterAdmin fails when any ServiceAccount on the platform, the
-// onboarding or the workload cluster is bound to cluster-admin.
+// templateGrant is the platform operator's grant for what openMCP's
+// service-provider-template asks, as docs/openmcp-compat.md shows it.
+func templateGrant() *providerv1alpha1.AccessPolicy {
+	all := []rbacv1.PolicyRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}}}
+	return &providerv1alpha1.AccessPolicy{
+		Secrets:    providerv1alpha1.SecretAccessClusterWide,
+		Onboarding: []rbacv1.PolicyRule{{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"*"}}},
+		MCP:        all,
+		Workload:   all,
+		RoleRefs:   &providerv1alpha1.RoleRefGrants{MCP: []string{"cluster-admin"}, Workload: []string{"cluster-admin"}},
+	}
+}
+
+// checkNoClusterAdmin fails when any ServiceAccount on the platform or
+// the onboarding cluster is bound to cluster-admin, or on the workload
+// cluster any but the provider's granted requests'.
 func checkNoClusterAdmin(t *testing.T) {
 	t.Helper()
 	targets := map[string]client.Client{"platform": landscape.Platform.Client, "onboarding": landscape.Onboarding.Client, "workload": landscape.Workload.Client}
 	for name, c := range targets {
 		for _, crb := range clusterAdminBindings(t, c) {
 			for _, s := range crb.Subjects {
-				if s.Kind == rbacv1.ServiceAccountKind {
+				granted := name == "workload" && s.Namespace == access.AccessNamespace &&
+					strings.HasSuffix(s.Name, "."+access.ProviderID("ServiceProvider", providerName))
+				if s.Kind == rbacv1.ServiceAccountKind && !granted {
 					t.Errorf("%s cluster: ClusterRoleBinding %s binds ServiceAccount %s/%s to cluster-admin", name, crb.Name, s.Namespace, s.Name)
 				}
 			}

@@ -27,6 +27,25 @@ metadata:
   name: ` + providerName + `
 spec:
   image: ` + providerImage + `
+  # The grant docs/openmcp-compat.md shows for openMCP's template, whose
+  # requests this provider makes.
+  accessPolicy:
+    secrets: ClusterWide
+    onboarding:
+    - apiGroups: [apiextensions.k8s.io]
+      resources: [customresourcedefinitions]
+      verbs: ["*"]
+    mcp:
+    - apiGroups: ["*"]
+      resources: ["*"]
+      verbs: ["*"]
+    workload:
+    - apiGroups: ["*"]
+      resources: ["*"]
+      verbs: ["*"]
+    roleRefs:
+      mcp: [cluster-admin]
+      workload: [cluster-admin]
 ---
 apiVersion: echo.services.open-control-plane.io/v1alpha1
 kind: ProviderConfig

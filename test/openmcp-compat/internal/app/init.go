@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,10 +20,6 @@ import (
 	"github.com/marketplane/marketplane/test/openmcp-compat/api/crds"
 	"github.com/marketplane/marketplane/test/openmcp-compat/api/v1alpha1"
 )
-
-// crdNames are the provider's own CRDs. Updating a CRD needs its name in the
-// request: the access policy grants update by name only.
-var crdNames = []string{"echoes." + v1alpha1.GroupVersion.Group, "providerconfigs." + v1alpha1.GroupVersion.Group}
 
 func newInitCommand(s *shared) *cobra.Command {
 	return &cobra.Command{
@@ -47,18 +44,29 @@ func runInit(ctx context.Context, s *shared) error {
 		WithTimeout(5 * time.Minute)
 	onboarding, err := manager.CreateAndWaitForCluster(ctx, clustersv1alpha1.PURPOSE_ONBOARDING+"-init", clustersv1alpha1.PURPOSE_ONBOARDING,
 		onboardingScheme(), []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{apiextensionsv1.GroupName}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list", "watch", "create"}},
-			{APIGroups: []string{apiextensionsv1.GroupName}, Resources: []string{"customresourcedefinitions"}, ResourceNames: crdNames, Verbs: []string{"update", "patch"}},
+			{APIGroups: []string{apiextensionsv1.GroupName}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"*"}},
 		}}})
-	if err != nil {
-		return fmt.Errorf("onboarding cluster access: %w", err)
-	}
+	// Like openMCP's template, init logs a failed or denied onboarding
+	// request, installs what it can and exits 0: the operator then sees a
+	// successful init, and only the request itself says what went wrong.
 	list := func() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-		return crdutil.CRDsFromFileSystem(crds.CRDs, "manifests")
+		all, err := crdutil.CRDsFromFileSystem(crds.CRDs, "manifests")
+		if err != nil || onboarding != nil {
+			return all, err
+		}
+		return slices.DeleteFunc(all, func(crd *apiextensionsv1.CustomResourceDefinition) bool {
+			return crd.Labels[openmcpconst.ClusterLabel] == clustersv1alpha1.PURPOSE_ONBOARDING
+		}), nil
+	}
+	if err != nil {
+		s.log.Error(err, "Onboarding cluster access failed; the CRDs of the onboarding cluster are not installed")
+		onboarding = nil
 	}
 	crdManager := crdutil.NewCRDManager(openmcpconst.ClusterLabel, list)
 	crdManager.AddCRDLabelToClusterMapping(clustersv1alpha1.PURPOSE_PLATFORM, s.platform)
-	crdManager.AddCRDLabelToClusterMapping(clustersv1alpha1.PURPOSE_ONBOARDING, onboarding)
+	if onboarding != nil {
+		crdManager.AddCRDLabelToClusterMapping(clustersv1alpha1.PURPOSE_ONBOARDING, onboarding)
+	}
 	if err := crdManager.CreateOrUpdateCRDs(ctx, &s.log); err != nil {
 		return fmt.Errorf("install CRDs: %w", err)
 	}

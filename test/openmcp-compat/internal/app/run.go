@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -55,31 +54,18 @@ func newRunCommand(s *shared) *cobra.Command {
 	return cmd
 }
 
-// mcpPermissions is what the provider needs in a tenant's control plane:
-// read and create CRDs, manage its own Greeting CRD by name, and Greetings.
-func mcpPermissions() []clustersv1alpha1.PermissionsRequest {
-	group := v1alpha1.GroupVersion.Group
-	return []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{apiextensionsv1.GroupName}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list", "watch", "create"}},
-		{APIGroups: []string{apiextensionsv1.GroupName}, Resources: []string{"customresourcedefinitions"}, ResourceNames: []string{controller.GreetingCRDName}, Verbs: []string{"update", "patch", "delete"}},
-		{APIGroups: []string{group}, Resources: []string{"greetings"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
-	}}}
-}
-
-// workloadAccess lets the provider keep one namespace per tenant with a
-// ConfigMap in it on the shared workload cluster: rights on namespaces
-// cluster-wide, and on ConfigMaps only in the tenant's namespace (which
-// the AccessRequest creates). Rights inside a namespace must name it: the
-// shared cluster holds other tenants' namespaces too.
-func workloadAccess(req reconcile.Request, _ ...any) (*clustersv1alpha1.TokenConfig, error) {
-	return &clustersv1alpha1.TokenConfig{Permissions: []clustersv1alpha1.PermissionsRequest{
-		{Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
-		}},
-		{Namespace: controller.WorkloadNamespace(req.Namespace, req.Name), Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
-		}},
-	}}, nil
+// templateTokenAccess is what openMCP's service-provider-template (commit
+// 94af197) asks for on the tenant's control plane and on the workload
+// cluster, and so this provider too: every rule, cluster-wide, and a
+// roleRef to cluster-admin. Marketplane grants it only with the platform
+// operator's spec.accessPolicy (docs/openmcp-compat.md).
+func templateTokenAccess() *clustersv1alpha1.TokenConfig {
+	return &clustersv1alpha1.TokenConfig{
+		Permissions: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}},
+		}}},
+		RoleRefs: []commonapi.RoleRef{{Name: "cluster-admin", Kind: "ClusterRole"}},
+	}
 }
 
 func run(ctx context.Context, s *shared, f *runFlags) error {
@@ -89,7 +75,7 @@ func run(ctx context.Context, s *shared, f *runFlags) error {
 		WithTimeout(5 * time.Minute)
 	onboarding, err := manager.CreateAndWaitForCluster(ctx, clustersv1alpha1.PURPOSE_ONBOARDING+"-run", clustersv1alpha1.PURPOSE_ONBOARDING,
 		onboardingScheme(), []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"echoes", "echoes/status"}, Verbs: []string{"*"}},
+			{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"*"}, Verbs: []string{"*"}},
 		}}})
 	if err != nil {
 		return fmt.Errorf("onboarding cluster access: %w", err)
@@ -120,14 +106,14 @@ func run(ctx context.Context, s *shared, f *runFlags) error {
 		return &commonapi.ObjectReference{Name: req.Name, Namespace: namespace}, nil
 	}).
 		WithNamespaceGenerator(advanced.DefaultNamespaceGeneratorForMCP).
-		WithTokenAccess(&clustersv1alpha1.TokenConfig{Permissions: mcpPermissions()}).
+		WithTokenAccess(templateTokenAccess()).
 		WithScheme(targetScheme()).
 		Build()
 	workload := advanced.NewClusterRequest("workload", "wl", advanced.StaticClusterRequestSpecGenerator(&clustersv1alpha1.ClusterRequestSpec{
 		Purpose: clustersv1alpha1.PURPOSE_WORKLOAD,
 	})).
 		WithNamespaceGenerator(advanced.DefaultNamespaceGeneratorForMCP).
-		WithTokenAccessGenerator(workloadAccess).
+		WithTokenAccess(templateTokenAccess()).
 		WithScheme(targetScheme()).
 		Build()
 	access := advanced.NewClusterAccessReconciler(s.platform.Client(), s.providerName).
@@ -147,6 +133,8 @@ func run(ctx context.Context, s *shared, f *runFlags) error {
 		EmptyConfigProvider(func() *v1alpha1.ProviderConfig { return &v1alpha1.ProviderConfig{} }).
 		PlatformCluster(s.platform).
 		OnboardingCluster(onboarding).
+		// The template watches Secrets in every namespace.
+		SecretNamespace(s.namespace).
 		AdvancedClusterAccessReconciler(access).
 		WorkloadCluster(true).
 		Reconciler(&controller.Echo{}).
