@@ -142,6 +142,11 @@ func Run(ctx context.Context, spec Spec, target Target, opts ...Option) *Report 
 		switch {
 		case err != nil:
 			s.Result, s.Message = ResultFailed, err.Error()
+			// A step that waited in vain often waited for a request the
+			// operator refused: name it, with the rule.
+			if denied := r.deniedRequests(ctx); denied != "" && !d.cleanup && !strings.Contains(s.Message, denied) {
+				s.Message += "; the operator denied the provider's requests: " + denied
+			}
 			var sf *stepFailure
 			if errors.As(err, &sf) {
 				s.Failure = sf.failure

@@ -134,6 +134,22 @@ func (r *runner) logs(run bool) []LogTail {
 	return providerLogs(r.providerDir(), r.o.logLines, run)
 }
 
+// deniedRequests names the provider's Denied AccessRequests and
+// ClusterRequests with the reason and rule of each denial, or "" when
+// there are none or they cannot be read.
+func (r *runner) deniedRequests(ctx context.Context) string {
+	if r.cl == nil || r.provider == "" {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookTimeout)
+	defer cancel()
+	denied, err := provider.DeniedRequests(ctx, r.cl.platform.client, provider.ServiceProviders().Name, r.provider)
+	if err != nil {
+		return ""
+	}
+	return strings.Join(denied, "; ")
+}
+
 // providerFailure is the evidence about the ServiceProvider: its last
 // conditions and events and the tails of its logs.
 func (r *runner) providerFailure(ctx context.Context, run bool) *Failure {
@@ -235,6 +251,11 @@ func (r *runner) providerInit(ctx context.Context, s *Step) error {
 	})
 	if err != nil {
 		return failf(r.providerFailure(ctx, false), "%s: %v", r.providerObj(), err)
+	}
+	// openMCP's template logs a denied onboarding request and exits 0: an
+	// init that completed with a request refused did not do its work.
+	if denied := r.deniedRequests(ctx); denied != "" {
+		return failf(r.providerFailure(ctx, false), "%s: init exited 0, but the operator denied its request: %s", r.providerObj(), denied)
 	}
 	r.resources = registeredKinds(r.sp)
 	if len(r.resources) == 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,17 +19,9 @@ import (
 	"github.com/marketplane/marketplane/test/openmcp-compat/internal/controller"
 )
 
-// validateManifests are what the validation flow deploys: the provider,
-// its ProviderConfig, a tenant's ControlPlane (openMCP's own kind) and the
-// tenant's Echo, named like the ControlPlane.
-const validateManifests = `apiVersion: openmcp.cloud/v1alpha1
-kind: ServiceProvider
-metadata:
-  name: ` + providerName + `
-spec:
-  image: ` + providerImage + `
-  # The grant docs/openmcp-compat.md shows for openMCP's template, whose
-  # requests this provider makes.
+// validateGrant is the grant docs/openmcp-compat.md shows for openMCP's
+// template, whose requests this provider makes.
+const validateGrant = `
   accessPolicy:
     secrets: ClusterWide
     onboarding:
@@ -46,6 +39,17 @@ spec:
     roleRefs:
       mcp: [cluster-admin]
       workload: [cluster-admin]
+`
+
+// validateManifests are what the validation flow deploys: the provider,
+// its ProviderConfig, a tenant's ControlPlane (openMCP's own kind) and the
+// tenant's Echo, named like the ControlPlane.
+const validateManifests = `apiVersion: openmcp.cloud/v1alpha1
+kind: ServiceProvider
+metadata:
+  name: ` + providerName + `
+spec:
+  image: ` + providerImage + validateGrant + `
 ---
 apiVersion: echo.services.open-control-plane.io/v1alpha1
 kind: ProviderConfig
@@ -87,6 +91,50 @@ func TestValidate(t *testing.T) {
 	}
 	spec.Images = map[string]string{providerImage: binary}
 	validation.Validate(t, spec, validation.InProcess(), validation.WithCheck(checkGreetingAPI), validation.WithTimeout(timeout))
+}
+
+// TestValidateWithoutGrant: without the platform operator's grant, the
+// provider's init asks for CRDs with verbs "*" on the onboarding cluster,
+// is denied, logs it and exits 0, as openMCP's template does. The
+// validation flow fails at provider-init and names the AccessRequest and
+// the rule that refused it.
+func TestValidateWithoutGrant(t *testing.T) {
+	if testing.Short() {
+		t.Skip("deploys a provider on a landscape of API servers; run without -short")
+	}
+	manifests := strings.Replace(validateManifests, validateGrant, "", 1)
+	if manifests == validateManifests {
+		t.Fatal("the manifests hold no grant to remove")
+	}
+	file := filepath.Join(t.TempDir(), "compat.yaml")
+	if err := os.WriteFile(file, []byte(manifests), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := validation.SpecFromFiles(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Images = map[string]string{providerImage: binary}
+	rep := validation.Run(t.Context(), spec, validation.InProcess(), validation.WithTimeout(timeout))
+	var init *validation.Step
+	for i := range rep.Steps {
+		if rep.Steps[i].ID == validation.StepProviderInit {
+			init = &rep.Steps[i]
+		}
+	}
+	want := []string{
+		"init exited 0, but the operator denied its request",
+		"AccessRequest sp-" + providerName + "/" + providerName + "--onboarding-init Denied (PolicyViolation)",
+		`rule "permissions within the ceiling"`,
+	}
+	if rep.Passed || init == nil || init.Result != validation.ResultFailed {
+		t.Fatalf("report passed=%v, provider-init %+v; want provider-init failed", rep.Passed, init)
+	}
+	for _, w := range want {
+		if !strings.Contains(init.Message, w) {
+			t.Errorf("provider-init message %q does not say %q", init.Message, w)
+		}
+	}
 }
 
 // checkGreetingAPI checks what the provider did for the tenant's Echo:

@@ -66,7 +66,7 @@ func (d deniedRequest) String() string {
 // setRequestsGranted records on st whether a request of obj, whose
 // namespace is namespace, is Denied.
 func (r *Reconciler[T]) setRequestsGranted(ctx context.Context, st *providerv1alpha1.DeploymentStatus, obj T, namespace string) error {
-	denied, err := r.deniedRequests(ctx, obj.GetName(), namespace)
+	denied, err := deniedRequests(ctx, r.client, r.kind.Name, obj.GetName(), namespace)
 	if err != nil {
 		return err
 	}
@@ -89,9 +89,29 @@ func (r *Reconciler[T]) setRequestsGranted(ctx context.Context, st *providerv1al
 	return nil
 }
 
-// deniedRequests lists the Denied requests of the provider name whose
-// namespace is namespace, sorted by kind, namespace and name.
-func (r *Reconciler[T]) deniedRequests(ctx context.Context, name, namespace string) ([]deniedRequest, error) {
+// DeniedRequests describes the Denied requests of the provider of kind
+// (policy.KindServiceProvider, …) and name, as RequestsGranted names them:
+// "AccessRequest <namespace>/<name> Denied (<reason>): <message>", sorted.
+// c reads the platform cluster.
+func DeniedRequests(ctx context.Context, c client.Reader, kind, name string) ([]string, error) {
+	namespace, _, ok := RunServiceAccount(kind, name)
+	if !ok {
+		return nil, fmt.Errorf("no provider kind %q", kind)
+	}
+	denied, err := deniedRequests(ctx, c, kind, name, namespace)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(denied))
+	for i, d := range denied {
+		out[i] = d.String()
+	}
+	return out, nil
+}
+
+// deniedRequests lists the Denied requests of the provider of kind and
+// name whose namespace is namespace, sorted by kind, namespace and name.
+func deniedRequests(ctx context.Context, c client.Reader, kind, name, namespace string) ([]deniedRequest, error) {
 	var out []deniedRequest
 	add := func(kind string, o client.Object, st common.Status) {
 		if st.Phase != clustersv1alpha1.RequestDenied {
@@ -104,7 +124,7 @@ func (r *Reconciler[T]) deniedRequests(ctx context.Context, name, namespace stri
 		out = append(out, d)
 	}
 	selectors := []client.ListOption{client.InNamespace(namespace)}
-	if r.kind.Name == policy.KindServiceProvider {
+	if kind == policy.KindServiceProvider {
 		selectors = append(selectors, client.MatchingLabels{providerv1alpha1.ManagedByLabel: name})
 	}
 	mcpNamespace := map[string]bool{}
@@ -119,7 +139,7 @@ func (r *Reconciler[T]) deniedRequests(ctx context.Context, name, namespace stri
 		ok, seen := mcpNamespace[ns]
 		if !seen {
 			n := &corev1.Namespace{}
-			if err := r.client.Get(ctx, client.ObjectKey{Name: ns}, n); err != nil {
+			if err := c.Get(ctx, client.ObjectKey{Name: ns}, n); err != nil {
 				return false, client.IgnoreNotFound(err)
 			}
 			_, ok = policy.MCPOfNamespace(n)
@@ -129,7 +149,7 @@ func (r *Reconciler[T]) deniedRequests(ctx context.Context, name, namespace stri
 	}
 	for _, sel := range selectors {
 		ars := &clustersv1alpha1.AccessRequestList{}
-		if err := r.client.List(ctx, ars, sel); err != nil {
+		if err := c.List(ctx, ars, sel); err != nil {
 			return nil, fmt.Errorf("list AccessRequests: %w", err)
 		}
 		for i := range ars.Items {
@@ -142,7 +162,7 @@ func (r *Reconciler[T]) deniedRequests(ctx context.Context, name, namespace stri
 			add("AccessRequest", &ars.Items[i], ars.Items[i].Status.Status)
 		}
 		crs := &clustersv1alpha1.ClusterRequestList{}
-		if err := r.client.List(ctx, crs, sel); err != nil {
+		if err := c.List(ctx, crs, sel); err != nil {
 			return nil, fmt.Errorf("list ClusterRequests: %w", err)
 		}
 		for i := range crs.Items {
