@@ -296,7 +296,16 @@ func runValidate(cmd *cobra.Command, o *validateOptions) error {
 	if report == nil {
 		return errors.New("validation returned no report")
 	}
-	return writeReport(out, o, report)
+	err = writeReport(out, o, report)
+	if ctx.Err() != nil {
+		// The flow ran its clean-up steps before it returned: processes
+		// and temporary directories are gone.
+		if err == nil {
+			err = errValidationFailed
+		}
+		return fmt.Errorf("interrupted by a signal, cleaned up: %w", err)
+	}
+	return err
 }
 
 // writeReport writes the report in the format the flags ask for, and the

@@ -142,6 +142,11 @@ func Run(ctx context.Context, spec Spec, target Target, opts ...Option) *Report 
 		switch {
 		case err != nil:
 			s.Result, s.Message = ResultFailed, err.Error()
+			if ctx.Err() != nil && !d.cleanup {
+				// SIGINT or SIGTERM to `marketplane validate`, or the
+				// caller's context: say so rather than what it broke.
+				s.Message = "interrupted (" + context.Cause(ctx).Error() + "): " + s.Message
+			}
 			// A step that waited in vain often waited for a request the
 			// operator refused: name it, with the rule.
 			if denied := r.deniedRequests(ctx); denied != "" && !d.cleanup && !strings.Contains(s.Message, denied) {
