@@ -28,7 +28,7 @@ import (
 // provider's init or run that waits for a request the policy refuses, or
 // gives up and exits, then shows why on the provider object itself. The
 // requests counted are those in the provider's namespace and, for a
-// ServiceProvider, those its openmcp.cloud/managed-by label names it in in
+// ServiceProvider, those whose openmcp.cloud/managed-by label names it, in
 // the platform namespaces of ManagedControlPlanes (the label openMCP's
 // clusteraccess library sets there, which only the provider may write).
 const ConditionRequestsGranted providerv1alpha1.ConditionType = "RequestsGranted"
