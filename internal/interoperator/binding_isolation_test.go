@@ -370,6 +370,16 @@ func waitToken(t *testing.T, s *corev1.Secret) string {
 		token = string(got.Data[corev1.ServiceAccountTokenKey])
 		return token != ""
 	})
+	// The API server checks a Secret-based token against the Secret in
+	// its informer, which can lag the token controller's write under
+	// load: until then the token gets 401, not the answer its rights give.
+	waitFor(t, "the API server to accept the token of "+s.Namespace+"/"+s.Name, func() bool {
+		review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
+		if err := target.Client.Create(context.Background(), review); err != nil {
+			return false
+		}
+		return review.Status.Authenticated
+	})
 	return token
 }
 
