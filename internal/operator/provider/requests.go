@@ -112,17 +112,6 @@ func DeniedRequests(ctx context.Context, c client.Reader, kind, name string) ([]
 // deniedRequests lists the Denied requests of the provider of kind and
 // name whose namespace is namespace, sorted by kind, namespace and name.
 func deniedRequests(ctx context.Context, c client.Reader, kind, name, namespace string) ([]deniedRequest, error) {
-	var out []deniedRequest
-	add := func(kind string, o client.Object, st common.Status) {
-		if st.Phase != clustersv1alpha1.RequestDenied {
-			return
-		}
-		d := deniedRequest{kind: kind, namespace: o.GetNamespace(), name: o.GetName()}
-		if c := apimeta.FindStatusCondition(st.Conditions, common.ConditionTypeReady); c != nil {
-			d.reason, d.message = c.Reason, c.Message
-		}
-		out = append(out, d)
-	}
 	selectors := []client.ListOption{client.InNamespace(namespace)}
 	if kind == policy.KindServiceProvider {
 		selectors = append(selectors, client.MatchingLabels{providerv1alpha1.ManagedByLabel: name})
@@ -131,7 +120,7 @@ func deniedRequests(ctx context.Context, c client.Reader, kind, name, namespace 
 	// inScope: a request in the provider's namespace, or labelled with its
 	// name in an MCP's platform namespace. Another provider's request
 	// labelled with this name elsewhere is none of this provider's.
-	inScope := func(ctx context.Context, o client.Object) (bool, error) {
+	inScope := func(o client.Object) (bool, error) {
 		ns := o.GetNamespace()
 		if ns == namespace {
 			return true, nil
@@ -147,32 +136,44 @@ func deniedRequests(ctx context.Context, c client.Reader, kind, name, namespace 
 		}
 		return ok, nil
 	}
+	var out []deniedRequest
+	// add records o when it is Denied and in scope; only denied requests
+	// cost a look at their namespace.
+	add := func(kind string, o client.Object, st common.Status) error {
+		if st.Phase != clustersv1alpha1.RequestDenied {
+			return nil
+		}
+		if ok, err := inScope(o); err != nil || !ok {
+			if err != nil {
+				return fmt.Errorf("get namespace of %s %s/%s: %w", kind, o.GetNamespace(), o.GetName(), err)
+			}
+			return nil
+		}
+		d := deniedRequest{kind: kind, namespace: o.GetNamespace(), name: o.GetName()}
+		if c := apimeta.FindStatusCondition(st.Conditions, common.ConditionTypeReady); c != nil {
+			d.reason, d.message = c.Reason, c.Message
+		}
+		out = append(out, d)
+		return nil
+	}
 	for _, sel := range selectors {
 		ars := &clustersv1alpha1.AccessRequestList{}
 		if err := c.List(ctx, ars, sel); err != nil {
 			return nil, fmt.Errorf("list AccessRequests: %w", err)
 		}
 		for i := range ars.Items {
-			if ok, err := inScope(ctx, &ars.Items[i]); err != nil || !ok {
-				if err != nil {
-					return nil, fmt.Errorf("get namespace of AccessRequest %s: %w", ars.Items[i].Name, err)
-				}
-				continue
+			if err := add("AccessRequest", &ars.Items[i], ars.Items[i].Status.Status); err != nil {
+				return nil, err
 			}
-			add("AccessRequest", &ars.Items[i], ars.Items[i].Status.Status)
 		}
 		crs := &clustersv1alpha1.ClusterRequestList{}
 		if err := c.List(ctx, crs, sel); err != nil {
 			return nil, fmt.Errorf("list ClusterRequests: %w", err)
 		}
 		for i := range crs.Items {
-			if ok, err := inScope(ctx, &crs.Items[i]); err != nil || !ok {
-				if err != nil {
-					return nil, fmt.Errorf("get namespace of ClusterRequest %s: %w", crs.Items[i].Name, err)
-				}
-				continue
+			if err := add("ClusterRequest", &crs.Items[i], crs.Items[i].Status.Status); err != nil {
+				return nil, err
 			}
-			add("ClusterRequest", &crs.Items[i], crs.Items[i].Status.Status)
 		}
 	}
 	slices.SortFunc(out, func(a, b deniedRequest) int {
