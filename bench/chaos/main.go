@@ -5,7 +5,8 @@
 // exactly once, and the killed process runs again.
 //
 // It starts a landscape of its own (bin/marketplane landscape up in a
-// temporary state directory; the binaries must be built: make build). For
+// temporary state directory; the binaries must be built: make build) with
+// the operator's own leader-election timings (--operator-lease 10s). For
 // each victim it creates -n SFServiceInstances of the sample plan "small"
 // in a namespace of their own, as the broker records them (-workers at
 // once; requests are retried while the onboarding API server is down) —
@@ -104,7 +105,7 @@ func main() {
 
 func run(ctx context.Context, c config, out io.Writer) (bool, error) {
 	fmt.Fprintln(out, "starting a landscape")
-	l, err := landscaperun.Start(ctx, c.bin)
+	l, err := landscaperun.Start(ctx, c.bin, "--operator-lease", "10s")
 	if err != nil {
 		return false, err
 	}

@@ -12,7 +12,9 @@
 // until the new leader starts it again; the figures say when that was.
 //
 // It starts a landscape of its own (bin/marketplane landscape up in a
-// temporary state directory; the binaries must be built: make build), sets
+// temporary state directory; the binaries must be built: make build), with
+// the operator's own leader-election timings (--operator-lease 10s rather
+// than the landscape's longer lease: the target is the operator's), sets
 // the inter-operator's ServiceProvider to runReplicas 2, creates -n
 // SFServiceInstances of the sample plan "small" as the broker records them
 // (-workers at once), and once -kill-at of them succeeded, finds the leader
@@ -86,7 +88,7 @@ func main() {
 
 func run(ctx context.Context, c config, out io.Writer) (bool, error) {
 	fmt.Fprintln(out, "starting a landscape")
-	l, err := landscaperun.Start(ctx, c.bin)
+	l, err := landscaperun.Start(ctx, c.bin, "--operator-lease", "10s")
 	if err != nil {
 		return false, err
 	}

@@ -32,6 +32,7 @@ type landscapeOptions struct {
 	// and for debugging.
 	controlPlaneOnly bool
 	startTimeout     time.Duration
+	operatorLease    time.Duration
 	// imageMaps (IMAGE=BINARY) and imageMapFiles map provider images to
 	// local binaries; manifests are applied to the platform cluster.
 	imageMaps     []string
@@ -74,6 +75,7 @@ func newLandscapeUpCommand(o *landscapeOptions) *cobra.Command {
 	f.BoolVar(&o.foreground, "foreground", false, "run in this terminal until Ctrl-C instead of in the background")
 	f.StringVar(&o.binDir, "bin-dir", "", "directory with etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (and kwok-stages.yaml) and provider binaries (default: beside this binary, $KUBEBUILDER_ASSETS, or bin/ above the working directory)")
 	f.DurationVar(&o.startTimeout, "start-timeout", landscape.DefaultStartTimeout, "how long each part of the start may take")
+	f.DurationVar(&o.operatorLease, "operator-lease", landscape.DefaultOperatorLease, "the leader-election lease of the two operator replicas: a leader that cannot renew it within this minus 3s exits (and its providers with it); a killed leader is replaced within about this long (10s: the operator's own defaults)")
 	f.StringArrayVar(&o.imageMaps, "image-map", nil, "run the provider image IMAGE from the local binary BINARY: IMAGE=BINARY, IMAGE is repo:tag, repo@digest or repo:* for every tag (repeatable)")
 	f.StringArrayVar(&o.imageMapFiles, "image-map-file", nil, "image map file, the format of marketplane-operator --image-map (YAML: images: [{image, binary}]; repeatable)")
 	f.StringArrayVar(&o.manifests, "manifest", nil, "YAML file applied to the platform cluster once the landscape runs, e.g. your ServiceProvider and its ProviderConfig; up waits until its providers are Ready (repeatable)")
@@ -103,12 +105,13 @@ func runLandscape(ctx context.Context, out io.Writer, o *landscapeOptions) error
 		out = progress
 	}
 	l, err := landscape.New(landscape.Config{
-		StateDir:     o.stateDir,
-		BinDir:       o.binDir,
-		Out:          out,
-		StartTimeout: o.startTimeout,
-		Detached:     o.detached,
-		Images:       images,
+		StateDir:      o.stateDir,
+		BinDir:        o.binDir,
+		Out:           out,
+		StartTimeout:  o.startTimeout,
+		OperatorLease: o.operatorLease,
+		Detached:      o.detached,
+		Images:        images,
 	})
 	if err != nil {
 		return err
@@ -194,7 +197,7 @@ func startDetached(ctx context.Context, out io.Writer, o *landscapeOptions) erro
 		return fmt.Errorf("open %s: %w", logPath, err)
 	}
 	args := []string{"landscape", "up", "--foreground", "--detached",
-		"--state-dir=" + layout.Dir, "--bin-dir=" + binDir, "--start-timeout=" + o.startTimeout.String()}
+		"--state-dir=" + layout.Dir, "--bin-dir=" + binDir, "--start-timeout=" + o.startTimeout.String(), "--operator-lease=" + o.operatorLease.String()}
 	if o.controlPlaneOnly {
 		args = append(args, "--control-plane-only")
 	}

@@ -19,6 +19,7 @@ import (
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
 	"github.com/marketplane/marketplane/internal/interoperator"
+	"github.com/marketplane/marketplane/internal/interoperator/clusters"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
@@ -268,6 +269,37 @@ func TestSFClusterStatus(t *testing.T) {
 	e.waitSFCluster(t, "target", "no instances", func(c *resourcev1alpha1.SFCluster) bool {
 		return c.Status.ServiceInstanceCount == 0 && len(c.Status.Requests) == 0
 	})
+}
+
+// TestSFClusterSlowAnswer shows that one probe a loaded API server does
+// not answer in time leaves a Ready SFCluster Ready: only a second one in a
+// row makes it Unreachable, saying so, and an answer makes it Ready again.
+func TestSFClusterSlowAnswer(t *testing.T) {
+	needsClusters(t)
+	t.Parallel()
+	proxy := testenv.StartProxy(t, hostPort(t, target))
+	e := newEnv(t, envOptions{noCluster: true, setup: []interoperator.Option{fastClusterChecks}})
+	e.createClusterWith(t, "slow", proxy.Kubeconfig(target), nil)
+	reachable := func(c *resourcev1alpha1.SFCluster) bool {
+		return isReady(c, metav1.ConditionTrue, resourcev1alpha1.SFClusterReasonReachable)
+	}
+	e.waitSFCluster(t, "slow", "Ready=True Reachable", reachable)
+
+	stalled := time.Now()
+	proxy.Stall()
+	down := e.waitSFCluster(t, "slow", "Ready=False Unreachable", func(c *resourcev1alpha1.SFCluster) bool {
+		return isReady(c, metav1.ConditionFalse, resourcev1alpha1.SFClusterReasonUnreachable)
+	})
+	// Each probe waits clusters.DefaultProbeTimeout; a probe already under
+	// way at the stall may end sooner, the one after it may not.
+	if took := time.Since(stalled); took < clusters.DefaultProbeTimeout {
+		t.Errorf("Unreachable %s after the API server stopped answering, sooner than one probe's wait of %s", took, clusters.DefaultProbeTimeout)
+	}
+	if msg := condition(down, resourcev1alpha1.SFClusterConditionReady).Message; !strings.Contains(msg, "no answer in time, twice in a row") {
+		t.Errorf("Ready message = %q, want it to say that two probes in a row got no answer", msg)
+	}
+	proxy.Up()
+	e.waitSFCluster(t, "slow", "Ready=True Reachable once the API server answers again", reachable)
 }
 
 // TestSFClusterOffboarding shows offboarding: a cordoned cluster reports

@@ -39,6 +39,10 @@ const (
 	// DefaultStopTimeout is the wait between SIGTERM and SIGKILL of a
 	// process, and for the operator to stop.
 	DefaultStopTimeout = 10 * time.Second
+	// DefaultOperatorLease is the lease of the operator replicas' leader
+	// election on a landscape: three times the operator's default (see
+	// Config.OperatorLease).
+	DefaultOperatorLease = 30 * time.Second
 )
 
 // The landscape's own clusters.
@@ -78,6 +82,15 @@ type Config struct {
 	// StartTimeout and StopTimeout override DefaultStartTimeout and
 	// DefaultStopTimeout.
 	StartTimeout, StopTimeout time.Duration
+	// OperatorLease is the operator replicas' leader-election lease
+	// (DefaultOperatorLease); they renew it every 2 s and give up 3 s
+	// before it ends. A leader that cannot renew in time exits and takes
+	// every provider with it (the process deployer's providers die with
+	// their operator): a lease longer than a loaded machine's slowest
+	// answer keeps a busy landscape from starting them all over and over,
+	// at the price of a slower takeover after a leader died. 10 s gives
+	// the operator's own defaults (renew deadline 7 s, retry 2 s).
+	OperatorLease time.Duration
 	// Detached says that the landscape runs in the background (started by
 	// `landscape up` without --foreground); it only changes the hints of
 	// the summary.
@@ -167,6 +180,13 @@ func New(cfg Config) (*Landscape, error) {
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = DefaultStopTimeout
 	}
+	if cfg.OperatorLease <= 0 {
+		cfg.OperatorLease = DefaultOperatorLease
+	}
+	if cfg.OperatorLease <= minOperatorLease {
+		return nil, fmt.Errorf("the operator's lease of %s is too short: it is renewed every %s and given up %s before it ends; give more than %s",
+			cfg.OperatorLease, operatorRetryPeriod, operatorRenewMargin, minOperatorLease)
+	}
 	out := cfg.Out
 	if out == nil {
 		out = io.Discard
@@ -214,6 +234,11 @@ const LogName = "landscape"
 // lines to logs/landscape.log. A command may make it the process-wide
 // logger of controller-runtime and klog.
 func (l *Landscape) Logger() logr.Logger { return l.log }
+
+// StartTimeout is how long each part of the start may take (the
+// --start-timeout of `landscape up`): steps added with AddStep wait as
+// long for what they start.
+func (l *Landscape) StartTimeout() time.Duration { return l.cfg.StartTimeout }
 
 // AddStep adds a step run, in the order added, after the operator is up
 // and before the landscape reports ready. Call it before Start.

@@ -733,3 +733,12 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestOperatorLeaseTooShort checks that a lease the replicas could not
+// renew before it ends is refused with the numbers.
+func TestOperatorLeaseTooShort(t *testing.T) {
+	_, err := landscape.New(landscape.Config{StateDir: t.TempDir(), OperatorLease: 5 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "lease of 5s is too short") || !strings.Contains(err.Error(), "more than 5s") {
+		t.Errorf("New with a lease of 5s = %v; want it refused, naming the renewal", err)
+	}
+}

@@ -34,6 +34,16 @@ const OperatorBinary = "marketplane-operator"
 // lease duration (providerapp.DefaultLeaseTimes).
 const OperatorReplicas = 2
 
+// The operator replicas' leader election: they retry every
+// operatorRetryPeriod and a leader gives up operatorRenewMargin before its
+// lease (Config.OperatorLease) ends, so that it has stopped before another
+// replica may take over.
+const (
+	operatorRetryPeriod = 2 * time.Second
+	operatorRenewMargin = 3 * time.Second
+	minOperatorLease    = operatorRetryPeriod + operatorRenewMargin
+)
+
 // OperatorProcess is the name of operator replica i in state.json, status
 // and logs/.
 func OperatorProcess(i int) string { return fmt.Sprintf("operator-%d", i) }
@@ -116,6 +126,9 @@ func (l *Landscape) startOperator() (err error) {
 		"--state-dir=" + l.OperatorStateDir(),
 		"--cluster-provisioner=" + socketprovisioner.Scheme + sock,
 		"--leader-elect",
+		"--leader-elect-lease-duration=" + l.cfg.OperatorLease.String(),
+		"--leader-elect-renew-deadline=" + (l.cfg.OperatorLease - operatorRenewMargin).String(),
+		"--leader-elect-retry-period=" + operatorRetryPeriod.String(),
 		// Nothing listens: the landscape checks the operator by what it
 		// does (the Clusters Ready), and the replicas would need ports of
 		// their own.

@@ -62,6 +62,11 @@ func TestSupervision(t *testing.T) {
 	// to the other, which starts the providers again (they died with
 	// the leader).
 	leader, lease := operatorLeader(t, l)
+	// The landscape's patient lease, not the operator's 10 s: a loaded
+	// machine must not make the leader give up (and its providers die).
+	if got, want := ptr.Deref(lease.Spec.LeaseDurationSeconds, 0), int32(landscape.DefaultOperatorLease/time.Second); got != want {
+		t.Errorf("the operator's Lease lasts %d s, want the landscape's %d s", got, want)
+	}
 	kills := []struct {
 		name string
 		// record returns the process's record in a state.

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"io"
 	"net"
 	"net/url"
 	"strings"
@@ -14,7 +13,8 @@ import (
 // are closed as soon as they are accepted, as when the network to a server,
 // or the server, fails. Tests use it to make an API server unreachable and
 // reachable again without restarting it, so that its address, certificates
-// and data stay the same.
+// and data stay the same. Stalled, it keeps connections open but passes
+// nothing on, as a server too loaded to answer in time.
 type Proxy struct {
 	ln     net.Listener
 	target string
@@ -22,7 +22,10 @@ type Proxy struct {
 	mu    sync.Mutex
 	down  bool
 	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	// flowing is closed while bytes pass; Stall replaces it with an open
+	// one, which Up or Down closes.
+	flowing chan struct{}
+	wg      sync.WaitGroup
 }
 
 // StartProxy starts a proxy to target (host:port) on a free loopback port;
@@ -33,7 +36,8 @@ func StartProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatalf("testenv: proxy listen: %v", err)
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, flowing: make(chan struct{})}
+	close(p.flowing)
 	p.wg.Go(p.accept)
 	t.Cleanup(func() {
 		_ = ln.Close()
@@ -64,13 +68,44 @@ func (p *Proxy) Down() {
 		_ = c.Close()
 	}
 	clear(p.conns)
+	p.flow()
 }
 
-// Up forwards new connections again.
+// Stall holds every byte in either direction, on open connections and on
+// new ones, until Up: requests through the proxy get no answer (nor
+// refusal) and time out on the client.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.flowing:
+		p.flowing = make(chan struct{})
+	default:
+	}
+}
+
+// Up forwards new connections again, and what a stall held.
 func (p *Proxy) Up() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.down = false
+	p.flow()
+}
+
+// flow ends a stall. The caller holds p.mu.
+func (p *Proxy) flow() {
+	select {
+	case <-p.flowing:
+	default:
+		close(p.flowing)
+	}
+}
+
+// gate returns a channel that is closed while bytes may pass.
+func (p *Proxy) gate() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.flowing
 }
 
 func (p *Proxy) accept() {
@@ -109,19 +144,33 @@ func (p *Proxy) forward(in net.Conn) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		copyUntilClosed(out, in)
+		p.copyUntilClosed(out, in)
 	}()
-	copyUntilClosed(in, out)
+	p.copyUntilClosed(in, out)
 	<-done
 }
 
-// copyUntilClosed copies from src to dst until either side ends (a cut
-// connection ends it with an error) and then closes both, so that the
-// other direction ends too.
-func copyUntilClosed(dst, src net.Conn) {
-	_, _ = io.Copy(dst, src)
-	_ = dst.Close()
-	_ = src.Close()
+// copyUntilClosed copies from src to dst, holding what it read while the
+// proxy is stalled, until either side ends (a cut connection ends it with
+// an error) and then closes both, so that the other direction ends too.
+func (p *Proxy) copyUntilClosed(dst, src net.Conn) {
+	defer func() {
+		_ = dst.Close()
+		_ = src.Close()
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			<-p.gate()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func (p *Proxy) forget(c net.Conn) {

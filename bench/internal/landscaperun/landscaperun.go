@@ -55,8 +55,9 @@ type Landscape struct {
 }
 
 // Start starts a landscape in a new temporary state directory with the
-// binaries in bin (make build) and connects to it.
-func Start(ctx context.Context, bin string) (*Landscape, error) {
+// binaries in bin (make build) and connects to it; args go to `landscape
+// up`.
+func Start(ctx context.Context, bin string, args ...string) (*Landscape, error) {
 	// The clients' own logging (retries while a benchmark has killed an
 	// API server) is not the benchmark's output.
 	logf.SetLogger(logr.Discard())
@@ -69,7 +70,7 @@ func Start(ctx context.Context, bin string) (*Landscape, error) {
 		return nil, err
 	}
 	l := &Landscape{Bin: bin, Dir: dir}
-	if err := l.CLI(ctx, "up", "--bin-dir", bin); err != nil {
+	if err := l.CLI(ctx, "up", append([]string{"--bin-dir", bin}, args...)...); err != nil {
 		return nil, err
 	}
 	if err := l.connect(); err != nil {

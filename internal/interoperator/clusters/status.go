@@ -96,8 +96,12 @@ type StatusReconciler struct {
 	// probes remembers the last successful reachability check of each
 	// SFCluster, so that a status update for its instances does not list
 	// its nodes again before readyEvery.
-	probes   sync.Map // types.NamespacedName → probe
-	recorder events.EventRecorder
+	probes sync.Map // types.NamespacedName → probe
+	// unanswered holds the Ready SFClusters whose last probe got no answer
+	// in time: one such probe of a Ready cluster is tried again at once
+	// rather than reported (a loaded API server, not a gone one).
+	unanswered sync.Map // types.NamespacedName → struct{}
+	recorder   events.EventRecorder
 	// installer installs the SFClusters' spec.components (components.go).
 	installer *installer
 }
@@ -273,6 +277,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		if apierrors.IsNotFound(err) {
 			r.registry.Forget(req.Namespace, req.Name)
 			r.probes.Delete(req.NamespacedName)
+			r.unanswered.Delete(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get SFCluster %s: %w", req.NamespacedName, err)
@@ -296,7 +301,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 
 	before := sfc.DeepCopy()
-	ready, capacity, probed := r.check(ctx, sfc)
+	ready, capacity, probed, retry := r.check(ctx, sfc)
 	st := &sfc.Status
 	st.ServiceInstanceCount = int32(len(load.instances))
 	st.Requests = boundForStatus(load.requests)
@@ -333,6 +338,9 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, r.offboard(ctx, sfc)
 	}
 	next := r.nextCheck(apimeta.FindStatusCondition(st.Conditions, resourcev1alpha1.SFClusterConditionReady))
+	if retry {
+		next = min(next, r.minBackoff)
+	}
 	if comps.pending {
 		next = min(next, r.nextCheck(apimeta.FindStatusCondition(st.Conditions, resourcev1alpha1.SFClusterConditionComponentsReady)))
 	}
@@ -401,24 +409,42 @@ func (r *StatusReconciler) load(ctx context.Context, sfc *resourcev1alpha1.SFClu
 // sum of the allocatable resources of its nodes (probed is then true).
 // Condition messages never quote the kubeconfig. A cluster found reachable
 // less than readyEvery ago, for the same generation, is not probed again:
-// its Ready condition stands, and only its instances are counted.
-func (r *StatusReconciler) check(ctx context.Context, sfc *resourcev1alpha1.SFCluster) (ready metav1.Condition, capacity corev1.ResourceList, probed bool) {
+// its Ready condition stands, and only its instances are counted. A Ready
+// cluster turns Unreachable for want of an answer only when two probes in
+// a row got none: after the first, Ready stands and retry asks for the
+// second one after minBackoff. A refused connection or an error answer
+// counts at once.
+func (r *StatusReconciler) check(ctx context.Context, sfc *resourcev1alpha1.SFCluster) (ready metav1.Condition, capacity corev1.ResourceList, probed, retry bool) {
 	key := client.ObjectKeyFromObject(sfc)
 	if cur := apimeta.FindStatusCondition(sfc.Status.Conditions, resourcev1alpha1.SFClusterConditionReady); cur != nil && cur.Status == metav1.ConditionTrue {
 		if p, ok := r.probes.Load(key); ok && p.(probe).generation == sfc.Generation && p.(probe).annotations == annotationsKey(sfc) && r.now().Sub(p.(probe).at) < r.readyEvery {
 			// Reachable a moment ago, for the same spec: only the
 			// instances changed.
-			return *cur, nil, false
+			return *cur, nil, false, false
 		}
 	}
-	ready, capacity, probed = r.probe(ctx, sfc)
-	if ready.Status == metav1.ConditionTrue {
+	ready, capacity, probed, unanswered := r.probe(ctx, sfc)
+	switch {
+	case ready.Status == metav1.ConditionTrue:
 		r.probes.Store(key, probe{at: r.now(), generation: sfc.Generation, annotations: annotationsKey(sfc)})
-	} else {
+		r.unanswered.Delete(key)
+	case unanswered && isTrue(apimeta.FindStatusCondition(sfc.Status.Conditions, resourcev1alpha1.SFClusterConditionReady)):
+		if _, again := r.unanswered.LoadOrStore(key, struct{}{}); !again {
+			r.probes.Delete(key)
+			return *apimeta.FindStatusCondition(sfc.Status.Conditions, resourcev1alpha1.SFClusterConditionReady), nil, false, true
+		}
+		r.unanswered.Delete(key)
+		r.probes.Delete(key)
+		ready.Message += ", twice in a row"
+	default:
+		r.unanswered.Delete(key)
 		r.probes.Delete(key)
 	}
-	return ready, capacity, probed
+	return ready, capacity, probed, false
 }
+
+// isTrue reports whether c is set and True.
+func isTrue(c *metav1.Condition) bool { return c != nil && c.Status == metav1.ConditionTrue }
 
 // probe is a successful reachability check of an SFCluster's generation
 // and annotations: annotating an SFCluster asks for a check at once.
@@ -442,18 +468,19 @@ func annotationsKey(sfc *resourcev1alpha1.SFCluster) string {
 }
 
 // probe checks whether the cluster's API server answers, and reads the
-// capacity of its nodes.
-func (r *StatusReconciler) probe(ctx context.Context, sfc *resourcev1alpha1.SFCluster) (ready metav1.Condition, capacity corev1.ResourceList, probed bool) {
+// capacity of its nodes; unanswered says that it got no answer in time, or
+// one of an overloaded API server (a timeout, 429).
+func (r *StatusReconciler) probe(ctx context.Context, sfc *resourcev1alpha1.SFCluster) (ready metav1.Condition, capacity corev1.ResourceList, probed, unanswered bool) {
 	ready = metav1.Condition{Type: resourcev1alpha1.SFClusterConditionReady, Status: metav1.ConditionFalse}
 	t, err := r.registry.Target(ctx, sfc.Namespace, sfc.Name)
 	if err != nil {
 		if ce, ok := AsError(err); ok {
 			ready.Reason, ready.Message = ce.Reason, ce.Message
-			return ready, nil, false
+			return ready, nil, false, false
 		}
 		ready.Reason = resourcev1alpha1.SFClusterReasonUnreachable
 		ready.Message = fmt.Sprintf("the kubeconfig of SFCluster %s cannot be read: %s", sfc.Name, describe(err))
-		return ready, nil, false
+		return ready, nil, false, false
 	}
 	server := serverHost(t.Server)
 	ctx, cancel := context.WithTimeout(ctx, r.probeTimeout)
@@ -463,23 +490,23 @@ func (r *StatusReconciler) probe(ctx context.Context, sfc *resourcev1alpha1.SFCl
 	case err == nil:
 		ready.Status, ready.Reason = metav1.ConditionTrue, resourcev1alpha1.SFClusterReasonReachable
 		ready.Message = fmt.Sprintf("the API server %s answers", server)
-		return ready, capacity, true
+		return ready, capacity, true, false
 	case apierrors.IsForbidden(err):
 		// The API server answered; the kubeconfig just may not list nodes.
 		ready.Status, ready.Reason = metav1.ConditionTrue, resourcev1alpha1.SFClusterReasonReachable
 		ready.Message = fmt.Sprintf("the API server %s answers; the kubeconfig may not list nodes, so the capacity of the nodes is not known", server)
-		return ready, nil, true
+		return ready, nil, true, false
 	case apierrors.IsUnauthorized(err):
 		// Read the Secret again at the next check: it may have been
 		// rotated.
 		r.registry.Forget(sfc.Namespace, sfc.Name)
 		ready.Reason = resourcev1alpha1.SFClusterReasonUnauthorized
 		ready.Message = fmt.Sprintf("the API server %s refused the credentials of the kubeconfig", server)
-		return ready, nil, false
+		return ready, nil, false, false
 	}
 	ready.Reason = resourcev1alpha1.SFClusterReasonUnreachable
 	ready.Message = fmt.Sprintf("the API server %s cannot be reached: %s", server, describe(err))
-	return ready, nil, false
+	return ready, nil, false, isTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err)
 }
 
 // nodeCapacity returns the sum of the allocatable resources of the nodes
@@ -509,9 +536,7 @@ func describe(err error) string {
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
-	var ne net.Error
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+	if isTimeout(err) {
 		return "no answer in time"
 	}
 	var se *apierrors.StatusError
@@ -519,6 +544,12 @@ func describe(err error) string {
 		return fmt.Sprintf("the API server answered %d %s", se.Status().Code, se.Status().Reason)
 	}
 	return err.Error()
+}
+
+// isTimeout reports whether err is a request that got no answer in time.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // serverHost returns the host (and port) of an API server URL, without

@@ -90,7 +90,7 @@ func AddManifests(l *landscape.Landscape, files []string) error {
 		names = append(names, filepath.Base(f))
 	}
 	l.AddStep("your manifests ("+strings.Join(names, ", ")+")", func(ctx context.Context, l *landscape.Landscape) error {
-		return applyManifests(ctx, l, objs, DefaultTimeout)
+		return applyManifests(ctx, l, objs, l.StartTimeout())
 	})
 	return nil
 }

@@ -3,7 +3,6 @@ package stack
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -17,13 +16,10 @@ import (
 // containers, so it is never pulled.
 const SampleServerImage = "registry.invalid/marketplane/sample-server:v1"
 
-// DefaultTimeout bounds each step: a provider's init and run, the catalog,
-// the broker.
-const DefaultTimeout = 3 * time.Minute
-
 // Configure adds the stack's steps to l, in order: the sample provider
 // together with the inter-operator, the sample catalog and the marketplace,
-// then the broker, then the web console.
+// then the broker, then the web console. Each step waits as long as the
+// landscape's start timeout for what it starts.
 func Configure(l *landscape.Landscape) error {
 	// The two providers do not depend on each other, and starting one is
 	// mostly waiting (for its init, its run process, its CRDs to be
@@ -31,19 +27,19 @@ func Configure(l *landscape.Landscape) error {
 	l.AddStep("sample provider, inter-operator, the sample catalog and the marketplace", func(ctx context.Context, l *landscape.Landscape) error {
 		g, gctx := errgroup.WithContext(ctx)
 		g.Go(func() error {
-			if err := sampleProvider().start(gctx, l, DefaultTimeout); err != nil {
+			if err := sampleProvider().start(gctx, l, l.StartTimeout()); err != nil {
 				return fmt.Errorf("sample provider: %w", err)
 			}
 			return nil
 		})
 		g.Go(func() error {
-			if err := startInteroperator(gctx, l, DefaultTimeout); err != nil {
+			if err := startInteroperator(gctx, l, l.StartTimeout()); err != nil {
 				return fmt.Errorf("inter-operator: %w", err)
 			}
 			return nil
 		})
 		g.Go(func() error {
-			if err := startMarketplace(gctx, l, DefaultTimeout); err != nil {
+			if err := startMarketplace(gctx, l, l.StartTimeout()); err != nil {
 				return fmt.Errorf("marketplace: %w", err)
 			}
 			return nil
@@ -51,10 +47,10 @@ func Configure(l *landscape.Landscape) error {
 		return g.Wait()
 	})
 	l.AddStep("OSB broker", func(ctx context.Context, l *landscape.Landscape) error {
-		return startBroker(ctx, l, DefaultTimeout)
+		return startBroker(ctx, l, l.StartTimeout())
 	})
 	l.AddStep("web console", func(ctx context.Context, l *landscape.Landscape) error {
-		return startConsole(ctx, l, DefaultTimeout)
+		return startConsole(ctx, l, l.StartTimeout())
 	})
 	return nil
 }
