@@ -9,13 +9,18 @@ import (
 	"strings"
 	"testing"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/openmcp-project/openmcp-operator/lib/clusteraccess"
+
 	"github.com/marketplane/marketplane/pkg/validation"
 	"github.com/marketplane/marketplane/test/openmcp-compat/api/v1alpha1"
+	"github.com/marketplane/marketplane/test/openmcp-compat/internal/app"
 	"github.com/marketplane/marketplane/test/openmcp-compat/internal/controller"
 )
 
@@ -124,7 +129,8 @@ func TestValidateWithoutGrant(t *testing.T) {
 	}
 	want := []string{
 		"init exited 0, but the operator denied its request",
-		"AccessRequest sp-" + providerName + "/" + providerName + "--onboarding-init Denied (PolicyViolation)",
+		// The template names its onboarding requests after its API group.
+		"AccessRequest sp-" + providerName + "/" + clusteraccess.StableRequestNameFromLocalName(v1alpha1.GroupVersion.Group, "onboarding-init") + " Denied (PolicyViolation)",
 		`rule "permissions within the ceiling"`,
 	}
 	if rep.Passed || init == nil || init.Result != validation.ResultFailed {
@@ -135,6 +141,132 @@ func TestValidateWithoutGrant(t *testing.T) {
 			t.Errorf("provider-init message %q does not say %q", init.Message, w)
 		}
 	}
+}
+
+// veleroGrant is the grant docs/openmcp-compat.md shows for openMCP's
+// Velero provider, whose requests this provider makes with
+// COMPAT_PROVIDER_SHAPE=velero.
+const veleroGrant = `
+  accessPolicy:
+    onboarding:
+    - {apiGroups: ["*"], resources: ["*"], verbs: ["*"]}
+    mcp:
+    - {apiGroups: [""], resources: [namespaces, serviceaccounts], verbs: ["*"]}
+    - {apiGroups: [""], resources: [serviceaccounts/token], verbs: [create]}
+    - {apiGroups: [apiextensions.k8s.io], resources: [customresourcedefinitions], verbs: ["*"]}
+    - {apiGroups: [apps], resources: [deployments], verbs: ["*"]}
+    - {apiGroups: [rbac.authorization.k8s.io], resources: [clusterroles, clusterrolebindings], verbs: ["*"]}
+    workload:
+    - {apiGroups: [""], resources: [namespaces, secrets, serviceaccounts], verbs: ["*"]}
+    - {apiGroups: [apps], resources: [deployments], verbs: ["*"]}
+    - {apiGroups: [rbac.authorization.k8s.io], resources: [clusterroles, clusterrolebindings], verbs: ["*"]}
+`
+
+// veleroManifests deploy the provider in Velero's shape: its
+// ServiceProvider (named velero, as Velero's requests are labelled) with
+// exactly Velero's grant, its ProviderConfig, a tenant's ControlPlane and
+// Echo.
+const veleroManifests = `apiVersion: openmcp.cloud/v1alpha1
+kind: ServiceProvider
+metadata:
+  name: ` + app.VeleroControllerName + `
+spec:
+  image: ` + providerImage + `
+  env:
+  - name: ` + app.EnvShape + `
+    value: ` + app.ShapeVelero + veleroGrant + `
+---
+apiVersion: echo.services.open-control-plane.io/v1alpha1
+kind: ProviderConfig
+metadata:
+  name: ` + app.VeleroControllerName + `
+spec:
+  pollInterval: 10s
+---
+apiVersion: core.open-control-plane.io/v2alpha1
+kind: ControlPlane
+metadata:
+  name: tenant-v
+  namespace: team-v
+---
+apiVersion: echo.services.open-control-plane.io/v1alpha1
+kind: Echo
+metadata:
+  name: tenant-v
+  namespace: team-v
+spec:
+  message: hello tenant-v
+`
+
+// TestValidateVelero runs the provider in the shape of openMCP's Velero
+// provider (everything on onboarding for init and run, the non-advanced
+// clusteraccess reconciler with Velero's explicit rules on the control
+// plane and the workload cluster, a server identity bound to cluster-admin
+// in the control plane) through the validation flow with the grant
+// docs/openmcp-compat.md shows for Velero.
+func TestValidateVelero(t *testing.T) {
+	if testing.Short() {
+		t.Skip("deploys a provider on a landscape of API servers; run without -short")
+	}
+	file := filepath.Join(t.TempDir(), "velero.yaml")
+	if err := os.WriteFile(file, []byte(veleroManifests), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := validation.SpecFromFiles(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Images = map[string]string{providerImage: binary}
+	validation.Validate(t, spec, validation.InProcess(), validation.WithCheck(checkAsVelero), validation.WithTimeout(timeout))
+}
+
+// checkAsVelero checks what the Velero-shaped provider did for the
+// tenant's Echo: the Greeting API in the ControlPlane, usable by the
+// tenant; its server's ServiceAccount there bound to cluster-admin; on the
+// workload cluster the Echo's Secret and a token of that ServiceAccount
+// which the control plane accepts as the server's.
+func checkAsVelero(ctx context.Context, env validation.CheckEnv) error {
+	cp := env.ControlPlane
+	if cp == nil || len(env.Services) != 1 || env.Workload == nil {
+		return errors.New("want a control plane, the Echo and a workload cluster")
+	}
+	echo := env.Services[0]
+	message, _, _ := unstructured.NestedString(echo.Object, "spec", "message")
+	if err := cp.Client.Get(ctx, client.ObjectKey{Name: controller.GreetingCRDName}, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
+		return fmt.Errorf("get CRD %s in the control plane: %w", controller.GreetingCRDName, err)
+	}
+	if err := cp.Client.Create(ctx, greeting("from-the-check", "hi")); err != nil {
+		return fmt.Errorf("create a Greeting as the tenant: %w", err)
+	}
+	crb := &rbacv1.ClusterRoleBinding{}
+	if err := cp.Client.Get(ctx, client.ObjectKey{Name: controller.ServerName}, crb); err != nil {
+		return fmt.Errorf("get the server's ClusterRoleBinding in the control plane: %w", err)
+	}
+	if crb.RoleRef.Name != "cluster-admin" || len(crb.Subjects) != 1 || crb.Subjects[0].Name != controller.ServerName {
+		return fmt.Errorf("ClusterRoleBinding %s binds %v to %s, want ServiceAccount %s to cluster-admin", crb.Name, crb.Subjects, crb.RoleRef.Name, controller.ServerName)
+	}
+
+	ns := controller.WorkloadNamespace(echo.GetNamespace(), echo.GetName())
+	secret := &corev1.Secret{}
+	if err := env.Workload.Get(ctx, client.ObjectKey{Namespace: ns, Name: controller.GreetingSecret}, secret); err != nil {
+		return fmt.Errorf("get the Echo's Secret on the workload cluster: %w", err)
+	}
+	if got := string(secret.Data["message"]); got != message {
+		return fmt.Errorf("Secret %s/%s on the workload cluster says %q, want %q", ns, secret.Name, got, message)
+	}
+	if err := env.Workload.Get(ctx, client.ObjectKey{Namespace: ns, Name: controller.ServerTokenSecret}, secret); err != nil {
+		return fmt.Errorf("get the server's token on the workload cluster: %w", err)
+	}
+	review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: string(secret.Data["token"])}}
+	if err := cp.Client.Create(ctx, review); err != nil {
+		return fmt.Errorf("review the server's token in the control plane: %w", err)
+	}
+	if want := "system:serviceaccount:" + controller.ServerNamespace + ":" + controller.ServerName; !review.Status.Authenticated || review.Status.User.Username != want {
+		return fmt.Errorf("the control plane takes the server's token for %q (authenticated %v), want %s", review.Status.User.Username, review.Status.Authenticated, want)
+	}
+	fmt.Fprintf(env.Out, "%s %s/%s serves CRD %s; ServiceAccount %s/%s is cluster-admin there; workload Secret %s/%s says %q; its token is accepted\n",
+		cp.Kind, cp.Namespace, cp.Name, controller.GreetingCRDName, controller.ServerNamespace, controller.ServerName, ns, controller.GreetingSecret, message)
+	return nil
 }
 
 // checkGreetingAPI checks what the provider did for the tenant's Echo:

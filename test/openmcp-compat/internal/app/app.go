@@ -33,6 +33,7 @@ type shared struct {
 	platform     *clusters.Cluster
 	namespace    string
 	log          logging.Logger
+	shape        shape
 }
 
 // NewCommand returns the provider's root command with init and run.
@@ -63,6 +64,11 @@ func (s *shared) complete(scheme *runtime.Scheme) error {
 	if s.namespace == "" {
 		return fmt.Errorf("environment variable %s is not set", openmcpconst.EnvVariablePodNamespace)
 	}
+	sh, err := shapeFromEnv()
+	if err != nil {
+		return err
+	}
+	s.shape = sh
 	log, err := logging.GetLogger()
 	if err != nil {
 		return fmt.Errorf("logger: %w", err)

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/spf13/cobra"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -34,18 +32,17 @@ func newInitCommand(s *shared) *cobra.Command {
 	}
 }
 
-// runInit asks for onboarding access that lets it install CRDs, installs
+// runInit asks for onboarding access as its shape does (the template: CRDs;
+// Velero: everything), installs
 // every CRD on the cluster its openmcp.cloud/cluster label names, and
 // registers Echo in the ServiceProvider's status.resources.
 func runInit(ctx context.Context, s *shared) error {
-	manager := clusteraccess.NewClusterAccessManager(s.platform.Client(), s.providerName, s.namespace).
+	manager := clusteraccess.NewClusterAccessManager(s.platform.Client(), s.shape.manager, s.namespace).
 		WithLogger(&s.log).
-		WithInterval(time.Second).
-		WithTimeout(5 * time.Minute)
+		WithInterval(s.shape.interval).
+		WithTimeout(s.shape.timeout)
 	onboarding, err := manager.CreateAndWaitForCluster(ctx, clustersv1alpha1.PURPOSE_ONBOARDING+"-init", clustersv1alpha1.PURPOSE_ONBOARDING,
-		onboardingScheme(), []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{apiextensionsv1.GroupName}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"*"}},
-		}}})
+		onboardingScheme(), []clustersv1alpha1.PermissionsRequest{{Rules: s.shape.initRules}})
 	// Like openMCP's template, init logs a failed or denied onboarding
 	// request, installs what it can and exits 0: the operator then sees a
 	// successful init, and only the request itself says what went wrong.

@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -12,6 +11,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/openmcp-project/controller-utils/pkg/clusters"
 	"github.com/openmcp-project/opencontrolplane-runtime/pkg/serviceprovider"
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	commonapi "github.com/openmcp-project/openmcp-operator/api/common"
@@ -69,14 +69,12 @@ func templateTokenAccess() *clustersv1alpha1.TokenConfig {
 }
 
 func run(ctx context.Context, s *shared, f *runFlags) error {
-	manager := clusteraccess.NewClusterAccessManager(s.platform.Client(), s.providerName, s.namespace).
+	manager := clusteraccess.NewClusterAccessManager(s.platform.Client(), s.shape.manager, s.namespace).
 		WithLogger(&s.log).
-		WithInterval(time.Second).
-		WithTimeout(5 * time.Minute)
+		WithInterval(s.shape.interval).
+		WithTimeout(s.shape.timeout)
 	onboarding, err := manager.CreateAndWaitForCluster(ctx, clustersv1alpha1.PURPOSE_ONBOARDING+"-run", clustersv1alpha1.PURPOSE_ONBOARDING,
-		onboardingScheme(), []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"*"}, Verbs: []string{"*"}},
-		}}})
+		onboardingScheme(), []clustersv1alpha1.PermissionsRequest{{Rules: s.shape.runRules}})
 	if err != nil {
 		return fmt.Errorf("onboarding cluster access: %w", err)
 	}
@@ -96,8 +94,31 @@ func run(ctx context.Context, s *shared, f *runFlags) error {
 		return fmt.Errorf("add platform cluster: %w", err)
 	}
 
-	// The tenant's control plane: the ClusterRequest the control plane's
-	// own controller created, named like it in its platform namespace.
+	var reconciler *serviceprovider.APIReconciler[*v1alpha1.Echo, *v1alpha1.ProviderConfig]
+	if s.shape.name == ShapeVelero {
+		reconciler = veleroReconciler(s, onboarding)
+	} else {
+		reconciler = templateReconciler(s, onboarding)
+	}
+	if err := reconciler.SetupWithManager(mgr, s.providerName); err != nil {
+		return fmt.Errorf("set up Echo controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("ready check: %w", err)
+	}
+	s.log.Info("Starting manager")
+	return mgr.Start(ctx)
+}
+
+// templateReconciler is the template's: the advanced clusteraccess
+// reconciler with the tenant's control plane (the ClusterRequest the
+// control plane's own controller created, named like it in its platform
+// namespace) and a workload cluster, a token with every rule and a roleRef
+// to cluster-admin on each, and a Secret watch over every namespace.
+func templateReconciler(s *shared, onboarding *clusters.Cluster) *serviceprovider.APIReconciler[*v1alpha1.Echo, *v1alpha1.ProviderConfig] {
 	mcp := advanced.ExistingClusterRequest("mcp", "mcp", func(req reconcile.Request, _ ...any) (*commonapi.ObjectReference, error) {
 		namespace, err := libutils.StableMCPNamespace(req.Name, req.Namespace)
 		if err != nil {
@@ -126,9 +147,9 @@ func run(ctx context.Context, s *shared, f *runFlags) error {
 		}).
 		Register(mcp).
 		Register(workload).
-		WithRetryInterval(time.Second)
+		WithRetryInterval(s.shape.retry)
 
-	reconciler := serviceprovider.NewAPIReconcilerBuilder[*v1alpha1.Echo, *v1alpha1.ProviderConfig]().
+	return serviceprovider.NewAPIReconcilerBuilder[*v1alpha1.Echo, *v1alpha1.ProviderConfig]().
 		EmptyObjectProvider(func() *v1alpha1.Echo { return &v1alpha1.Echo{} }).
 		EmptyConfigProvider(func() *v1alpha1.ProviderConfig { return &v1alpha1.ProviderConfig{} }).
 		PlatformCluster(s.platform).
@@ -139,15 +160,26 @@ func run(ctx context.Context, s *shared, f *runFlags) error {
 		WorkloadCluster(true).
 		Reconciler(&controller.Echo{}).
 		MustBuild()
-	if err := reconciler.SetupWithManager(mgr, s.providerName); err != nil {
-		return fmt.Errorf("set up Echo controller: %w", err)
-	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return fmt.Errorf("health check: %w", err)
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return fmt.Errorf("ready check: %w", err)
-	}
-	s.log.Info("Starting manager")
-	return mgr.Start(ctx)
+}
+
+// veleroReconciler is Velero's: the (non-advanced) clusteraccess
+// reconciler named VeleroControllerName with Velero's rules on the
+// control plane and the workload cluster, no Secret watch beyond its own
+// namespace, and the reconciler of Echo objects as Velero reconciles its.
+func veleroReconciler(s *shared, onboarding *clusters.Cluster) *serviceprovider.APIReconciler[*v1alpha1.Echo, *v1alpha1.ProviderConfig] {
+	access := clusteraccess.NewClusterAccessReconciler(s.platform.Client(), VeleroControllerName).
+		WithMCPScheme(targetScheme()).
+		WithWorkloadScheme(targetScheme()).
+		WithRetryInterval(s.shape.retry).
+		WithMCPPermissions(veleroMCPRules()).
+		WithWorkloadPermissions(veleroWorkloadRules())
+	return serviceprovider.NewAPIReconcilerBuilder[*v1alpha1.Echo, *v1alpha1.ProviderConfig]().
+		EmptyObjectProvider(func() *v1alpha1.Echo { return &v1alpha1.Echo{} }).
+		EmptyConfigProvider(func() *v1alpha1.ProviderConfig { return &v1alpha1.ProviderConfig{} }).
+		PlatformCluster(s.platform).
+		OnboardingCluster(onboarding).
+		WorkloadCluster(true).
+		Reconciler(&controller.EchoAsVelero{}).
+		ClusterAccessReconciler(access).
+		MustBuild()
 }
