@@ -79,6 +79,11 @@ const (
 	// ReasonNoMatchingCluster: no cluster fits the request's purpose and
 	// tenancy; the request is re-evaluated when Clusters change.
 	ReasonNoMatchingCluster Reason = "NoMatchingCluster"
+	// ReasonClusterNotReady: no Ready cluster fits, but one that fits
+	// otherwise is not Ready (yet, or for the moment); the request waits
+	// for it instead of being denied, and is re-evaluated when Clusters
+	// change.
+	ReasonClusterNotReady Reason = "ClusterNotReady"
 	// ReasonProvisioning: a Provisioner is creating a cluster for the
 	// request.
 	ReasonProvisioning Reason = "Provisioning"

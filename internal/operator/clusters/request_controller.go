@@ -291,6 +291,19 @@ func (r *RequestReconciler) schedule(ctx context.Context, cr *clustersv1alpha1.C
 		cluster, provisioned = c, true
 	}
 	if cluster == nil {
+		if c := waitFor(list.Items, purpose, tenancy); c != nil {
+			// A cluster that is starting, or did not answer one check of
+			// a loaded machine, is no reason to deny: a denial is final
+			// for openMCP's library, and the provider would give up.
+			why := "has no Ready condition yet"
+			if ready := apimeta.FindStatusCondition(c.Status.Conditions, common.ConditionTypeReady); ready != nil {
+				why = "is Ready=" + string(ready.Status) + " (" + ready.Reason + ")"
+			}
+			r.setPhase(cr, clustersv1alpha1.RequestPending, ReasonClusterNotReady,
+				fmt.Sprintf("waiting for Cluster %s/%s, the %s cluster with purpose %q, which %s", c.Namespace, c.Name, tenancy, purpose, why))
+			log.V(1).Info("Waiting for a cluster to be Ready", "cluster", client.ObjectKeyFromObject(c))
+			return ctrl.Result{}, nil
+		}
 		msg := fmt.Sprintf("no Ready %s cluster with purpose %q is available", tenancy, purpose)
 		if tenancy == clustersv1alpha1.TenancyExclusive {
 			msg = fmt.Sprintf("no Ready %s cluster with purpose %q is free and no cluster provider can create one", tenancy, purpose)

@@ -169,6 +169,33 @@ func TestSharedRequestsAreBalanced(t *testing.T) {
 	}
 }
 
+// TestRequestWaitsForUnreadyCluster: a request whose only fitting cluster
+// is not Ready (its API server does not answer) is Pending, naming the
+// cluster, rather than Denied (final for openMCP's library); it is granted
+// once the cluster answers. A purpose no cluster serves is still Denied.
+func TestRequestWaitsForUnreadyCluster(t *testing.T) {
+	t.Parallel()
+	optest.StartEnv(t)
+	ns := optest.NewNamespace(t, "cr-unready")
+	startSchedulers(t, ns)
+	optest.RegisterCluster(t, ns, "slow", optest.UnreachableKubeconfig(t), clustersv1alpha1.TenancyShared, "onboarding")
+	optest.WaitClusterReason(t, ns, "slow", metav1.ConditionFalse, clusters.ReasonUnreachable, 30*time.Second)
+
+	createRequest(t, ns, "waits", "onboarding")
+	cr := waitRequestPhase(t, ns, "waits", clustersv1alpha1.RequestPending, clusters.ReasonClusterNotReady)
+	if _, _, msg := optest.ReadyReason(cr.Status.Conditions); !strings.Contains(msg, ns+"/slow") || !strings.Contains(msg, "Unreachable") {
+		t.Errorf("waits: message %q does not name the cluster and why it is not Ready", msg)
+	}
+	createRequest(t, ns, "nothing", "no-such-purpose")
+	waitRequestPhase(t, ns, "nothing", clustersv1alpha1.RequestDenied, clusters.ReasonNoMatchingCluster)
+
+	optest.WriteKubeconfigSecret(t, ns, "slow-kubeconfig", optest.Target.Kubeconfig)
+	cr = waitRequestPhase(t, ns, "waits", clustersv1alpha1.RequestGranted, clusters.ReasonGranted)
+	if cr.Status.Cluster == nil || cr.Status.Cluster.Name != "slow" {
+		t.Errorf("waits: granted %v, want Cluster slow", cr.Status.Cluster)
+	}
+}
+
 // TestExclusiveRequests grants an mcp request a free Exclusive cluster,
 // denies a second one with a reason naming purpose and tenancy, grants it
 // once another Exclusive cluster is registered, and reuses a cluster its

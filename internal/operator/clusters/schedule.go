@@ -31,6 +31,19 @@ func fits(c *clustersv1alpha1.Cluster, purpose string, tenancy clustersv1alpha1.
 		IsReady(c)
 }
 
+// waitFor returns a cluster that would fit a request of purpose and
+// tenancy but for its Ready condition, or nil: the request waits for it.
+func waitFor(list []clustersv1alpha1.Cluster, purpose string, tenancy clustersv1alpha1.Tenancy) *clustersv1alpha1.Cluster {
+	for i := range list {
+		c := &list[i]
+		if c.DeletionTimestamp.IsZero() && c.Spec.Tenancy == tenancy && slices.Contains(c.Spec.Purposes, purpose) && !IsReady(c) &&
+			(tenancy != clustersv1alpha1.TenancyExclusive || len(c.RequestUIDs()) == 0) {
+			return c
+		}
+	}
+	return nil
+}
+
 // choose picks the cluster for a new request of purpose and tenancy, or nil.
 // Shared: the fitting cluster with the fewest tenants. Exclusive: a fitting
 // cluster with no tenant. Ties go to the first by namespace and name, so the
