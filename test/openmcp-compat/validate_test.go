@@ -46,37 +46,44 @@ const validateGrant = `
       workload: [cluster-admin]
 `
 
-// validateManifests are what the validation flow deploys: the provider,
-// its ProviderConfig, a tenant's ControlPlane (openMCP's own kind) and the
-// tenant's Echo, named like the ControlPlane.
-const validateManifests = `apiVersion: openmcp.cloud/v1alpha1
+// manifests are what the validation flow deploys: the ServiceProvider
+// named provider with the image and then spec (indented YAML lines), its
+// ProviderConfig, a ControlPlane (openMCP's own kind) tenant-<t> in
+// namespace team-<t> and the tenant's Echo, named like the ControlPlane.
+func manifests(provider, spec, t string) string {
+	return `apiVersion: openmcp.cloud/v1alpha1
 kind: ServiceProvider
 metadata:
-  name: ` + providerName + `
+  name: ` + provider + `
 spec:
-  image: ` + providerImage + validateGrant + `
+  image: ` + providerImage + spec + `
 ---
 apiVersion: echo.services.open-control-plane.io/v1alpha1
 kind: ProviderConfig
 metadata:
-  name: ` + providerName + `
+  name: ` + provider + `
 spec:
   pollInterval: 10s
 ---
 apiVersion: core.open-control-plane.io/v2alpha1
 kind: ControlPlane
 metadata:
-  name: tenant-a
-  namespace: team-a
+  name: tenant-` + t + `
+  namespace: team-` + t + `
 ---
 apiVersion: echo.services.open-control-plane.io/v1alpha1
 kind: Echo
 metadata:
-  name: tenant-a
-  namespace: team-a
+  name: tenant-` + t + `
+  namespace: team-` + t + `
 spec:
-  message: hello tenant-a
+  message: hello tenant-` + t + `
 `
+}
+
+// validateManifests deploy the provider in the template's shape with the
+// template's grant.
+var validateManifests = manifests(providerName, validateGrant, "a")
 
 // TestValidate runs the compatibility provider, written only on openMCP's
 // libraries, through Marketplane's validation flow on an in-process
@@ -86,15 +93,7 @@ func TestValidate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("deploys a provider on a landscape of API servers; run without -short")
 	}
-	file := filepath.Join(t.TempDir(), "compat.yaml")
-	if err := os.WriteFile(file, []byte(validateManifests), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	spec, err := validation.SpecFromFiles(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec.Images = map[string]string{providerImage: binary}
+	spec := specOf(t, validateManifests)
 	validation.Validate(t, spec, validation.InProcess(), validation.WithCheck(checkGreetingAPI), validation.WithTimeout(timeout))
 }
 
@@ -111,15 +110,7 @@ func TestValidateWithoutGrant(t *testing.T) {
 	if manifests == validateManifests {
 		t.Fatal("the manifests hold no grant to remove")
 	}
-	file := filepath.Join(t.TempDir(), "compat.yaml")
-	if err := os.WriteFile(file, []byte(manifests), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	spec, err := validation.SpecFromFiles(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec.Images = map[string]string{providerImage: binary}
+	spec := specOf(t, manifests)
 	rep := validation.Run(t.Context(), spec, validation.InProcess(), validation.WithTimeout(timeout))
 	var init *validation.Step
 	for i := range rep.Steps {
@@ -163,40 +154,12 @@ const veleroGrant = `
 `
 
 // veleroManifests deploy the provider in Velero's shape: its
-// ServiceProvider (named velero, as Velero's requests are labelled) with
-// exactly Velero's grant, its ProviderConfig, a tenant's ControlPlane and
-// Echo.
-const veleroManifests = `apiVersion: openmcp.cloud/v1alpha1
-kind: ServiceProvider
-metadata:
-  name: ` + app.VeleroControllerName + `
-spec:
-  image: ` + providerImage + `
+// ServiceProvider named velero, as Velero's requests are labelled, with
+// exactly Velero's grant.
+var veleroManifests = manifests(app.VeleroControllerName, `
   env:
-  - name: ` + app.EnvShape + `
-    value: ` + app.ShapeVelero + veleroGrant + `
----
-apiVersion: echo.services.open-control-plane.io/v1alpha1
-kind: ProviderConfig
-metadata:
-  name: ` + app.VeleroControllerName + `
-spec:
-  pollInterval: 10s
----
-apiVersion: core.open-control-plane.io/v2alpha1
-kind: ControlPlane
-metadata:
-  name: tenant-v
-  namespace: team-v
----
-apiVersion: echo.services.open-control-plane.io/v1alpha1
-kind: Echo
-metadata:
-  name: tenant-v
-  namespace: team-v
-spec:
-  message: hello tenant-v
-`
+  - name: `+app.EnvShape+`
+    value: `+app.ShapeVelero+veleroGrant, "v")
 
 // TestValidateVelero runs the provider in the shape of openMCP's Velero
 // provider (everything on onboarding for init and run, the non-advanced
@@ -208,15 +171,7 @@ func TestValidateVelero(t *testing.T) {
 	if testing.Short() {
 		t.Skip("deploys a provider on a landscape of API servers; run without -short")
 	}
-	file := filepath.Join(t.TempDir(), "velero.yaml")
-	if err := os.WriteFile(file, []byte(veleroManifests), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	spec, err := validation.SpecFromFiles(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec.Images = map[string]string{providerImage: binary}
+	spec := specOf(t, veleroManifests)
 	validation.Validate(t, spec, validation.InProcess(), validation.WithCheck(checkAsVelero), validation.WithTimeout(timeout))
 }
 
@@ -267,6 +222,22 @@ func checkAsVelero(ctx context.Context, env validation.CheckEnv) error {
 	fmt.Fprintf(env.Out, "%s %s/%s serves CRD %s; ServiceAccount %s/%s is cluster-admin there; workload Secret %s/%s says %q; its token is accepted\n",
 		cp.Kind, cp.Namespace, cp.Name, controller.GreetingCRDName, controller.ServerNamespace, controller.ServerName, ns, controller.GreetingSecret, message)
 	return nil
+}
+
+// specOf returns the validation spec of manifests, with the provider's
+// image run from the binary TestMain built.
+func specOf(t *testing.T, manifests string) validation.Spec {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "manifests.yaml")
+	if err := os.WriteFile(file, []byte(manifests), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := validation.SpecFromFiles(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Images = map[string]string{providerImage: binary}
+	return spec
 }
 
 // checkGreetingAPI checks what the provider did for the tenant's Echo:
