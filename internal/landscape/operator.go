@@ -31,7 +31,7 @@ const OperatorBinary = "marketplane-operator"
 
 // OperatorReplicas is how many operator processes the landscape runs: they
 // elect a leader, and when the leader dies the other takes over within the
-// lease duration (providerapp.DefaultLeaseTimes).
+// lease duration (Config.OperatorLease).
 const OperatorReplicas = 2
 
 // The operator replicas' leader election: they retry every
