@@ -416,7 +416,9 @@ func (r *StatusReconciler) load(ctx context.Context, sfc *resourcev1alpha1.SFClu
 // counts at once.
 func (r *StatusReconciler) check(ctx context.Context, sfc *resourcev1alpha1.SFCluster) (ready metav1.Condition, capacity corev1.ResourceList, probed, retry bool) {
 	key := client.ObjectKeyFromObject(sfc)
-	if cur := apimeta.FindStatusCondition(sfc.Status.Conditions, resourcev1alpha1.SFClusterConditionReady); cur != nil && cur.Status == metav1.ConditionTrue {
+	cur := apimeta.FindStatusCondition(sfc.Status.Conditions, resourcev1alpha1.SFClusterConditionReady)
+	wasReady := cur != nil && cur.Status == metav1.ConditionTrue
+	if wasReady {
 		if p, ok := r.probes.Load(key); ok && p.(probe).generation == sfc.Generation && p.(probe).annotations == annotationsKey(sfc) && r.now().Sub(p.(probe).at) < r.readyEvery {
 			// Reachable a moment ago, for the same spec: only the
 			// instances changed.
@@ -424,27 +426,21 @@ func (r *StatusReconciler) check(ctx context.Context, sfc *resourcev1alpha1.SFCl
 		}
 	}
 	ready, capacity, probed, unanswered := r.probe(ctx, sfc)
-	switch {
-	case ready.Status == metav1.ConditionTrue:
+	if ready.Status == metav1.ConditionTrue {
 		r.probes.Store(key, probe{at: r.now(), generation: sfc.Generation, annotations: annotationsKey(sfc)})
 		r.unanswered.Delete(key)
-	case unanswered && isTrue(apimeta.FindStatusCondition(sfc.Status.Conditions, resourcev1alpha1.SFClusterConditionReady)):
-		if _, again := r.unanswered.LoadOrStore(key, struct{}{}); !again {
-			r.probes.Delete(key)
-			return *apimeta.FindStatusCondition(sfc.Status.Conditions, resourcev1alpha1.SFClusterConditionReady), nil, false, true
-		}
-		r.unanswered.Delete(key)
-		r.probes.Delete(key)
-		ready.Message += ", twice in a row"
-	default:
-		r.unanswered.Delete(key)
-		r.probes.Delete(key)
+		return ready, capacity, probed, false
 	}
+	r.probes.Delete(key)
+	if unanswered && wasReady {
+		if _, again := r.unanswered.LoadOrStore(key, struct{}{}); !again {
+			return *cur, nil, false, true
+		}
+		ready.Message += ", twice in a row"
+	}
+	r.unanswered.Delete(key)
 	return ready, capacity, probed, false
 }
-
-// isTrue reports whether c is set and True.
-func isTrue(c *metav1.Condition) bool { return c != nil && c.Status == metav1.ConditionTrue }
 
 // probe is a successful reachability check of an SFCluster's generation
 // and annotations: annotating an SFCluster asks for a check at once.

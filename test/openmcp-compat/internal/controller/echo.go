@@ -42,6 +42,20 @@ const (
 //go:embed greeting-crd.yaml
 var greetingCRD []byte
 
+// installGreetingCRD creates the Greeting CRD, the DomainServiceAPI, in
+// the control plane unless it is there; a failure shows on obj.
+func installGreetingCRD(ctx context.Context, mcp client.Client, obj *v1alpha1.Echo) error {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(greetingCRD, crd); err != nil {
+		return fmt.Errorf("decode Greeting CRD: %w", err)
+	}
+	if err := mcp.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+		serviceprovider.StatusProgressing(obj, "DomainAPIFailed", "cannot install the Greeting CRD")
+		return fmt.Errorf("create Greeting CRD: %w", err)
+	}
+	return nil
+}
+
 // Echo implements serviceprovider.Reconciler for Echo objects.
 type Echo struct{}
 
@@ -58,13 +72,8 @@ func WorkloadNamespace(namespace, name string) string {
 // plane and the tenant's namespace on the workload cluster.
 func (e *Echo) CreateOrUpdate(ctx context.Context, obj *v1alpha1.Echo, _ *v1alpha1.ProviderConfig, clusters spclusteraccess.ClusterContext) (ctrl.Result, error) {
 	mcp := clusters.MCPCluster.Client()
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.Unmarshal(greetingCRD, crd); err != nil {
-		return ctrl.Result{}, fmt.Errorf("decode Greeting CRD: %w", err)
-	}
-	if err := mcp.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
-		serviceprovider.StatusProgressing(obj, "DomainAPIFailed", "cannot install the Greeting CRD")
-		return ctrl.Result{}, fmt.Errorf("create Greeting CRD: %w", err)
+	if err := installGreetingCRD(ctx, mcp, obj); err != nil {
+		return ctrl.Result{}, err
 	}
 	greeting := &unstructured.Unstructured{}
 	greeting.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("Greeting"))

@@ -15,7 +15,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/yaml"
 
 	"github.com/openmcp-project/opencontrolplane-runtime/pkg/serviceprovider"
 	spclusteraccess "github.com/openmcp-project/opencontrolplane-runtime/pkg/serviceprovider/clusteraccess"
@@ -51,13 +50,8 @@ var _ serviceprovider.Reconciler[*v1alpha1.Echo, *v1alpha1.ProviderConfig] = &Ec
 // CreateOrUpdate puts the objects in place on both clusters.
 func (e *EchoAsVelero) CreateOrUpdate(ctx context.Context, obj *v1alpha1.Echo, _ *v1alpha1.ProviderConfig, clusters spclusteraccess.ClusterContext) (ctrl.Result, error) {
 	mcp := clusters.MCPCluster.Client()
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.Unmarshal(greetingCRD, crd); err != nil {
-		return ctrl.Result{}, fmt.Errorf("decode Greeting CRD: %w", err)
-	}
-	if err := mcp.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
-		serviceprovider.StatusProgressing(obj, "DomainAPIFailed", "cannot install the Greeting CRD")
-		return ctrl.Result{}, fmt.Errorf("create Greeting CRD: %w", err)
+	if err := installGreetingCRD(ctx, mcp, obj); err != nil {
+		return ctrl.Result{}, err
 	}
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ServerNamespace}},
