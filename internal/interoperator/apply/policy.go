@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -336,25 +337,32 @@ func (a *Applier) ownNamespace(ctx context.Context, name string, p Policy, rende
 	return nsNotOwn, &nsRefusal{rule: RuleOwnNamespaceObjects, problem: fmt.Sprintf("namespace %s exists and is not the instance's (it lacks the label %s); the instance's namespaces are its default namespace %s, Namespaces it renders or owns, and namespaces the ProviderConfig's renderPolicies grant the plan", name, LabelInstanceUID, p.DefaultNamespace)}, nil
 }
 
+// ErrNamespaceNotFound is wrapped by GetSource's error for a source in a
+// namespace that does not exist and that the policy does not grant.
+var ErrNamespaceNotFound = errors.New("the namespace does not exist")
+
 // GetSource reads a source, ref, for an operation under p: namespaced
 // sources only from the instance's own namespaces (or granted ones),
 // cluster-scoped ones only when they are the instance's (its Namespaces,
 // objects with its label) or of a granted kind, and never an object that
 // carries another instance's or binding's label. ref's namespace must be
 // set for namespaced kinds. A refused source is a *RefusedError; a source
-// that does not exist is nil, and no error.
+// that does not exist is nil, and no error. A namespaced source in a
+// namespace that is neither the default one nor granted, and that does not
+// exist, is nil with an error wrapping ErrNamespaceNotFound: there is
+// nothing to read and nothing to refuse yet, and the caller decides
+// whether the namespace may still come.
 func (a *Applier) GetSource(ctx context.Context, ref osbv1alpha1.Source, namespaced bool, p Policy) (*unstructured.Unstructured, error) {
 	if namespaced {
 		// Decided before the object is read: an object outside the
-		// instance's namespaces is not even fetched. In a namespace that
-		// does not exist there is nothing to read, and nothing to refuse.
+		// instance's namespaces is not even fetched.
 		own, refusal, err := a.ownNamespace(ctx, ref.Namespace, p, false)
 		if err != nil {
 			return nil, err
 		}
 		if own == nsNotOwn {
 			if refusal == nil {
-				return nil, nil
+				return nil, fmt.Errorf("source %s: %w", describe(ref), ErrNamespaceNotFound)
 			}
 			return nil, &RefusedError{Ref: ref, Rule: RuleOwnSources, Problem: refusal.problem}
 		}

@@ -113,7 +113,7 @@ func (r *BindingReconciler) CreateOrUpdate(ctx context.Context, b *osbv1alpha1.S
 	if starting {
 		return r.bind(ctx, b, inst, cfg, t, plan, vals)
 	}
-	return r.report(ctx, b, cfg, t, plan, vals, inst.Namespace)
+	return r.report(ctx, b, inst, cfg, t, plan, vals)
 }
 
 // bind renders and applies the bind template and reports the status.
@@ -125,7 +125,7 @@ func (r *BindingReconciler) bind(ctx context.Context, b *osbv1alpha1.SFServiceBi
 		return ctrl.Result{}, r.engine.settle(b, cfg, o, fail)
 	}
 	if tmpl, ok := plan.Template(osbv1alpha1.ActionBind); ok {
-		objs, o := r.engine.renderObjects(ctx, cfg, plan, tmpl, vals, t, inst.Namespace)
+		objs, o := r.engine.renderObjects(ctx, cfg, plan, tmpl, vals, t, bindingPlacement(b, inst))
 		if !o.ok() {
 			return ctrl.Result{}, r.engine.settle(b, cfg, o, fail)
 		}
@@ -138,13 +138,13 @@ func (r *BindingReconciler) bind(ctx context.Context, b *osbv1alpha1.SFServiceBi
 		logf.FromContext(ctx).V(1).Info("Applied the bind template", "resources", len(refs), "cluster", t.Name())
 	}
 	b.Status.AppliedSpec = b.Spec.DeepCopy()
-	return r.report(ctx, b, cfg, t, plan, vals, inst.Namespace)
+	return r.report(ctx, b, inst, cfg, t, plan, vals)
 }
 
 // report evaluates the sources and status templates of a bind, and writes
 // the bind response Secret once it has succeeded.
-func (r *BindingReconciler) report(ctx context.Context, b *osbv1alpha1.SFServiceBinding, cfg *interoperatorv1alpha1.ProviderConfig, t *clusters.Target, plan *osbv1alpha1.SFPlan, vals map[string]any, namespace string) (ctrl.Result, error) {
-	st, o := r.engine.evaluate(ctx, cfg, plan, vals, t, namespace, render.OperationBind,
+func (r *BindingReconciler) report(ctx context.Context, b *osbv1alpha1.SFServiceBinding, inst *osbv1alpha1.SFServiceInstance, cfg *interoperatorv1alpha1.ProviderConfig, t *clusters.Target, plan *osbv1alpha1.SFPlan, vals map[string]any) (ctrl.Result, error) {
+	st, o := r.engine.evaluate(ctx, cfg, plan, vals, t, bindingPlacement(b, inst), render.OperationBind,
 		sourcewatch.Owner{UID: b.UID, Key: client.ObjectKeyFromObject(b), Binding: true})
 	if !o.ok() {
 		return ctrl.Result{}, r.engine.settle(b, cfg, o, func(_ Reason, message string) { failBinding(b, message) })
@@ -277,7 +277,7 @@ func (r *BindingReconciler) unbindTemplate(ctx context.Context, b *osbv1alpha1.S
 	if err != nil {
 		return false, nil, err
 	}
-	objs, o := r.engine.renderObjects(ctx, cfg, plan, tmpl, vals, t, inst.Namespace)
+	objs, o := r.engine.renderObjects(ctx, cfg, plan, tmpl, vals, t, bindingPlacement(b, inst))
 	if o.ok() {
 		_, _, o = r.engine.applyObjects(ctx, cfg, t, objs, inst.Namespace, bindFieldOwner(b))
 	}
@@ -289,6 +289,13 @@ func (r *BindingReconciler) unbindTemplate(ctx context.Context, b *osbv1alpha1.S
 		b.Status.Error = o.permanent.message
 	}
 	return true, inst, nil
+}
+
+// bindingPlacement is where the operations of b, a binding of inst, read
+// their sources: in inst's namespace, next to the objects inst and b
+// applied.
+func bindingPlacement(b *osbv1alpha1.SFServiceBinding, inst *osbv1alpha1.SFServiceInstance) placement {
+	return placement{namespace: inst.Namespace, applied: union(inst.Status.Resources, b.Status.Resources)}
 }
 
 // failBinding ends the operation of b in failed with message.

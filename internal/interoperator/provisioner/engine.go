@@ -282,14 +282,17 @@ type rendered struct {
 // vals and the plan's sources, read from the target cluster tc just
 // before, as Service Fabrik renders every template: sources first, then
 // the template. For a provision the sources usually do not exist yet and
-// stay unset.
+// stay unset. pl says where the sources are read; its namespace is the
+// instance's default namespace.
 //
 // What the render policy allows, and the name of a Helm release, follow
 // from vals, never from the sources: a source named like a variable
 // (.plan, .instance) replaces it in the template, but cannot widen the
 // policy or rename the release.
-func (e *Engine) renderObjects(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, plan *osbv1alpha1.SFPlan, t osbv1alpha1.TemplateSpec, vals map[string]any, tc *clusters.Target, namespace string) (rendered, outcome) {
-	in, o := e.withSources(ctx, cfg, plan, vals, tc, namespace, nil)
+func (e *Engine) renderObjects(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, plan *osbv1alpha1.SFPlan, t osbv1alpha1.TemplateSpec, vals map[string]any, tc *clusters.Target, pl placement) (rendered, outcome) {
+	pl.settled = false
+	namespace := pl.namespace
+	in, o := e.withSources(ctx, cfg, plan, vals, tc, pl, nil)
 	if !o.ok() {
 		return rendered{}, o
 	}
@@ -450,12 +453,17 @@ func targetFailed(err error) outcome {
 
 // withSources renders the plan's sources template with vals, reads the
 // objects it names from the target cluster under the source policy, and
-// returns vals with them (render.WithSources). Sources that do not exist,
-// or whose kind the cluster does not serve, stay unset. A plan without a
-// sources template renders with vals alone. When owner is set (an
-// operation evaluates its status) and the Engine has a source watcher, the
-// sources are watched for owner before they are read.
-func (e *Engine) withSources(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, plan *osbv1alpha1.SFPlan, vals map[string]any, t *clusters.Target, namespace string, owner *sourcewatch.Owner) (map[string]any, outcome) {
+// returns vals with them (render.WithSources). Namespaced sources are read
+// where pl places them (placement.place). Sources that do not exist, or
+// whose kind the cluster does not serve, stay unset; so do sources in a
+// namespace that does not exist, until the operation's objects are applied
+// (pl.settled): then such a namespace, not granted and not created by the
+// instance, fails the operation instead of keeping it waiting. A plan
+// without a sources template renders with vals alone. When owner is set
+// (an operation evaluates its status) and the Engine has a source watcher,
+// the sources are watched for owner before they are read.
+func (e *Engine) withSources(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, plan *osbv1alpha1.SFPlan, vals map[string]any, t *clusters.Target, pl placement, owner *sourcewatch.Owner) (map[string]any, outcome) {
+	namespace := pl.namespace
 	sourcesTemplate, ok := plan.Template(osbv1alpha1.ActionSources)
 	if !ok {
 		e.watch(t, owner, nil)
@@ -485,6 +493,8 @@ func (e *Engine) withSources(ctx context.Context, cfg *interoperatorv1alpha1.Pro
 				ref.Namespace = ""
 			} else if ref.Namespace == "" {
 				ref.Namespace = namespace
+			} else {
+				ref = pl.place(ref)
 			}
 			byName[name] = resolved{ref: ref, namespaced: namespaced}
 		}
@@ -499,8 +509,17 @@ func (e *Engine) withSources(ctx context.Context, cfg *interoperatorv1alpha1.Pro
 		// A kind the cluster does not serve is not in byName: the
 		// source stays unset, as a missing object does.
 		obj, err := t.Applier.GetSource(ctx, r.ref, r.namespaced, policy)
+		if errors.Is(err, apply.ErrNamespaceNotFound) {
+			if !pl.settled || pl.appliedInto(r.ref.Namespace) {
+				continue
+			}
+			err = pl.missingNamespace(r.ref)
+		}
 		if err != nil {
 			if o := policyOutcome(err); o.permanent != nil {
+				if r.namespaced && r.ref.Namespace != namespace && !strings.Contains(o.permanent.message, pl.hint()) {
+					o.permanent.message += "; " + pl.hint()
+				}
 				o.permanent.message = fmt.Sprintf("sources template: source %s: %s", name, o.permanent.message)
 				return nil, o
 			}
@@ -534,12 +553,15 @@ func (e *Engine) progressWait(uid types.UID) time.Duration {
 
 // evaluate renders the sources and status templates for op and returns the
 // status section. A plan without a status template reports succeeded.
-func (e *Engine) evaluate(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, plan *osbv1alpha1.SFPlan, vals map[string]any, t *clusters.Target, namespace string, op render.Operation, owner sourcewatch.Owner) (render.Status, outcome) {
+func (e *Engine) evaluate(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, plan *osbv1alpha1.SFPlan, vals map[string]any, t *clusters.Target, pl placement, op render.Operation, owner sourcewatch.Owner) (render.Status, outcome) {
 	statusTemplate, ok := plan.Template(osbv1alpha1.ActionStatus)
 	if !ok {
 		return render.Status{State: osbv1alpha1.StateSucceeded}, outcome{}
 	}
-	in, o := e.withSources(ctx, cfg, plan, vals, t, namespace, &owner)
+	// The operation's objects are applied: it evaluates its status.
+	pl.settled = true
+	namespace := pl.namespace
+	in, o := e.withSources(ctx, cfg, plan, vals, t, pl, &owner)
 	if !o.ok() {
 		return render.Status{}, o
 	}

@@ -136,7 +136,7 @@ func (r *InstanceReconciler) provision(ctx context.Context, inst *osbv1alpha1.SF
 	if !ok {
 		return ctrl.Result{}, r.engine.settle(inst, cfg, failed(ReasonTemplateFailed, "the plan %s has no provision template", plan.Name), fail)
 	}
-	objs, o := r.engine.renderObjects(ctx, cfg, plan, tmpl, vals, t, inst.Namespace)
+	objs, o := r.engine.renderObjects(ctx, cfg, plan, tmpl, vals, t, placement{namespace: inst.Namespace, applied: inst.Status.Resources})
 	if !o.ok() {
 		return ctrl.Result{}, r.engine.settle(inst, cfg, o, fail)
 	}
@@ -227,7 +227,7 @@ func scheduled(inst *osbv1alpha1.SFServiceInstance) {
 
 // report evaluates the sources and status templates and sets the state.
 func (r *InstanceReconciler) report(ctx context.Context, inst *osbv1alpha1.SFServiceInstance, cfg *interoperatorv1alpha1.ProviderConfig, t *clusters.Target, plan *osbv1alpha1.SFPlan, vals map[string]any) (ctrl.Result, error) {
-	st, o := r.engine.evaluate(ctx, cfg, plan, vals, t, inst.Namespace, render.OperationProvision,
+	st, o := r.engine.evaluate(ctx, cfg, plan, vals, t, placement{namespace: inst.Namespace, applied: inst.Status.Resources}, render.OperationProvision,
 		sourcewatch.Owner{UID: inst.UID, Key: client.ObjectKeyFromObject(inst)})
 	if !o.ok() {
 		return ctrl.Result{}, r.engine.settle(inst, cfg, o, func(_ Reason, message string) { failInstance(inst, message) })
