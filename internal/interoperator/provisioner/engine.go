@@ -552,7 +552,8 @@ func (e *Engine) progressWait(uid types.UID) time.Duration {
 }
 
 // evaluate renders the sources and status templates for op and returns the
-// status section. A plan without a status template reports succeeded.
+// status section. A plan without a status template reports succeeded. pl
+// says where the sources are read; op's objects are applied by now.
 func (e *Engine) evaluate(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, plan *osbv1alpha1.SFPlan, vals map[string]any, t *clusters.Target, pl placement, op render.Operation, owner sourcewatch.Owner) (render.Status, outcome) {
 	statusTemplate, ok := plan.Template(osbv1alpha1.ActionStatus)
 	if !ok {
