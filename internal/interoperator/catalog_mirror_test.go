@@ -3,9 +3,9 @@ package interoperator_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 

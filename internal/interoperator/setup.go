@@ -295,7 +295,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platform cluster.Cluster, prov
 	// sister (replicate/catalog.go).
 	mirror := replicate.NewCatalogMirror(replicator, providerName, platform, registry,
 		replicate.WithCatalogControllerName(o.namePrefix+replicate.DefaultCatalogMirrorName),
-		replicate.WithCatalogControllerOptions(controller.Options{SkipNameValidation: skipNameCheck}),
+		// Several at once: a sister that does not answer holds a worker
+		// for the request timeout.
+		replicate.WithCatalogControllerOptions(controller.Options{SkipNameValidation: skipNameCheck, MaxConcurrentReconciles: 4}),
 		replicate.WithCatalogBackoff(o.backoffBase, o.backoffMax))
 	if err := mirror.SetupWithManager(mgr); err != nil {
 		return nil, err
