@@ -561,6 +561,7 @@ func listCatalog(ctx context.Context, c client.Client, catalog string) (*sisterC
 	return &sisterCatalog{services: services.Items, plans: plans.Items}, nil
 }
 
+// service returns the SFService name on the sister, or nil.
 func (s *sisterCatalog) service(name string) client.Object {
 	for i := range s.services {
 		if s.services[i].Name == name {
@@ -570,6 +571,7 @@ func (s *sisterCatalog) service(name string) client.Object {
 	return nil
 }
 
+// plan returns the SFPlan name on the sister, or nil.
 func (s *sisterCatalog) plan(name string) client.Object {
 	for i := range s.plans {
 		if s.plans[i].Name == name {
