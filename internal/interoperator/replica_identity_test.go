@@ -72,8 +72,6 @@ func TestReplicaIdentity(t *testing.T) {
 	e.registerCluster(t, "sister", sister.Kubeconfig, replicateMode)
 	e.createService(t, "svc")
 	e.createPlan(t, "plan", "svc", replicatePlan)
-	e.createPlan(t, "plan-x", "svc", replicatePlan)
-	e.createPlan(t, "plan-y", "svc", replicatePlan)
 	e.createInstance(t, "db", "svc", "plan", map[string]any{"owner": "master-1"})
 	waitFor(t, "the SFServiceInstance CRD to be established on the sister", func() bool {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
@@ -134,6 +132,10 @@ func TestReplicaIdentity(t *testing.T) {
 	planX, planY := foreignPlan("plan-x", "plan-x"), foreignPlan("other-master-y", "plan-y")
 	onSister(planX)
 	onSister(planY)
+	// Master 1's plans of that name and id come after them: the catalog
+	// mirror would otherwise have copied them first.
+	e.createPlan(t, "plan-x", "svc", replicatePlan)
+	e.createPlan(t, "plan-y", "svc", replicatePlan)
 
 	// Master 2, an inter-operator of another onboarding cluster, whose
 	// tenant has the namespace and instance name of master 1's.

@@ -291,6 +291,17 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platform cluster.Cluster, prov
 	if err := clusterStatus.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
+	// Service Fabrik's Service Replicator: the whole catalog on every
+	// sister (replicate/catalog.go).
+	mirror := replicate.NewCatalogMirror(replicator, providerName, platform, registry,
+		replicate.WithCatalogControllerName(o.namePrefix+replicate.DefaultCatalogMirrorName),
+		// Several at once: a sister that does not answer holds a worker
+		// for the request timeout.
+		replicate.WithCatalogControllerOptions(controller.Options{SkipNameValidation: skipNameCheck, MaxConcurrentReconciles: 4}),
+		replicate.WithCatalogBackoff(o.backoffBase, o.backoffMax))
+	if err := mirror.SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
 	// openMCP workload Clusters become SFClusters (spec.workloadClusters),
 	// where the platform cluster serves the Cluster kind.
 	if _, err := platform.GetRESTMapper().RESTMapping(clustersv1alpha1.GroupVersion.WithKind("Cluster").GroupKind(), clustersv1alpha1.GroupVersion.Version); err == nil {

@@ -12,7 +12,9 @@
 //   - a namespace of the original's name, created when missing and labelled
 //     as the replicator's, deleted once no replica is left in it;
 //   - the original's SFService and SFPlan, in a namespace named like the
-//     catalog namespace, for the sister's inter-operator to render with;
+//     catalog namespace, for the sister's inter-operator to render with
+//     (before the replica; the CatalogMirror, catalog.go, keeps the whole
+//     catalog there, Service Fabrik's Service Replicator);
 //   - the replica: the original's spec (spec.clusterId set to "1", Service
 //     Fabrik's id of the cluster an inter-operator runs on) and labels.
 //

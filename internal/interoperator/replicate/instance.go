@@ -3,6 +3,7 @@ package replicate
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -326,8 +328,22 @@ func (m master) cleanupNamespace(ctx context.Context, c client.Client, name stri
 // sister's inter-operator finds them. It never overwrites an entry another
 // master copied or the sister's own, nor adds one whose id such an entry
 // has (the sister's inter-operator would render this master's instances
-// with the oldest entry of an id).
+// with the oldest entry of an id). The catalog mirror (catalog.go) keeps
+// the whole catalog there; this copy makes sure that the replica never
+// comes before its plan.
 func (r *Replicator) copyCatalog(ctx context.Context, c client.Client, m master, cluster, catalog string, svc *osbv1alpha1.SFService, plan *osbv1alpha1.SFPlan) error {
+	if err := ensureCatalogNamespace(ctx, c, catalog); err != nil {
+		return err
+	}
+	if err := m.copySpec(ctx, c, serviceCopy(cluster, catalog, svc)); err != nil {
+		return err
+	}
+	return m.copySpec(ctx, c, planCopy(cluster, catalog, plan))
+}
+
+// ensureCatalogNamespace creates the namespace catalog on the sister when
+// it is missing.
+func ensureCatalogNamespace(ctx context.Context, c client.Client, catalog string) error {
 	if err := c.Get(ctx, client.ObjectKey{Name: catalog}, &corev1.Namespace{}); apierrors.IsNotFound(err) {
 		// Shared by every master of the sister, whose inter-operator
 		// reads one catalog namespace: the entries say whose they are.
@@ -337,29 +353,40 @@ func (r *Replicator) copyCatalog(ctx context.Context, c client.Client, m master,
 	} else if err != nil {
 		return fmt.Errorf("get the catalog namespace %s: %w", catalog, err)
 	}
-	gotSvc := &osbv1alpha1.SFService{}
-	if err := m.copySpec(ctx, c, catalogCopy{
-		obj: gotSvc, list: &osbv1alpha1.SFServiceList{}, kind: "SFService", cluster: cluster, namespace: catalog, name: svc.Name, id: svc.Spec.ID, labels: svc.Labels,
+	return nil
+}
+
+// serviceCopy returns the copy of svc into the namespace catalog on the
+// sister cluster.
+func serviceCopy(cluster, catalog string, svc *osbv1alpha1.SFService) catalogCopy {
+	got := &osbv1alpha1.SFService{}
+	return catalogCopy{
+		obj: got, list: &osbv1alpha1.SFServiceList{}, kind: "SFService", cluster: cluster, namespace: catalog, name: svc.Name, id: svc.Spec.ID,
+		labels: svc.Labels, uid: svc.UID,
 		idOf: func(o client.Object) string { return o.(*osbv1alpha1.SFService).Spec.ID },
 		setSpec: func() bool {
-			same := apiequality.Semantic.DeepEqual(gotSvc.Spec, svc.Spec)
-			svc.Spec.DeepCopyInto(&gotSvc.Spec)
+			same := apiequality.Semantic.DeepEqual(got.Spec, svc.Spec)
+			svc.Spec.DeepCopyInto(&got.Spec)
 			return same
 		},
-	}); err != nil {
-		return err
 	}
-	gotPlan := &osbv1alpha1.SFPlan{}
-	return m.copySpec(ctx, c, catalogCopy{
-		obj: gotPlan, list: &osbv1alpha1.SFPlanList{}, kind: "SFPlan", cluster: cluster, namespace: catalog, name: plan.Name, id: plan.Spec.ID, labels: plan.Labels,
+}
+
+// planCopy returns the copy of plan into the namespace catalog on the
+// sister cluster.
+func planCopy(cluster, catalog string, plan *osbv1alpha1.SFPlan) catalogCopy {
+	got := &osbv1alpha1.SFPlan{}
+	return catalogCopy{
+		obj: got, list: &osbv1alpha1.SFPlanList{}, kind: "SFPlan", cluster: cluster, namespace: catalog, name: plan.Name, id: plan.Spec.ID,
+		labels: plan.Labels, uid: plan.UID,
 		idOf: func(o client.Object) string { return o.(*osbv1alpha1.SFPlan).Spec.ID },
 		setSpec: func() bool {
 			want := sisterPlanSpec(plan)
-			same := apiequality.Semantic.DeepEqual(gotPlan.Spec, *want)
-			want.DeepCopyInto(&gotPlan.Spec)
+			same := apiequality.Semantic.DeepEqual(got.Spec, *want)
+			want.DeepCopyInto(&got.Spec)
 			return same
 		},
-	})
+	}
 }
 
 // sisterPlanSpec returns the spec of plan as the sister gets it: without
@@ -385,10 +412,11 @@ type catalogCopy struct {
 	// kind, cluster, namespace and name say which entry, for messages.
 	kind, cluster, namespace, name string
 	// id is the entry's OSB id, idOf reads it from an entry; labels are
-	// the master's entry's labels.
+	// the master's entry's labels, uid its UID.
 	id     string
 	idOf   func(client.Object) string
 	labels map[string]string
+	uid    types.UID
 	// setSpec copies the master's spec into obj and reports whether it
 	// was the same already.
 	setSpec func() bool
@@ -400,9 +428,26 @@ type catalogCopy struct {
 // replicator's copy) is claimed only while its spec is the same as the
 // master's, when taking it changes nothing the sister renders.
 func (m master) copySpec(ctx context.Context, c client.Client, e catalogCopy) error {
-	obj := e.obj
-	err := c.Get(ctx, client.ObjectKey{Namespace: e.namespace, Name: e.name}, obj)
+	err := c.Get(ctx, client.ObjectKey{Namespace: e.namespace, Name: e.name}, e.obj)
 	if apierrors.IsNotFound(err) {
+		return m.writeCopy(ctx, c, e, false)
+	}
+	if err != nil {
+		return fmt.Errorf("copy %s %s: %w", e.kind, e.name, err)
+	}
+	return m.writeCopy(ctx, c, e, true)
+}
+
+// errCopyBeingDeleted says that the copy of an entry is being deleted on
+// the sister; it is copied again once it is gone.
+var errCopyBeingDeleted = errors.New("being deleted on the sister cluster; copied again once it is gone")
+
+// writeCopy writes the entry e to the sister: it creates it when found is
+// false, else e.obj holds the entry on the sister, which it updates when it
+// differs and may be written (copySpec).
+func (m master) writeCopy(ctx context.Context, c client.Client, e catalogCopy, found bool) error {
+	obj := e.obj
+	if !found {
 		if err := m.checkID(ctx, c, e); err != nil {
 			return err
 		}
@@ -410,14 +455,20 @@ func (m master) copySpec(ctx context.Context, c client.Client, e catalogCopy) er
 		obj.SetName(e.name)
 		obj.SetLabels(m.catalogLabels(e.labels))
 		obj.SetResourceVersion("")
+		obj.SetUID("")
 		e.setSpec()
 		if err := c.Create(ctx, obj); err != nil {
 			return fmt.Errorf("copy %s %s: %w", e.kind, e.name, err)
 		}
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("copy %s %s: %w", e.kind, e.name, err)
+	if e.uid != "" && obj.GetUID() == e.uid {
+		// The sister is the master's own platform cluster: the entry is
+		// the master's, not a copy.
+		return nil
+	}
+	if obj.GetDeletionTimestamp() != nil {
+		return fmt.Errorf("%s %s in namespace %s on SFCluster %s is %w", e.kind, e.name, e.namespace, e.cluster, errCopyBeingDeleted)
 	}
 	whose := m.catalogEntryOf(obj.GetLabels())
 	same := e.setSpec()
