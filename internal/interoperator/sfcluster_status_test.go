@@ -143,10 +143,11 @@ func createNode(t *testing.T, c *testenv.Cluster, name string, allocatable map[s
 }
 
 // requestsPlan registers a plan whose context requests what requests says,
-// and whose instances provision one ConfigMap.
+// and whose instances provision one ConfigMap each (named after the
+// instance: two instances of one plan must not claim the same object).
 func (e *env) requestsPlan(t *testing.T, id, serviceID, requests string) {
 	t.Helper()
-	e.createPlan(t, id, serviceID, []osbv1alpha1.TemplateSpec{gotemplate(osbv1alpha1.ActionProvision, configMaps("cm-"+id))},
+	e.createPlan(t, id, serviceID, []osbv1alpha1.TemplateSpec{gotemplate(osbv1alpha1.ActionProvision, configMaps("cm-"+id+"-{{ .instance.metadata.name }}"))},
 		func(p *osbv1alpha1.SFPlan) {
 			p.Spec.Context = &runtime.RawExtension{Raw: []byte(`{"requests": ` + requests + `, "other": "ignored"}`)}
 		})
