@@ -84,6 +84,17 @@
 // passes only changes of generation, labels or annotations and the start of
 // deletion.
 //
+// # Image pull secrets
+//
+// PullSecrets copies the image pull secrets a ProviderConfig names
+// (spec.imagePullSecrets, Secrets in the provider's namespace on the
+// platform cluster) to the namespaces where the provider's workloads run:
+// Sync from CreateOrUpdate, Diff from Observe, Remove from Delete. Copies
+// are labelled as the provider's; a Secret of the same name that is not a
+// copy is never overwritten, and problems are InvalidUserInput errors
+// (ReasonPullSecretMissing, ReasonInvalidPullSecret,
+// ReasonPullSecretConflict).
+//
 // # Metrics
 //
 // Registered with controller-runtime's metrics.Registry: reconciles by kind

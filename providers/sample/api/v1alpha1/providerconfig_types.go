@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/marketplane/marketplane/api/common"
@@ -27,6 +28,15 @@ type ProviderConfigSpec struct {
 	// DomainServiceAPI is served.
 	// +optional
 	Workload *Workload `json:"workload,omitempty"`
+	// ImagePullSecrets name Secrets in the provider's namespace on the
+	// platform cluster (of type kubernetes.io/dockerconfigjson or
+	// kubernetes.io/dockercfg) that the server's pods need to pull
+	// spec.workload.image, e.g. from a private registry of an air-gapped
+	// landscape. The provider copies them next to the servers in the
+	// workload cluster, keeps the copies up to date when a Secret is
+	// rotated, and deletes them with the Sample. openMCP's field.
+	// +optional
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
 }
 
 // Workload is the domain service's server that runs in the shared workload

@@ -101,7 +101,7 @@ func TestGoesReady(t *testing.T) {
 	}
 	clusters := spruntime.ClusterContext{MCPCluster: spruntime.NewCluster("mcp", mcp.Admin.Config, mcp.Admin.Client)}
 	clusters.WorkloadCluster = spruntime.NewCluster("workload", landscape.Workload.Config, landscape.Workload.Client)
-	obs, err := controller.NewReconciler(p.name).Observe(ctx, obj, cfg, clusters)
+	obs, err := controller.NewReconciler(p.name, platformC, p.namespace).Observe(ctx, obj, cfg, clusters)
 	if err != nil || !obs.Exists || !obs.UpToDate {
 		t.Errorf("Observe after Ready = %+v, %v; want existing and up to date", obs, err)
 	}
@@ -481,6 +481,117 @@ func TestWorkload(t *testing.T) {
 	p.waitGone(t)
 	if err := wl.Get(ctx, key, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the server Deployment %s after the Sample was deleted: want NotFound, got %v", key, err)
+	}
+}
+
+// TestImagePullSecrets: the ProviderConfig's spec.imagePullSecrets name a
+// Secret in the provider's namespace on the platform cluster; the
+// provider copies it next to the Sample's server in the workload cluster,
+// the server's pods reference the copy, a rotation reaches the copy, a
+// name with no Secret makes the Sample Ready=False/PullSecretMissing
+// naming it, and the copy goes with the Sample. The provider's own
+// credentials reach Secrets in ServerNamespace only.
+func TestImagePullSecrets(t *testing.T) {
+	t.Parallel()
+	p := startProvider(t)
+	ctx := context.Background()
+	const first, second = `{"auths":{"registry.example.com":{"auth":"Zmlyc3Q6c2VjcmV0"}}}`, `{"auths":{"registry.example.com":{"auth":"c2Vjb25kOnNlY3JldA=="}}}`
+	src := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.namespace, Name: "regcred"},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(first)},
+	}
+	if err := platformC.Create(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	p.createConfig(t, time.Second, "v1")
+	p.updateConfig(t, func(cfg *apiv1alpha1.ProviderConfig) {
+		cfg.Spec.Workload = &apiv1alpha1.Workload{Image: "registry.example.com/sample-server:v1"}
+		cfg.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}}
+	})
+	p.createMCP(t)
+	p.create(t, "")
+	obj := p.waitObj(t, "waits for its server", func(obj *apiv1alpha1.Sample) bool {
+		return hasCondition(obj, spruntime.ConditionReady, metav1.ConditionFalse, controller.ReasonWorkloadNotReady)
+	})
+
+	wl := landscape.Workload.Client
+	server := client.ObjectKey{Namespace: controller.ServerNamespace, Name: controller.ServerName(p.name, obj)}
+	copyKey := client.ObjectKey{Namespace: controller.ServerNamespace, Name: server.Name + "-regcred"}
+	readCopy := func() *corev1.Secret {
+		t.Helper()
+		s := &corev1.Secret{}
+		if err := wl.Get(ctx, copyKey, s); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			t.Fatal(err)
+		}
+		return s
+	}
+	c := readCopy()
+	if c == nil {
+		t.Fatalf("no copy %s of the image pull secret in the workload cluster", copyKey)
+	}
+	if c.Type != corev1.SecretTypeDockerConfigJson || string(c.Data[corev1.DockerConfigJsonKey]) != first || c.Labels[spruntime.PullSecretOwnerLabel] != string(obj.UID) {
+		t.Errorf("copy %s: type %s, labels %v; want the source's type and data, owned by the Sample", copyKey, c.Type, c.Labels)
+	}
+	deploy := &appsv1.Deployment{}
+	if err := wl.Get(ctx, server, deploy); err != nil {
+		t.Fatalf("the server Deployment %s: %v", server, err)
+	}
+	if got := deploy.Spec.Template.Spec.ImagePullSecrets; !slices.Equal(got, []corev1.LocalObjectReference{{Name: copyKey.Name}}) {
+		t.Errorf("the server's pods pull with %v, want [%s]", got, copyKey.Name)
+	}
+	setAvailable(t, server)
+	p.waitReady(t)
+
+	// The provider's credentials: its copies, and no other Secrets.
+	pc := p.workloadClientOfProvider(t)
+	if err := pc.Get(ctx, copyKey, &corev1.Secret{}); err != nil {
+		t.Errorf("the provider cannot read its copy: %v", err)
+	}
+	if err := pc.List(ctx, &corev1.SecretList{}, client.InNamespace("default")); !apierrors.IsForbidden(err) {
+		t.Errorf("listing Secrets in namespace default: want Forbidden, got %v", err)
+	}
+
+	// A rotated pull secret reaches the copy by the next poll.
+	update(t, platformC, client.ObjectKeyFromObject(src), &corev1.Secret{}, func(s *corev1.Secret) {
+		s.Data[corev1.DockerConfigJsonKey] = []byte(second)
+	})
+	err := wait.PollUntilContextTimeout(ctx, pollEvery, pollTimeout, true, func(context.Context) (bool, error) {
+		c := readCopy()
+		return c != nil && string(c.Data[corev1.DockerConfigJsonKey]) == second, nil
+	})
+	if err != nil {
+		t.Fatalf("the copy %s did not get the rotated data: %v", copyKey, err)
+	}
+	p.waitReady(t)
+
+	// A name without a Secret: Ready=False with a reason naming it.
+	p.updateConfig(t, func(cfg *apiv1alpha1.ProviderConfig) {
+		cfg.Spec.ImagePullSecrets = append(cfg.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: "nosuch"})
+	})
+	obj = p.waitObj(t, "names the missing pull secret", func(obj *apiv1alpha1.Sample) bool {
+		return hasCondition(obj, spruntime.ConditionReady, metav1.ConditionFalse, spruntime.ReasonPullSecretMissing)
+	})
+	if c := apimeta.FindStatusCondition(obj.Status.Conditions, spruntime.ConditionReady); !strings.Contains(c.Message, p.namespace+"/nosuch") {
+		t.Errorf("Ready message %q does not name the missing Secret %s/nosuch", c.Message, p.namespace)
+	}
+	p.updateConfig(t, func(cfg *apiv1alpha1.ProviderConfig) {
+		cfg.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}}
+	})
+	p.waitReady(t)
+
+	p.delete(t)
+	p.waitGone(t)
+	if c := readCopy(); c != nil {
+		t.Errorf("the copy %s is still there after the Sample was deleted", copyKey)
+	}
+	for _, data := range []string{"Zmlyc3Q6c2VjcmV0", "c2Vjb25kOnNlY3JldA=="} {
+		if strings.Contains(logs.String(), data) {
+			t.Errorf("the log holds the pull secret's data")
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -282,9 +283,24 @@ func serverReplicas(w *apiv1alpha1.Workload) int32 {
 	return *w.Replicas
 }
 
+// pullSecretRefs are the copies of refs in target that a server's pods
+// reference, in the order of refs and each once: what PullSecrets.Sync
+// returns.
+func pullSecretRefs(target spruntime.PullSecretTarget, refs []corev1.LocalObjectReference) []corev1.LocalObjectReference {
+	var out []corev1.LocalObjectReference
+	for _, ref := range refs {
+		c := corev1.LocalObjectReference{Name: target.Prefix + ref.Name}
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // desiredServer returns obj's server Deployment as the provider
-// providerName runs it for w.
-func desiredServer(providerName string, obj *apiv1alpha1.Sample, w *apiv1alpha1.Workload) *appsv1.Deployment {
+// providerName runs it for w, its pods pulling with pullSecrets (copies
+// in ServerNamespace).
+func desiredServer(providerName string, obj *apiv1alpha1.Sample, w *apiv1alpha1.Workload, pullSecrets []corev1.LocalObjectReference) *appsv1.Deployment {
 	selector := map[string]string{NameLabel: ServerAppName, InstanceLabel: ServerName(providerName, obj)}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{
@@ -298,10 +314,13 @@ func desiredServer(providerName string, obj *apiv1alpha1.Sample, w *apiv1alpha1.
 			Selector: &metav1.LabelSelector{MatchLabels: selector},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: merge(nil, selector)},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name:  ServerContainer,
-					Image: w.Image,
-				}}},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{
+						Name:  ServerContainer,
+						Image: w.Image,
+					}},
+					ImagePullSecrets: pullSecrets,
+				},
 			},
 		},
 	}
@@ -318,6 +337,7 @@ func applyServer(d, want *appsv1.Deployment) {
 		d.Spec.Selector = want.Spec.Selector.DeepCopy()
 	}
 	d.Spec.Template.Labels = merge(d.Spec.Template.Labels, want.Spec.Template.Labels)
+	d.Spec.Template.Spec.ImagePullSecrets = slices.Clone(want.Spec.Template.Spec.ImagePullSecrets)
 	containers := d.Spec.Template.Spec.Containers
 	if len(containers) == 1 && containers[0].Name == ServerContainer {
 		containers[0].Image = want.Spec.Template.Spec.Containers[0].Image
@@ -338,11 +358,23 @@ func serverDiff(want, got *appsv1.Deployment) string {
 			diffs = append(diffs, fmt.Sprintf("pod label %s is %q, want %q", k, got.Spec.Template.Labels[k], v))
 		}
 	}
+	if got, want := got.Spec.Template.Spec.ImagePullSecrets, want.Spec.Template.Spec.ImagePullSecrets; !slices.Equal(got, want) {
+		diffs = append(diffs, fmt.Sprintf("image pull secrets are %v, want %v", names(got), names(want)))
+	}
 	image := want.Spec.Template.Spec.Containers[0].Image
 	if c := got.Spec.Template.Spec.Containers; len(c) != 1 || c[0].Name != ServerContainer || c[0].Image != image {
 		diffs = append(diffs, fmt.Sprintf("want one container %s with image %s", ServerContainer, image))
 	}
 	return strings.Join(diffs, "; ")
+}
+
+// names lists the names of refs, for a message.
+func names(refs []corev1.LocalObjectReference) []string {
+	out := make([]string, 0, len(refs))
+	for _, r := range refs {
+		out = append(out, r.Name)
+	}
+	return out
 }
 
 // replicasText renders a Deployment's spec.replicas for a message.

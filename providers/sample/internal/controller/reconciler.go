@@ -32,6 +32,9 @@ const waitInterval = time.Second
 // UserResources and Delete for each Sample.
 type Reconciler struct {
 	providerName string
+	// pullSecrets copies the ProviderConfig's spec.imagePullSecrets next
+	// to the servers.
+	pullSecrets spruntime.PullSecrets
 }
 
 var (
@@ -46,9 +49,28 @@ var (
 )
 
 // NewReconciler returns the domain logic of the provider named
-// providerName (its --provider-name).
-func NewReconciler(providerName string) *Reconciler {
-	return &Reconciler{providerName: providerName}
+// providerName (its --provider-name). platform reads Secrets in the
+// provider's namespace on the platform cluster (POD_NAMESPACE), where the
+// ProviderConfig's image pull secrets are: an uncached reader, such as
+// the platform cluster's GetAPIReader.
+func NewReconciler(providerName string, platform client.Reader, namespace string) *Reconciler {
+	return &Reconciler{
+		providerName: providerName,
+		pullSecrets:  spruntime.PullSecrets{Source: platform, SourceNamespace: namespace, Provider: providerName},
+	}
+}
+
+// pullSecretTarget is where obj's copies of the image pull secrets are in
+// the workload cluster c: in ServerNamespace, next to its server, named
+// after it and labelled with obj's UID, so that each Sample's copies come
+// and go with it and an orphaned Sample's are never adopted.
+func (r *Reconciler) pullSecretTarget(obj *apiv1alpha1.Sample, c client.Client) spruntime.PullSecretTarget {
+	return spruntime.PullSecretTarget{
+		Client:    c,
+		Namespace: ServerNamespace,
+		Owner:     string(obj.UID),
+		Prefix:    ServerName(r.providerName, obj) + "-",
+	}
 }
 
 // Observe implements spruntime.Observer: it reports whether the domain
@@ -228,6 +250,9 @@ func (r *Reconciler) Delete(ctx context.Context, obj *apiv1alpha1.Sample, _ *api
 	if err := r.deleteOwned(ctx, wl, obj, &appsv1.Deployment{}, client.ObjectKey{Namespace: ServerNamespace, Name: ServerName(r.providerName, obj)}); err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.pullSecrets.Remove(ctx, r.pullSecretTarget(obj, wl)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("remove the server's image pull secrets from the workload cluster: %w", err)
+	}
 	// The namespace's contents go with it; the cluster finishes that
 	// without the provider, so its deletion is not waited for.
 	if err := r.deleteOwned(ctx, wl, obj, &corev1.Namespace{}, client.ObjectKey{Name: WorkloadNamespace(r.providerName, obj)}); err != nil {
@@ -251,6 +276,14 @@ func (r *Reconciler) Delete(ctx context.Context, obj *apiv1alpha1.Sample, _ *api
 // Available, or there although cfg.Spec.Workload is unset. "" means it is as
 // wanted.
 func (r *Reconciler) observeServer(ctx context.Context, obj *apiv1alpha1.Sample, cfg *apiv1alpha1.ProviderConfig, c client.Client) (string, error) {
+	target := r.pullSecretTarget(obj, c)
+	var pullSecrets []corev1.LocalObjectReference
+	if cfg.Spec.Workload != nil {
+		pullSecrets = cfg.Spec.ImagePullSecrets
+	}
+	if diff, err := r.pullSecrets.Diff(ctx, target, pullSecrets); err != nil || diff != "" {
+		return diff, err
+	}
 	got := &appsv1.Deployment{}
 	key := client.ObjectKey{Namespace: ServerNamespace, Name: ServerName(r.providerName, obj)}
 	if err := c.Get(ctx, key, got); err != nil {
@@ -268,7 +301,7 @@ func (r *Reconciler) observeServer(ctx context.Context, obj *apiv1alpha1.Sample,
 	case !got.DeletionTimestamp.IsZero():
 		return fmt.Sprintf("Deployment %s in the workload cluster is being deleted", key), nil
 	}
-	if diff := serverDiff(desiredServer(r.providerName, obj, cfg.Spec.Workload), got); diff != "" {
+	if diff := serverDiff(desiredServer(r.providerName, obj, cfg.Spec.Workload, pullSecretRefs(target, cfg.Spec.ImagePullSecrets)), got); diff != "" {
 		return fmt.Sprintf("Deployment %s in the workload cluster: %s", key, diff), nil
 	}
 	if ok, msg := serverAvailable(got); !ok {
@@ -282,10 +315,19 @@ func (r *Reconciler) observeServer(ctx context.Context, obj *apiv1alpha1.Sample,
 // spec.workload it deletes one left from before and returns nil.
 func (r *Reconciler) applyServer(ctx context.Context, obj *apiv1alpha1.Sample, cfg *apiv1alpha1.ProviderConfig, c client.Client) (*appsv1.Deployment, error) {
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ServerNamespace, Name: ServerName(r.providerName, obj)}}
+	target := r.pullSecretTarget(obj, c)
 	if cfg.Spec.Workload == nil {
-		return nil, r.deleteOwned(ctx, c, obj, d, client.ObjectKeyFromObject(d))
+		if err := r.deleteOwned(ctx, c, obj, d, client.ObjectKeyFromObject(d)); err != nil {
+			return nil, err
+		}
+		return nil, r.pullSecrets.Remove(ctx, target)
 	}
-	want := desiredServer(r.providerName, obj, cfg.Spec.Workload)
+	// The copies first: the server's pods pull with them as they start.
+	refs, err := r.pullSecrets.Sync(ctx, target, cfg.Spec.ImagePullSecrets)
+	if err != nil {
+		return nil, fmt.Errorf("image pull secrets of the server: %w", err)
+	}
+	want := desiredServer(r.providerName, obj, cfg.Spec.Workload, refs)
 	op, err := controllerutil.CreateOrUpdate(ctx, c, d, func() error {
 		if !d.DeletionTimestamp.IsZero() {
 			return fmt.Errorf("the Deployment %s/%s is being deleted; waiting until it is gone", d.Namespace, d.Name)

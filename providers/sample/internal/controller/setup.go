@@ -43,8 +43,9 @@ func MCPPermissions() clusteraccess.Permissions {
 }
 
 // WorkloadPermissions is what the provider may do in the shared workload
-// cluster: manage namespaces, one per Sample, and the servers'
-// Deployments in ServerNamespace only (ProviderConfig spec.workload). They
+// cluster: manage namespaces, one per Sample, and, in ServerNamespace
+// only, the servers' Deployments (ProviderConfig spec.workload) and their
+// copies of the image pull secrets (spec.imagePullSecrets). They
 // are requested whether or not spec.workload is set, since the
 // ProviderConfig can change while the provider runs.
 func WorkloadPermissions() clusteraccess.Permissions {
@@ -63,6 +64,10 @@ func WorkloadPermissions() clusteraccess.Permissions {
 			Namespace: ServerNamespace,
 			Rules: []rbacv1.PolicyRule{
 				{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "create", "update", "delete"}},
+				// The servers' copies of the image pull secrets
+				// (ProviderConfig spec.imagePullSecrets); list finds
+				// the copies of names no longer wanted.
+				{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
 			},
 		}},
 	}
@@ -102,7 +107,7 @@ func Setup(_ context.Context, mgr ctrl.Manager, env providerapp.Env, opts ...spr
 	r, err := spruntime.NewAPIReconciler(env.Flags.ProviderName,
 		func() *apiv1alpha1.Sample { return &apiv1alpha1.Sample{} },
 		func() *apiv1alpha1.ProviderConfig { return &apiv1alpha1.ProviderConfig{} },
-		NewReconciler(env.Flags.ProviderName),
+		NewReconciler(env.Flags.ProviderName, env.Platform.GetAPIReader(), env.Pod.Namespace),
 		clusteraccess.For[*apiv1alpha1.Sample](env.Access),
 		env.Platform,
 		append([]spruntime.Option{

@@ -178,7 +178,7 @@ func TestOwnedBy(t *testing.T) {
 // repairs it without dropping the defaults.
 func TestApplyServer(t *testing.T) {
 	obj := &apiv1alpha1.Sample{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "cp"}}
-	want := desiredServer("p", obj, &apiv1alpha1.Workload{Image: "example.org/server:v1"})
+	want := desiredServer("p", obj, &apiv1alpha1.Workload{Image: "example.org/server:v1"}, []corev1.LocalObjectReference{{Name: "s-regcred"}})
 	if got := *want.Spec.Replicas; got != 1 {
 		t.Errorf("replicas of an unset spec.workload.replicas = %d, want 1", got)
 	}
@@ -193,8 +193,9 @@ func TestApplyServer(t *testing.T) {
 	defaulted.Spec.Template.Spec.Containers[0].ImagePullPolicy = corev1.PullIfNotPresent
 	defaulted.Spec.Template.Spec.Containers[0].Image = "example.org/server:v0"
 	defaulted.Spec.Replicas = ptr.To[int32](5)
+	defaulted.Spec.Template.Spec.ImagePullSecrets = nil
 	diff := serverDiff(want, defaulted)
-	for _, part := range []string{"replicas are 5, want 1", "image example.org/server:v1"} {
+	for _, part := range []string{"replicas are 5, want 1", "image example.org/server:v1", "image pull secrets are [], want [s-regcred]"} {
 		if !strings.Contains(diff, part) {
 			t.Errorf("serverDiff = %q, want it to mention %q", diff, part)
 		}
