@@ -133,6 +133,28 @@ func TestSisterProvisioner(t *testing.T) {
 	dep.Status.ObservedGeneration = dep.Generation
 	must(t, sister.Client.Status().Update(ctx, dep))
 
+	// A second master registers the same sister: it finds the first's
+	// provisioner, says so, and at its offboarding deletes none of it.
+	e2 := newEnv(t, envOptions{noCluster: true, configSpec: func(s *interoperatorv1alpha1.ProviderConfigSpec) {
+		s.SisterProvisioner = &interoperatorv1alpha1.SisterProvisioner{Image: "registry.example.org/other:v1"}
+	}})
+	e2.registerCluster(t, "sister", sister.Kubeconfig, func(c *resourcev1alpha1.SFCluster) {
+		c.Spec.ProvisioningMode = resourcev1alpha1.ProvisioningReplicate
+	})
+	waitFor(t, "ProvisionerReady=False/ProvisionerConflict on the second master's SFCluster", func() bool {
+		c := provisionerCondition(t, e2, "sister")
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == sisters.ReasonConflict && strings.Contains(c.Message, string(cfg.UID))
+	})
+	deleteAndWait(t, platform.Client, &resourcev1alpha1.SFCluster{ObjectMeta: metav1.ObjectMeta{Namespace: e2.catalog, Name: "sister"}})
+	must(t, sister.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: sisters.Name}, dep))
+	if dep.Spec.Template.Spec.Containers[0].Image != image2 || dep.DeletionTimestamp != nil || dep.Labels[replicate.LabelMaster] != string(cfg.UID) {
+		t.Errorf("the first master's Deployment changed with the second master: image %s, deleted %v, labels %v",
+			dep.Spec.Template.Spec.Containers[0].Image, dep.DeletionTimestamp, dep.Labels)
+	}
+	if c := provisionerCondition(t, e, "sister"); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("the first master's ProvisionerReady %+v, want True", c)
+	}
+
 	// Offboarding: the instance first, then the SFCluster; the provisioner
 	// goes with it.
 	deleteAndWait(t, onboarding.Client, &osbv1alpha1.SFServiceBinding{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "b"}})
