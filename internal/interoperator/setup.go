@@ -377,21 +377,23 @@ func RunPermissions() clusteraccess.Permissions {
 }
 
 // PlatformPermissions is what run does on its platform cluster outside the
-// catalog namespace: watch its ProviderConfig and the catalog (SFServices,
-// SFPlans, SFClusters; the caches list them cluster-wide), write their
-// status and the SFClusters' finalizer, and read openMCP Clusters and
-// AccessRequests, which the workload-cluster controller watches where the
-// platform serves them. The provisioner it installs on a sister, whose
-// platform cluster is the sister itself, gets these with RunPermissions
-// (package sisters).
+// catalog namespace, with the verbs its requests use (the chart's
+// inter-operator rules, docs/chart.md, with the provider contract's reads
+// of its own groups): watch its ProviderConfig and the catalog (SFServices,
+// SFPlans, SFClusters; the caches list them cluster-wide), patch their
+// status and the SFClusters (finalizer, round-robin position), and watch
+// openMCP Clusters and AccessRequests, which the workload-cluster
+// controller does where the platform serves them. The provisioner it
+// installs on a sister, whose platform cluster is the sister itself, gets
+// these with RunPermissions (package sisters).
 func PlatformPermissions() clusteraccess.Permissions {
 	osb, res := osbv1alpha1.GroupVersion.Group, resourcev1alpha1.GroupVersion.Group
 	read := []string{"get", "list", "watch"}
 	return clusteraccess.Permissions{Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{osb}, Resources: []string{"sfservices", "sfplans"}, Verbs: read},
-		{APIGroups: []string{osb}, Resources: []string{"sfservices/status", "sfplans/status"}, Verbs: []string{"get", "patch", "update"}},
-		{APIGroups: []string{res}, Resources: []string{"sfclusters"}, Verbs: []string{"get", "list", "watch", "patch", "update"}},
-		{APIGroups: []string{res}, Resources: []string{"sfclusters/status"}, Verbs: []string{"get", "patch", "update"}},
+		{APIGroups: []string{osb}, Resources: []string{"sfservices/status", "sfplans/status"}, Verbs: []string{"patch"}},
+		{APIGroups: []string{res}, Resources: []string{"sfclusters"}, Verbs: []string{"get", "list", "watch", "patch"}},
+		{APIGroups: []string{res}, Resources: []string{"sfclusters/status"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{interoperatorv1alpha1.GroupVersion.Group}, Resources: []string{"providerconfigs"}, Verbs: read},
 		{APIGroups: []string{clustersv1alpha1.GroupVersion.Group}, Resources: []string{"clusters", "accessrequests"}, Verbs: read},
 	}}

@@ -162,6 +162,9 @@ func (s spec) deployment() *appsv1.Deployment {
 				Spec: corev1.PodSpec{
 					ServiceAccountName: Name,
 					ImagePullSecrets:   pull,
+					// The root file system is read-only; /tmp is the only
+					// writable place, as in the chart's Deployments.
+					Volumes: []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 					SecurityContext: &corev1.PodSecurityContext{
 						RunAsNonRoot:   ptr.To(true),
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
@@ -181,6 +184,7 @@ func (s spec) deployment() *appsv1.Deployment {
 							ReadOnlyRootFilesystem:   ptr.To(true),
 							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 						},
+						VolumeMounts:             []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
 						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 					}},
 				},
