@@ -155,6 +155,22 @@ func TestSisterProvisioner(t *testing.T) {
 		t.Errorf("the first master's ProvisionerReady %+v, want True", c)
 	}
 
+	// A master without spec.sisterProvisioner installs nothing and says
+	// why.
+	e3 := newEnv(t, envOptions{noCluster: true})
+	e3.registerCluster(t, "sister", sister.Kubeconfig, func(c *resourcev1alpha1.SFCluster) {
+		c.Spec.ProvisioningMode = resourcev1alpha1.ProvisioningReplicate
+	})
+	waitFor(t, "ProvisionerReady=False/NotConfigured on the third master's SFCluster", func() bool {
+		c := provisionerCondition(t, e3, "sister")
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == sisters.ReasonNotConfigured
+	})
+	unconfigured := &resourcev1alpha1.SFCluster{}
+	must(t, platform.Client.Get(ctx, client.ObjectKey{Namespace: e3.catalog, Name: "sister"}, unconfigured))
+	if slices.Contains(unconfigured.Finalizers, sisters.Finalizer) {
+		t.Errorf("an SFCluster without a provisioner to remove got the finalizer %s", sisters.Finalizer)
+	}
+
 	// Offboarding: the instance first, then the SFCluster; the provisioner
 	// goes with it.
 	deleteAndWait(t, onboarding.Client, &osbv1alpha1.SFServiceBinding{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "b"}})
