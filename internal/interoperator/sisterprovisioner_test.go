@@ -92,7 +92,7 @@ func TestSisterProvisioner(t *testing.T) {
 	}
 	checkLeastPrivilege(t, sister, ns)
 	waitFor(t, "ProvisionerReady=False/Installing on the master's SFCluster", func() bool {
-		c := provisionerCondition(t, e, "sister")
+		c := provisionerCondition(t, e)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == sisters.ReasonInstalling
 	})
 
@@ -104,7 +104,7 @@ func TestSisterProvisioner(t *testing.T) {
 	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 1, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 1}
 	must(t, sister.Client.Status().Update(ctx, dep))
 	waitFor(t, "ProvisionerReady=True on the master's SFCluster", func() bool {
-		c := provisionerCondition(t, e, "sister")
+		c := provisionerCondition(t, e)
 		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == sisters.ReasonAvailable
 	})
 
@@ -142,7 +142,7 @@ func TestSisterProvisioner(t *testing.T) {
 		c.Spec.ProvisioningMode = resourcev1alpha1.ProvisioningReplicate
 	})
 	waitFor(t, "ProvisionerReady=False/ProvisionerConflict on the second master's SFCluster", func() bool {
-		c := provisionerCondition(t, e2, "sister")
+		c := provisionerCondition(t, e2)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == sisters.ReasonConflict && strings.Contains(c.Message, string(cfg.UID))
 	})
 	deleteAndWait(t, platform.Client, &resourcev1alpha1.SFCluster{ObjectMeta: metav1.ObjectMeta{Namespace: e2.catalog, Name: "sister"}})
@@ -151,7 +151,7 @@ func TestSisterProvisioner(t *testing.T) {
 		t.Errorf("the first master's Deployment changed with the second master: image %s, deleted %v, labels %v",
 			dep.Spec.Template.Spec.Containers[0].Image, dep.DeletionTimestamp, dep.Labels)
 	}
-	if c := provisionerCondition(t, e, "sister"); c == nil || c.Status != metav1.ConditionTrue {
+	if c := provisionerCondition(t, e); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("the first master's ProvisionerReady %+v, want True", c)
 	}
 
@@ -162,7 +162,7 @@ func TestSisterProvisioner(t *testing.T) {
 		c.Spec.ProvisioningMode = resourcev1alpha1.ProvisioningReplicate
 	})
 	waitFor(t, "ProvisionerReady=False/NotConfigured on the third master's SFCluster", func() bool {
-		c := provisionerCondition(t, e3, "sister")
+		c := provisionerCondition(t, e3)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == sisters.ReasonNotConfigured
 	})
 	unconfigured := &resourcev1alpha1.SFCluster{}
@@ -229,11 +229,11 @@ func checkLeastPrivilege(t *testing.T, c *testenv.Cluster, ns string) {
 }
 
 // provisionerCondition returns the ProvisionerReady condition of the
-// env's SFCluster name.
-func provisionerCondition(t *testing.T, e *env, name string) *metav1.Condition {
+// env's SFCluster "sister".
+func provisionerCondition(t *testing.T, e *env) *metav1.Condition {
 	t.Helper()
 	sfc := &resourcev1alpha1.SFCluster{}
-	must(t, platform.Client.Get(context.Background(), client.ObjectKey{Namespace: e.catalog, Name: name}, sfc))
+	must(t, platform.Client.Get(context.Background(), client.ObjectKey{Namespace: e.catalog, Name: "sister"}, sfc))
 	return apimeta.FindStatusCondition(sfc.Status.Conditions, sisters.ConditionProvisionerReady)
 }
 
