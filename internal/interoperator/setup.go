@@ -29,6 +29,7 @@ import (
 	"github.com/marketplane/marketplane/internal/interoperator/provisioner"
 	"github.com/marketplane/marketplane/internal/interoperator/replicate"
 	"github.com/marketplane/marketplane/internal/interoperator/scheduling"
+	"github.com/marketplane/marketplane/internal/interoperator/sisters"
 	"github.com/marketplane/marketplane/internal/interoperator/sourcewatch"
 	"github.com/marketplane/marketplane/pkg/clusteraccess"
 	"github.com/marketplane/marketplane/pkg/providerapp"
@@ -160,6 +161,7 @@ const (
 	BindingControllerName  = "sfservicebinding"
 	CatalogControllerName  = "sfcatalog"
 	ClusterControllerName  = clusters.DefaultStatusControllerName
+	SisterControllerName   = sisters.DefaultControllerName
 )
 
 // Interoperator is what Setup registered.
@@ -179,6 +181,9 @@ type Interoperator struct {
 	Replicator *replicate.Replicator
 	// Sources wakes operations in progress when their sources change.
 	Sources *sourcewatch.Watcher
+	// Sisters installs the provisioner on the SFClusters in provisioning
+	// mode replicate.
+	Sisters *sisters.Reconciler
 }
 
 // Setup registers the inter-operator named providerName with mgr, a
@@ -302,6 +307,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platform cluster.Cluster, prov
 	if err := mirror.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
+	// The sisters get a provisioner of their own (package sisters): what
+	// run needs on its platform and onboarding cluster, both the sister.
+	sisterCtrl := sisters.New(providerName, o.environment, platform, registry, sisterCRDs, SisterPermissions(),
+		sisters.WithControllerName(o.namePrefix+SisterControllerName),
+		sisters.WithControllerOptions(controller.Options{SkipNameValidation: skipNameCheck, MaxConcurrentReconciles: 4}))
+	if err := sisterCtrl.SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
 	// openMCP workload Clusters become SFClusters (spec.workloadClusters),
 	// where the platform cluster serves the Cluster kind.
 	if _, err := platform.GetRESTMapper().RESTMapping(clustersv1alpha1.GroupVersion.WithKind("Cluster").GroupKind(), clustersv1alpha1.GroupVersion.Version); err == nil {
@@ -313,7 +326,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platform cluster.Cluster, prov
 	} else {
 		ctrl.LoggerFrom(ctx).Info("The platform cluster serves no clusters.openmcp.cloud Clusters; spec.workloadClusters is not available", "reason", err.Error())
 	}
-	return &Interoperator{Controllers: controllers, Catalog: cat, Engine: engine, Registry: registry, ClusterStatus: clusterStatus, Replicator: replicator, Sources: sources}, nil
+	return &Interoperator{Controllers: controllers, Catalog: cat, Engine: engine, Registry: registry, ClusterStatus: clusterStatus, Replicator: replicator, Sources: sources, Sisters: sisterCtrl}, nil
 }
 
 // serviceFabrikWorkers returns how many instances and bindings are
@@ -372,6 +385,50 @@ func RunPermissions() clusteraccess.Permissions {
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "patch", "delete"}},
 		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
 	}}
+}
+
+// PlatformPermissions is what run does on its platform cluster outside the
+// catalog namespace, with the verbs its requests use (the chart's
+// inter-operator rules, docs/chart.md, with the provider contract's reads
+// of its own groups): watch its ProviderConfig and the catalog (SFServices,
+// SFPlans, SFClusters; the caches list them cluster-wide), patch their
+// status and the SFClusters (finalizer, round-robin position), and watch
+// openMCP Clusters and AccessRequests, which the workload-cluster
+// controller does where the platform serves them. The provisioner it
+// installs on a sister, whose platform cluster is the sister itself, gets
+// these with RunPermissions (package sisters).
+func PlatformPermissions() clusteraccess.Permissions {
+	osb, res := osbv1alpha1.GroupVersion.Group, resourcev1alpha1.GroupVersion.Group
+	read := []string{"get", "list", "watch"}
+	return clusteraccess.Permissions{Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{osb}, Resources: []string{"sfservices", "sfplans"}, Verbs: read},
+		{APIGroups: []string{osb}, Resources: []string{"sfservices/status", "sfplans/status"}, Verbs: []string{"patch"}},
+		{APIGroups: []string{res}, Resources: []string{"sfclusters"}, Verbs: []string{"get", "list", "watch", "patch"}},
+		{APIGroups: []string{res}, Resources: []string{"sfclusters/status"}, Verbs: []string{"patch"}},
+		{APIGroups: []string{interoperatorv1alpha1.GroupVersion.Group}, Resources: []string{"providerconfigs"}, Verbs: read},
+		{APIGroups: []string{clustersv1alpha1.GroupVersion.Group}, Resources: []string{"clusters", "accessrequests"}, Verbs: read},
+	}}
+}
+
+// CatalogPermissions is what run does in the catalog namespace of its
+// platform cluster besides reading the SFClusters' kubeconfig Secrets,
+// which a grant names one by one: read ConfigMaps (Service Fabrik's
+// interoperator-config, templates kept in ConfigMaps).
+func CatalogPermissions() clusteraccess.Permissions {
+	return clusteraccess.Permissions{Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}},
+	}}
+}
+
+// SisterPermissions are the RBAC rules of the inter-operator the sisters
+// run, whose platform and onboarding cluster is the sister: RunPermissions
+// and PlatformPermissions cluster-wide, CatalogPermissions in the catalog
+// namespace.
+func SisterPermissions() sisters.Permissions {
+	return sisters.Permissions{
+		Cluster: slices.Concat(RunPermissions().Rules, PlatformPermissions().Rules),
+		Catalog: slices.Clone(CatalogPermissions().Rules),
+	}
 }
 
 // AccessPolicy is the spec.accessPolicy the inter-operator's ServiceProvider

@@ -105,6 +105,7 @@ var DefaultLeaseTimes = LeaseTimes{Duration: 10 * time.Second, RenewDeadline: 7 
 type flags struct {
 	contract.Flags
 	onboardingKubeconfig string
+	onboardingIsPlatform bool
 	kubeconfig           string
 	leaderElect          bool
 	lease                LeaseTimes
@@ -137,6 +138,7 @@ func (p Provider) Command(access ...clusteraccess.Option) *cobra.Command {
 	f.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the platform cluster (default: in-cluster or $KUBECONFIG)")
 	root.PersistentFlags().StringVar(&f.onboardingKubeconfig, "onboarding-kubeconfig", "", "kubeconfig of the onboarding cluster, for development (default: request access through the platform)")
+	root.PersistentFlags().BoolVar(&f.onboardingIsPlatform, FlagOnboardingIsPlatform, false, "use the platform cluster as the onboarding cluster too, with the platform's credentials (a provider whose one cluster is both, such as the inter-operator on a sister cluster)")
 	root.PersistentFlags().DurationVar(&f.timeout, "access-timeout", 5*time.Minute, "how long to wait for onboarding access")
 	f.addRateLimitFlags(root.PersistentFlags())
 	initCmd := &cobra.Command{
@@ -144,7 +146,7 @@ func (p Provider) Command(access ...clusteraccess.Option) *cobra.Command {
 		Short: "Install the provider's CRDs and register its service kinds",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.Validate(); err != nil {
+			if err := f.validate(); err != nil {
 				return err
 			}
 			return p.init(cmd.Context(), f)
@@ -155,7 +157,7 @@ func (p Provider) Command(access ...clusteraccess.Option) *cobra.Command {
 		Short: "Run the provider's controllers",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.Validate(); err != nil {
+			if err := f.validate(); err != nil {
 				return err
 			}
 			return p.run(cmd.Context(), f, access)
@@ -212,7 +214,7 @@ func (p Provider) init(ctx context.Context, f *flags) error {
 	if err := crdinstall.Apply(ctx, platform, p.Name, 0, platformCRDs...); err != nil {
 		return fmt.Errorf("install platform CRDs: %w", err)
 	}
-	onboarding, err := p.onboarding(ctx, f, platform, pod, "init", p.OnboardingPermissions("init"), nil)
+	onboarding, err := p.onboarding(ctx, f, platformCfg, platform, pod, "init", p.OnboardingPermissions("init"), nil)
 	if err != nil {
 		return err
 	}
@@ -254,7 +256,7 @@ func (p Provider) run(ctx context.Context, f *flags, accessOpts []clusteraccess.
 	if err != nil {
 		return err
 	}
-	onboarding, err := p.onboarding(ctx, f, platform.GetClient(), pod, "run", p.runPermissions(), access)
+	onboarding, err := p.onboarding(ctx, f, platformCfg, platform.GetClient(), pod, "run", p.runPermissions(), access)
 	if err != nil {
 		return err
 	}
@@ -293,10 +295,18 @@ func (p Provider) run(ctx context.Context, f *flags, accessOpts []clusteraccess.
 	return nil
 }
 
-// onboarding returns the onboarding cluster: from --onboarding-kubeconfig,
-// or through a ClusterRequest and AccessRequest named after purpose
-// ("init" or "run") in the provider's namespace.
-func (p Provider) onboarding(ctx context.Context, f *flags, platform client.Client, pod contract.Pod, purpose string, perms clusteraccess.Permissions, m *clusteraccess.Manager) (*spruntime.Cluster, error) {
+// onboarding returns the onboarding cluster: the platform cluster with
+// --onboarding-is-platform, from --onboarding-kubeconfig, or through a
+// ClusterRequest and AccessRequest named after purpose ("init" or "run")
+// in the provider's namespace.
+func (p Provider) onboarding(ctx context.Context, f *flags, platformCfg *rest.Config, platform client.Client, pod contract.Pod, purpose string, perms clusteraccess.Permissions, m *clusteraccess.Manager) (*spruntime.Cluster, error) {
+	if f.onboardingIsPlatform {
+		c, err := client.New(rest.CopyConfig(platformCfg), client.Options{Scheme: p.Scheme})
+		if err != nil {
+			return nil, fmt.Errorf("onboarding client: %w", err)
+		}
+		return spruntime.NewCluster("onboarding", rest.CopyConfig(platformCfg), c), nil
+	}
 	if f.onboardingKubeconfig != "" {
 		cfg, err := f.loadConfig(f.onboardingKubeconfig)
 		if err != nil {
@@ -406,6 +416,24 @@ func RegisterServiceKinds(ctx context.Context, platform client.Client, provider 
 	// makes this fail and init is retried, instead of one losing entries.
 	if err := platform.Status().Patch(ctx, sp, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("register service kinds in ServiceProvider %s: %w", provider, err)
+	}
+	return nil
+}
+
+// FlagOnboardingIsPlatform makes the platform cluster the onboarding
+// cluster too: init and run use the platform's credentials (in-cluster, or
+// --kubeconfig) for both and request no onboarding access. The
+// inter-operator on a sister cluster runs so (docs/multicluster.md).
+const FlagOnboardingIsPlatform = "onboarding-is-platform"
+
+// validate checks the contract flags and that at most one source of the
+// onboarding cluster is named.
+func (f *flags) validate() error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	if f.onboardingIsPlatform && f.onboardingKubeconfig != "" {
+		return fmt.Errorf("--%s and --onboarding-kubeconfig exclude each other", FlagOnboardingIsPlatform)
 	}
 	return nil
 }

@@ -130,6 +130,11 @@ type ProviderConfigSpec struct {
 	// AccessRequests (workloadclusters_types.go).
 	// +optional
 	WorkloadClusters *WorkloadClusters `json:"workloadClusters,omitempty"`
+	// sisterProvisioner, when set, makes the inter-operator install its
+	// own provisioner on every SFCluster in provisioning mode replicate
+	// (sisterprovisioner_types.go).
+	// +optional
+	SisterProvisioner *SisterProvisioner `json:"sisterProvisioner,omitempty"`
 }
 
 // ProviderConfig configures the inter-operator. It is cluster-scoped, lives
