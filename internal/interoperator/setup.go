@@ -280,6 +280,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platform cluster.Cluster, prov
 	}
 	cat := catalog.NewReconciler(providerName, platform,
 		catalog.WithControllerName(o.namePrefix+CatalogControllerName),
+		catalog.WithInstances(provisioner.IndexPlanID, provisioner.IndexServiceID, o.environment),
 		catalog.WithControllerOptions(controller.Options{SkipNameValidation: skipNameCheck}))
 	if err := cat.SetupWithManager(mgr); err != nil {
 		return nil, err

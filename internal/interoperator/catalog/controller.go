@@ -11,10 +11,13 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -23,6 +26,7 @@ import (
 
 	interoperatorv1alpha1 "github.com/marketplane/marketplane/api/interoperator/v1alpha1"
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 )
 
 // ConditionReady is the condition that says whether a catalog entry is
@@ -34,12 +38,19 @@ const ConditionReady = "Ready"
 // platform cluster. A reconcile request names a namespace (the request's
 // name is empty): every entry of the namespace is validated together,
 // because an entry's validity depends on the others (ids, services).
+//
+// It also keeps the entries that instances use: its finalizer (Finalizer)
+// is on every entry, and an entry being deleted keeps it, with Ready=False
+// and reason DeletionBlocked naming the instances, until no instance of
+// the inter-operator uses it any more (deletion.go).
 type Reconciler struct {
 	providerName string
 	platform     cluster.Cluster
 	name         string
 	options      controller.Options
 	recorder     events.EventRecorder
+	finalizer    string
+	users        entryUsers
 }
 
 var _ reconcile.Reconciler = &Reconciler{}
@@ -57,6 +68,17 @@ func WithControllerName(name string) Option {
 	}
 }
 
+// WithInstances names the field indexes, on the SFServiceInstances of the
+// manager's cache (the onboarding cluster's), of spec.planId and
+// spec.serviceId: the catalog keeps the entries those instances use.
+// environment is the inter-operator's (its --environment): instances
+// labelled for another environment are not its own. Required.
+func WithInstances(planIndex, serviceIndex, environment string) Option {
+	return func(r *Reconciler) {
+		r.users.planIndex, r.users.serviceIndex, r.users.environment = planIndex, serviceIndex, environment
+	}
+}
+
 // WithControllerOptions sets controller-runtime's options of the controller.
 func WithControllerOptions(o controller.Options) Option {
 	return func(r *Reconciler) { r.options = o }
@@ -70,35 +92,73 @@ func NewReconciler(providerName string, platform cluster.Cluster, opts ...Option
 	for _, o := range opts {
 		o(r)
 	}
+	r.finalizer = Finalizer(providerName, r.users.environment)
 	return r
 }
 
-// SetupWithManager registers the controller with mgr, to which the platform
-// cluster must have been added. It watches SFServices, SFPlans and the
-// ProviderConfig on the platform cluster.
+// SetupWithManager registers the controller with mgr, the onboarding
+// cluster's manager, to which the platform cluster must have been added.
+// It watches SFServices, SFPlans and the ProviderConfig on the platform
+// cluster, and the SFServiceInstances of mgr's cache while an entry's
+// deletion waits for them.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.platform == nil {
 		return errors.New("setup catalog controller: no platform cluster")
 	}
+	if r.users.planIndex == "" || r.users.serviceIndex == "" {
+		return errors.New("setup catalog controller: the instance indexes are required (WithInstances)")
+	}
+	r.users.reader = mgr.GetClient()
 	r.recorder = r.platform.GetEventRecorder(r.name)
 	byNamespace := func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace()}}}
 	}
-	// Status writes of this controller change neither generation nor
-	// labels: they are not passed on.
-	changed := predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{})
+	byConfig := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], configs ...*interoperatorv1alpha1.ProviderConfig) {
+		for _, c := range configs {
+			if c.Name == r.providerName {
+				q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: c.CatalogNamespace()}})
+			}
+		}
+	}
+	type configEvents = handler.TypedFuncs[*interoperatorv1alpha1.ProviderConfig, reconcile.Request]
+	type instanceEvents = handler.TypedFuncs[*osbv1alpha1.SFServiceInstance, reconcile.Request]
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(r.name).
 		WithOptions(r.options).
 		WatchesRawSource(source.Kind(r.platform.GetCache(), client.Object(&osbv1alpha1.SFService{}),
-			handler.EnqueueRequestsFromMapFunc(byNamespace), changed)).
+			handler.EnqueueRequestsFromMapFunc(byNamespace), r.entryChanged())).
 		WatchesRawSource(source.Kind(r.platform.GetCache(), client.Object(&osbv1alpha1.SFPlan{}),
-			handler.EnqueueRequestsFromMapFunc(byNamespace), changed)).
-		WatchesRawSource(source.Kind(r.platform.GetCache(), &interoperatorv1alpha1.ProviderConfig{},
-			handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, c *interoperatorv1alpha1.ProviderConfig) []reconcile.Request {
-				return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: c.CatalogNamespace()}}}
-			}),
-			predicate.NewTypedPredicateFuncs(func(c *interoperatorv1alpha1.ProviderConfig) bool { return c.Name == r.providerName }))).
+			handler.EnqueueRequestsFromMapFunc(byNamespace), r.entryChanged())).
+		// The old catalog namespace too: a moved catalog releases the
+		// entries it kept there.
+		WatchesRawSource(source.Kind(r.platform.GetCache(), &interoperatorv1alpha1.ProviderConfig{}, configEvents{
+			CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*interoperatorv1alpha1.ProviderConfig], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				byConfig(q, e.Object)
+			},
+			UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*interoperatorv1alpha1.ProviderConfig], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				byConfig(q, e.ObjectOld, e.ObjectNew)
+			},
+			DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*interoperatorv1alpha1.ProviderConfig], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				byConfig(q, e.Object)
+			},
+		})).
+		// An instance that comes, goes or changes its plan may change
+		// what a deletion waits for.
+		WatchesRawSource(source.Kind(mgr.GetCache(), &osbv1alpha1.SFServiceInstance{}, instanceEvents{
+			CreateFunc: func(ctx context.Context, _ event.TypedCreateEvent[*osbv1alpha1.SFServiceInstance], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				r.enqueueBlocked(ctx, q)
+			},
+			UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*osbv1alpha1.SFServiceInstance], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				o, n := e.ObjectOld, e.ObjectNew
+				if o.Spec.PlanID != n.Spec.PlanID || o.Spec.ServiceID != n.Spec.ServiceID ||
+					o.Labels[providerv1alpha1.EnvironmentLabel] != n.Labels[providerv1alpha1.EnvironmentLabel] {
+					r.enqueueBlocked(ctx, q)
+				}
+			},
+			DeleteFunc: func(ctx context.Context, _ event.TypedDeleteEvent[*osbv1alpha1.SFServiceInstance], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				r.enqueueBlocked(ctx, q)
+			},
+		})).
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("setup catalog controller: %w", err)
@@ -106,9 +166,65 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return nil
 }
 
+// entryChanged passes the changes of an SFService or SFPlan the catalog
+// acts on: creation, deletion and changes of generation (the spec, and the
+// start of a deletion), labels, deletion timestamp or of whether it holds
+// the finalizer; not the controller's own status writes.
+func (r *Reconciler) entryChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := e.ObjectOld, e.ObjectNew
+			return o.GetGeneration() != n.GetGeneration() ||
+				!equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) ||
+				(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil) ||
+				controllerutil.ContainsFinalizer(o, r.finalizer) != controllerutil.ContainsFinalizer(n, r.finalizer)
+		},
+	}
+}
+
+// enqueueBlocked enqueues the catalog namespace when an entry there is
+// being deleted and held by the finalizer: only then do instances matter
+// to the catalog.
+func (r *Reconciler) enqueueBlocked(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	c := r.platform.GetClient()
+	cfg := &interoperatorv1alpha1.ProviderConfig{}
+	if err := c.Get(ctx, client.ObjectKey{Name: r.providerName}, cfg); err != nil {
+		return
+	}
+	ns := cfg.CatalogNamespace()
+	held := func(o client.Object) bool {
+		return o.GetDeletionTimestamp() != nil && controllerutil.ContainsFinalizer(o, r.finalizer)
+	}
+	services := &osbv1alpha1.SFServiceList{}
+	plans := &osbv1alpha1.SFPlanList{}
+	if err := c.List(ctx, services, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		logf.FromContext(ctx).Error(err, "Cannot list the SFServices to look at", "namespace", ns)
+		return
+	}
+	if err := c.List(ctx, plans, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		logf.FromContext(ctx).Error(err, "Cannot list the SFPlans to look at", "namespace", ns)
+		return
+	}
+	for i := range services.Items {
+		if held(&services.Items[i]) {
+			q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns}})
+			return
+		}
+	}
+	for i := range plans.Items {
+		if held(&plans.Items[i]) {
+			q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns}})
+			return
+		}
+	}
+}
+
 // Reconcile validates every SFService and SFPlan of the requested
-// namespace, when it is the catalog namespace, and writes the status of
-// those whose result changed.
+// namespace, when it is the catalog namespace, writes the status of those
+// whose result changed, and keeps or releases those being deleted. In a
+// namespace that is not the catalog's (any more), or when the
+// ProviderConfig is gone or being deleted, it releases the entries it
+// kept: the inter-operator is torn down, nothing of it is left to wait for.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := logf.FromContext(ctx).WithValues("catalogNamespace", req.Namespace)
 	c := r.platform.GetClient()
@@ -116,12 +232,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := c.Get(ctx, client.ObjectKey{Name: r.providerName}, cfg); err != nil {
 		if apierrors.IsNotFound(err) {
 			log.V(1).Info("No ProviderConfig; the catalog is not served", "providerConfig", r.providerName)
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, r.release(ctx, req.Namespace)
 		}
 		return ctrl.Result{}, fmt.Errorf("get ProviderConfig %s: %w", r.providerName, err)
 	}
-	if req.Namespace != cfg.CatalogNamespace() {
-		return ctrl.Result{}, nil
+	if req.Namespace != cfg.CatalogNamespace() || cfg.DeletionTimestamp != nil {
+		return ctrl.Result{}, r.release(ctx, req.Namespace)
 	}
 	services := &osbv1alpha1.SFServiceList{}
 	if err := c.List(ctx, services, client.InNamespace(req.Namespace)); err != nil {
@@ -131,14 +247,33 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := c.List(ctx, plans, client.InNamespace(req.Namespace)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list SFPlans in %s: %w", req.Namespace, err)
 	}
+	serviceEntries := make([]metav1.Object, len(services.Items))
+	for i := range services.Items {
+		serviceEntries[i] = &services.Items[i]
+	}
+	planEntries := make([]metav1.Object, len(plans.Items))
+	for i := range plans.Items {
+		planEntries[i] = &plans.Items[i]
+	}
 
 	var errs []error
 	for i := range services.Items {
 		svc := &services.Items[i]
+		before := svc.DeepCopy()
 		if svc.DeletionTimestamp != nil {
+			id := svc.Spec.ID
+			done, err := r.deletion(ctx, svc, &svc.Status.Conditions, "service", r.users.serviceIndex, id,
+				current(svc, id, serviceEntries, func(o metav1.Object) string { return o.(*osbv1alpha1.SFService).Spec.ID }))
+			if err == nil && !done {
+				err = r.writeStatus(ctx, before, svc, before.Status, svc.Status, svc.Status.Conditions, before.Status.Conditions)
+			}
+			errs = append(errs, err)
 			continue
 		}
-		before := svc.DeepCopy()
+		if err := patchFinalizer(ctx, c, svc, r.finalizer, controllerutil.AddFinalizer); err != nil {
+			errs = append(errs, err)
+		}
+		before = svc.DeepCopy()
 		setReady(&svc.Status.Conditions, svc.Generation, ValidateService(svc, services.Items))
 		svc.Status.ObservedGeneration = svc.Generation
 		if err := r.writeStatus(ctx, before, svc, before.Status, svc.Status, svc.Status.Conditions, before.Status.Conditions); err != nil {
@@ -147,10 +282,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	for i := range plans.Items {
 		plan := &plans.Items[i]
+		before := plan.DeepCopy()
 		if plan.DeletionTimestamp != nil {
+			id := plan.Spec.ID
+			done, err := r.deletion(ctx, plan, &plan.Status.Conditions, "plan", r.users.planIndex, id,
+				current(plan, id, planEntries, func(o metav1.Object) string { return o.(*osbv1alpha1.SFPlan).Spec.ID }))
+			if err == nil && !done {
+				err = r.writeStatus(ctx, before, plan, before.Status, plan.Status, plan.Status.Conditions, before.Status.Conditions)
+			}
+			errs = append(errs, err)
 			continue
 		}
-		before := plan.DeepCopy()
+		if err := patchFinalizer(ctx, c, plan, r.finalizer, controllerutil.AddFinalizer); err != nil {
+			errs = append(errs, err)
+		}
+		before = plan.DeepCopy()
 		problem := ValidatePlan(plan, services.Items, plans.Items)
 		setReady(&plan.Status.Conditions, plan.Generation, problem)
 		plan.Status.ObservedGeneration = plan.Generation
@@ -166,6 +312,33 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	return ctrl.Result{}, errors.Join(errs...)
+}
+
+// deletion handles an entry being deleted: while it is current (the
+// entry the instances with its id use) and such instances exist, it stays,
+// with Ready=False, reason DeletionBlocked, naming them in conditions;
+// else the finalizer is removed, and done reports that nothing is left to
+// write.
+func (r *Reconciler) deletion(ctx context.Context, obj client.Object, conditions *[]metav1.Condition, kind, index, id string, isCurrent bool) (done bool, err error) {
+	if !controllerutil.ContainsFinalizer(obj, r.finalizer) {
+		return true, nil
+	}
+	var users []string
+	if isCurrent {
+		if users, err = r.users.of(ctx, index, id); err != nil {
+			return false, err
+		}
+	}
+	if len(users) == 0 {
+		if err := patchFinalizer(ctx, r.platform.GetClient(), obj, r.finalizer, controllerutil.RemoveFinalizer); err != nil {
+			return false, err
+		}
+		logf.FromContext(ctx).V(1).Info("Catalog entry released", "kind", kindOf(obj), "name", obj.GetName())
+		return true, nil
+	}
+	apimeta.SetStatusCondition(conditions, metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse,
+		Reason: string(ReasonDeletionBlocked), Message: blockedMessage(kind, users), ObservedGeneration: obj.GetGeneration()})
+	return false, nil
 }
 
 // writeStatus patches the status of obj (whose unchanged copy is before)

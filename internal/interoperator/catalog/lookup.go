@@ -34,7 +34,9 @@ func IndexFields(ctx context.Context, indexer client.FieldIndexer) error {
 
 // Plan returns the SFPlan with the OSB plan id in namespace, or nil when
 // there is none. With several, the oldest wins (the catalog marks the
-// others not Ready). reader must have the IndexID index.
+// others not Ready). One being deleted is returned only when no other has
+// the id: the catalog keeps it while instances use it (Finalizer). reader
+// must have the IndexID index.
 func Plan(ctx context.Context, reader client.Reader, namespace, id string) (*osbv1alpha1.SFPlan, error) {
 	list := &osbv1alpha1.SFPlanList{}
 	if err := reader.List(ctx, list, client.InNamespace(namespace), client.MatchingFields{IndexID: id}); err != nil {
@@ -42,11 +44,7 @@ func Plan(ctx context.Context, reader client.Reader, namespace, id string) (*osb
 	}
 	var found *osbv1alpha1.SFPlan
 	for i := range list.Items {
-		p := &list.Items[i]
-		if p.DeletionTimestamp != nil {
-			continue
-		}
-		if found == nil || older(p.CreationTimestamp.Time, p.Name, found.CreationTimestamp.Time, found.Name) {
+		if p := &list.Items[i]; found == nil || better(p, found) {
 			found = p
 		}
 	}
@@ -54,8 +52,9 @@ func Plan(ctx context.Context, reader client.Reader, namespace, id string) (*osb
 }
 
 // Service returns the SFService with the OSB service id in namespace, or
-// nil when there is none. With several, the oldest wins. reader must have
-// the IndexID index.
+// nil when there is none. With several, the oldest wins; one being
+// deleted only when no other has the id. reader must have the IndexID
+// index.
 func Service(ctx context.Context, reader client.Reader, namespace, id string) (*osbv1alpha1.SFService, error) {
 	list := &osbv1alpha1.SFServiceList{}
 	if err := reader.List(ctx, list, client.InNamespace(namespace), client.MatchingFields{IndexID: id}); err != nil {
@@ -63,11 +62,7 @@ func Service(ctx context.Context, reader client.Reader, namespace, id string) (*
 	}
 	var found *osbv1alpha1.SFService
 	for i := range list.Items {
-		s := &list.Items[i]
-		if s.DeletionTimestamp != nil {
-			continue
-		}
-		if found == nil || older(s.CreationTimestamp.Time, s.Name, found.CreationTimestamp.Time, found.Name) {
+		if s := &list.Items[i]; found == nil || better(s, found) {
 			found = s
 		}
 	}

@@ -34,6 +34,9 @@ const (
 	ReasonInvalidSchema Reason = "InvalidSchema"
 	// ReasonInvalidTemplate: a template is missing or does not parse.
 	ReasonInvalidTemplate Reason = "InvalidTemplate"
+	// ReasonDeletionBlocked: the entry is being deleted, and its deletion
+	// waits for the instances that still use it; it is no longer served.
+	ReasonDeletionBlocked Reason = "DeletionBlocked"
 )
 
 // MaxSchemaBytes is the largest parameter schema OSB v2.17 allows.
@@ -64,9 +67,12 @@ func ValidateService(svc *osbv1alpha1.SFService, services []osbv1alpha1.SFServic
 // ValidatePlan checks plan against the services and the other plans of its
 // namespace, and checks its schemas and templates.
 func ValidatePlan(plan *osbv1alpha1.SFPlan, services []osbv1alpha1.SFService, plans []osbv1alpha1.SFPlan) *Problem {
+	// A service being deleted still counts: it is deleted at once unless
+	// instances use it, and those are updated and deprovisioned with
+	// their plan as before.
 	found := false
 	for i := range services {
-		if services[i].Spec.ID == plan.Spec.ServiceID && services[i].DeletionTimestamp == nil {
+		if services[i].Spec.ID == plan.Spec.ServiceID {
 			found = true
 			break
 		}

@@ -289,10 +289,13 @@ func planChanged() predicate.TypedPredicate[*osbv1alpha1.SFPlan] {
 
 // invalidVerdict returns the catalog controller's Ready condition of plan
 // when it found the plan's current generation invalid, nil otherwise: what
-// fails or holds the instances of the plan (catalogEntries).
+// fails or holds the instances of the plan (catalogEntries). A plan whose
+// deletion waits for its instances (DeletionBlocked) is no longer served
+// to new requests but still serves those instances.
 func invalidVerdict(plan *osbv1alpha1.SFPlan) *metav1.Condition {
 	c := apimeta.FindStatusCondition(plan.Status.Conditions, catalog.ConditionReady)
-	if c == nil || c.Status != metav1.ConditionFalse || c.ObservedGeneration != plan.Generation {
+	if c == nil || c.Status != metav1.ConditionFalse || c.ObservedGeneration != plan.Generation ||
+		c.Reason == string(catalog.ReasonDeletionBlocked) {
 		return nil
 	}
 	return c

@@ -167,7 +167,7 @@ func chartConfigMapFromEmbedded() (*corev1.ConfigMap, error) {
 
 // grantCatalogAccess gives the inter-operator's run service account what
 // the operator's least-privilege role does not: reading the catalog and
-// its ProviderConfig, writing catalog status, keeping the SFClusters
+// its ProviderConfig, writing catalog status and finalizers, keeping the SFClusters
 // (status, offboarding finalizer, round-robin position), and reading
 // Secrets and ConfigMaps in the catalog namespace only. This is the
 // documented way to grant a provider more (docs/operator.md); the verbs are
@@ -180,7 +180,9 @@ func grantCatalogAccess(ctx context.Context, c client.Client) error {
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if err := ensure(ctx, c, role, func() {
 		role.Rules = []rbacv1.PolicyRule{
-			{APIGroups: []string{osbv1alpha1.GroupVersion.Group}, Resources: []string{"sfservices", "sfplans"}, Verbs: []string{"list", "watch"}},
+			// patch: the catalog's finalizer (deregistration waits for
+			// the instances, docs/interoperator.md).
+			{APIGroups: []string{osbv1alpha1.GroupVersion.Group}, Resources: []string{"sfservices", "sfplans"}, Verbs: []string{"list", "watch", "patch"}},
 			{APIGroups: []string{osbv1alpha1.GroupVersion.Group}, Resources: []string{"sfservices/status", "sfplans/status"}, Verbs: []string{"patch"}},
 			// The SFCluster status, the offboarding finalizer and the
 			// round-robin position (docs/multicluster.md).
