@@ -21,6 +21,7 @@ import (
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
 	"github.com/marketplane/marketplane/internal/interoperator"
+	"github.com/marketplane/marketplane/internal/interoperator/catalog"
 	"github.com/marketplane/marketplane/internal/interoperator/replicate"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
@@ -151,18 +152,41 @@ func TestCatalogMirror(t *testing.T) {
 	waitFor(t, "CatalogReplicated=True", condition(replicate.ReasonCatalogReplicated))
 	othersUntouched()
 
-	// A plan that a replica on the sister uses stays there after it left
-	// the master's catalog, until the replica is gone.
+	// A plan that a replica uses is kept by the master's catalog (its
+	// deletion waits for the instance), and so stays on the sister.
 	e.createInstance(t, "inst", "svc-b", "b1", nil, func(i *osbv1alpha1.SFServiceInstance) { i.Spec.ClusterID = "sister" })
 	waitFor(t, "the replica on the sister", func() bool {
 		return sister.Client.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "inst"}, &osbv1alpha1.SFServiceInstance{}) == nil
 	})
-	deleteAndWait(t, platform.Client, &osbv1alpha1.SFPlan{ObjectMeta: metav1.ObjectMeta{Namespace: e.catalog, Name: "b1"}})
-	waitFor(t, "CatalogReplicated=False/CopyInUse naming b1", condition(replicate.ReasonCopyInUse, "SFPlan b1 (1 instances)"))
+	b1 := &osbv1alpha1.SFPlan{ObjectMeta: metav1.ObjectMeta{Namespace: e.catalog, Name: "b1"}}
+	must(t, platform.Client.Delete(ctx, b1))
+	waitFor(t, "the master's b1 kept while its instance lives (Ready=False/DeletionBlocked)", func() bool {
+		p := &osbv1alpha1.SFPlan{}
+		if err := platform.Client.Get(ctx, client.ObjectKeyFromObject(b1), p); err != nil {
+			return false
+		}
+		r := apimeta.FindStatusCondition(p.Status.Conditions, "Ready")
+		return p.DeletionTimestamp != nil && r != nil && r.Reason == string(catalog.ReasonDeletionBlocked)
+	})
 	if copied(&osbv1alpha1.SFPlan{}, "b1") == nil {
 		t.Fatalf("the copy of b1 went while the replica uses it")
 	}
+	// An instance of the sister's own tenants keeps the copy after the
+	// master's entry went (CopyInUse), until that instance is gone.
+	must(t, sister.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sister-tenant"}}))
+	local := &osbv1alpha1.SFServiceInstance{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "sister-tenant", Name: "local"},
+		Spec: osbv1alpha1.SFServiceInstanceSpec{InstanceID: "local", ServiceID: "svc-b", PlanID: "b1",
+			OrganizationGUID: "org", SpaceGUID: "space"},
+	}
+	must(t, sister.Client.Create(ctx, local))
 	deleteAndWait(t, onboarding.Client, e.instance(t, "inst"))
+	waitGone(t, platform.Client, b1)
+	waitFor(t, "CatalogReplicated=False/CopyInUse naming b1", condition(replicate.ReasonCopyInUse, "SFPlan b1 (1 instances)"))
+	if copied(&osbv1alpha1.SFPlan{}, "b1") == nil {
+		t.Fatalf("the copy of b1 went while an instance on the sister uses it")
+	}
+	deleteAndWait(t, sister.Client, local)
 	waitGone(t, sister.Client, &osbv1alpha1.SFPlan{ObjectMeta: metav1.ObjectMeta{Namespace: e.catalog, Name: "b1"}})
 	waitFor(t, "CatalogReplicated=True once b1 is gone", condition(replicate.ReasonCatalogReplicated))
 	e.createPlan(t, "b1", "svc-b", replicatePlan)

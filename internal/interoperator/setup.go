@@ -392,8 +392,9 @@ func RunPermissions() clusteraccess.Permissions {
 // catalog namespace, with the verbs its requests use (the chart's
 // inter-operator rules, docs/chart.md, with the provider contract's reads
 // of its own groups): watch its ProviderConfig and the catalog (SFServices,
-// SFPlans, SFClusters; the caches list them cluster-wide), patch their
-// status and the SFClusters (finalizer, round-robin position), and watch
+// SFPlans, SFClusters; the caches list them cluster-wide), patch them
+// (the catalog's finalizer) and their status and the SFClusters
+// (finalizer, round-robin position), and watch
 // openMCP Clusters and AccessRequests, which the workload-cluster
 // controller does where the platform serves them. The provisioner it
 // installs on a sister, whose platform cluster is the sister itself, gets
@@ -402,7 +403,7 @@ func PlatformPermissions() clusteraccess.Permissions {
 	osb, res := osbv1alpha1.GroupVersion.Group, resourcev1alpha1.GroupVersion.Group
 	read := []string{"get", "list", "watch"}
 	return clusteraccess.Permissions{Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{osb}, Resources: []string{"sfservices", "sfplans"}, Verbs: read},
+		{APIGroups: []string{osb}, Resources: []string{"sfservices", "sfplans"}, Verbs: []string{"get", "list", "watch", "patch"}},
 		{APIGroups: []string{osb}, Resources: []string{"sfservices/status", "sfplans/status"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{res}, Resources: []string{"sfclusters"}, Verbs: []string{"get", "list", "watch", "patch"}},
 		{APIGroups: []string{res}, Resources: []string{"sfclusters/status"}, Verbs: []string{"patch"}},
