@@ -82,7 +82,7 @@ func TestResourceNotFound(t *testing.T) {
 		err    error
 		want   bool
 	}{
-		"Resource": {"The API server's 404 for a path it does not serve.", apierrors.NewNotFound(schema.GroupResource{}, ""), true},
+		"Resource":  {"The API server's 404 for a path it does not serve.", apierrors.NewNotFound(schema.GroupResource{}, ""), true},
 		"Namespace": {"A missing namespace is not a missing kind.", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "tenant"), false},
 		"Other":     {"Another error.", apierrors.NewConflict(schema.GroupResource{Resource: "widgets"}, "w", errors.New("changed")), false},
 	}
