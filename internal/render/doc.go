@@ -5,10 +5,12 @@
 //
 // A Renderer renders one TemplateSpec with an Input:
 //
-//   - RenderObjects for provision, bind and unbind templates: the objects to
+//   - Render for provision, bind and unbind templates: the objects to
 //     apply. A gotemplate may render several objects as YAML documents
 //     separated by "---". A helm template renders the chart at its url,
-//     client side, with the values its content renders.
+//     client side, with the values its content renders; the CRDs of its
+//     crds/ directories come apart (Objects.CRDs), untemplated, for the
+//     caller to install as Helm does. RenderObjects gives both in one list.
 //   - RenderMap for sources and status templates, which render one YAML
 //     mapping; ParseSources and ParseStatus read them.
 //   - RenderString for clusterSelector templates, which render a label

@@ -33,19 +33,30 @@ func ReleaseName(id string) string {
 // hookAnnotation marks a Helm hook; test hooks are left out of a render.
 const hookAnnotation = "helm.sh/hook"
 
+// ChartCRD is a CustomResourceDefinition of a Helm chart's crds/
+// directories (or a subchart's). Helm does not template these files, and
+// installs them before the templates only when they are missing; it never
+// updates or deletes them.
+type ChartCRD struct {
+	// File is the file's path in the chart, such as "postgresql/crds/sample.yaml".
+	File string
+	// Object is the CRD as the file holds it.
+	Object *unstructured.Unstructured
+}
+
 // renderHelm renders a helm template: its content (a gotemplate) into the
 // chart's values, and the chart at url, client side, into objects.
-func (r *Renderer) renderHelm(ctx context.Context, in Input) ([]*unstructured.Unstructured, error) {
+func (r *Renderer) renderHelm(ctx context.Context, in Input) (Objects, error) {
 	t := in.Template
 	if t.URL == "" {
-		return nil, newError(t, "", StageSource, errors.New("a helm template needs url, the location of the chart archive (.tgz)"))
+		return Objects{}, newError(t, "", StageSource, errors.New("a helm template needs url, the location of the chart archive (.tgz)"))
 	}
 	origin := redactURL(t.URL)
 
 	// The values: the template's content rendered as a gotemplate.
 	text, valuesOrigin, err := r.templateText(ctx, t, false)
 	if err != nil {
-		return nil, err
+		return Objects{}, err
 	}
 	values := ""
 	if text != "" {
@@ -58,20 +69,20 @@ func (r *Renderer) renderHelm(ctx context.Context, in Input) ([]*unstructured.Un
 				re.Type = osbv1alpha1.TypeHelm
 				re.Err = fmt.Errorf("values: %w", re.Err)
 			}
-			return nil, err
+			return Objects{}, err
 		}
 		if _, err := chartutil.ReadValues([]byte(out)); err != nil {
-			return nil, newError(t, valuesOrigin, StageDecode, fmt.Errorf("values are not a YAML mapping: %w", err))
+			return Objects{}, newError(t, valuesOrigin, StageDecode, fmt.Errorf("values are not a YAML mapping: %w", err))
 		}
 		values = out
 	}
 
 	archive, key, err := r.loadChart(ctx, t, origin)
 	if err != nil {
-		return nil, err
+		return Objects{}, err
 	}
 	if _, err := chartutil.ParseKubeVersion(r.kubeVersion); err != nil {
-		return nil, newError(t, origin, StageExecute, fmt.Errorf("kube version %q: %w", r.kubeVersion, err))
+		return Objects{}, newError(t, origin, StageExecute, fmt.Errorf("kube version %q: %w", r.kubeVersion, err))
 	}
 
 	// Helm's engine cannot be stopped from outside: the chart renders in a
@@ -93,22 +104,22 @@ func (r *Renderer) renderHelm(ctx context.Context, in Input) ([]*unstructured.Un
 		MaxMemoryBytes: r.limits.MaxHelmMemoryBytes,
 	})
 	if err != nil {
-		return nil, newError(t, origin, StageExecute, r.helmError(ctx, err))
+		return Objects{}, newError(t, origin, StageExecute, r.helmError(ctx, err))
 	}
 	switch resp.Kind {
 	case helmworker.KindRender:
-		return nil, newError(t, origin, StageExecute, errors.New(resp.Err))
+		return Objects{}, newError(t, origin, StageExecute, errors.New(resp.Err))
 	case helmworker.KindLoad:
-		return nil, newError(t, origin, StageParse, fmt.Errorf("load chart: %s", resp.Err))
+		return Objects{}, newError(t, origin, StageParse, fmt.Errorf("load chart: %s", resp.Err))
 	case helmworker.KindSize:
-		return nil, newError(t, origin, StageDecode, renderedSizeError(resp.Size, r.limits.MaxOutputBytes))
+		return Objects{}, newError(t, origin, StageDecode, renderedSizeError(resp.Size, r.limits.MaxOutputBytes))
 	}
 
-	objs, err := r.chartObjects(resp.CRDs, resp.Files)
+	out, err := r.chartObjects(resp.CRDs, resp.Files)
 	if err != nil {
-		return nil, newError(t, origin, StageDecode, err)
+		return Objects{}, newError(t, origin, StageDecode, err)
 	}
-	return objs, nil
+	return out, nil
 }
 
 // helmError turns an error of the worker pool into the renderer's: the
@@ -157,22 +168,23 @@ func (r *Renderer) loadChart(ctx context.Context, t osbv1alpha1.TemplateSpec, or
 	return data, key, nil
 }
 
-// chartObjects decodes a rendered chart: the CRDs of its crds/ directories
-// first, then the rendered templates ordered by kind as Helm installs them.
-// NOTES.txt and test hooks are left out; other hooks are kept and applied
-// like any other object, since there is no release to run them.
-func (r *Renderer) chartObjects(crds []helmworker.File, files map[string]string) ([]*unstructured.Unstructured, error) {
-	var objs []*unstructured.Unstructured
+// chartObjects decodes a rendered chart: the CRDs of its crds/ directories,
+// as they are, and the rendered templates ordered by kind as Helm installs
+// them. NOTES.txt and test hooks are left out; other hooks are kept and
+// applied like any other object, since there is no release to run them.
+func (r *Renderer) chartObjects(crds []helmworker.File, files map[string]string) (Objects, error) {
+	var out Objects
 	size := int64(0)
 	for _, crd := range crds {
 		size += int64(len(crd.Data))
 		decoded, err := decodeObjects(string(crd.Data))
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", crd.Name, err)
+			return Objects{}, fmt.Errorf("%s: %w", crd.Name, err)
 		}
-		objs = append(objs, decoded...)
+		for _, o := range decoded {
+			out.CRDs = append(out.CRDs, ChartCRD{File: crd.Name, Object: o})
+		}
 	}
-	crdObjects := len(objs)
 
 	names := make([]string, 0, len(files))
 	for name, text := range files {
@@ -183,19 +195,19 @@ func (r *Renderer) chartObjects(crds []helmworker.File, files map[string]string)
 		names = append(names, name)
 	}
 	if size > r.limits.MaxOutputBytes {
-		return nil, renderedSizeError(size, r.limits.MaxOutputBytes)
+		return Objects{}, renderedSizeError(size, r.limits.MaxOutputBytes)
 	}
 	sort.Strings(names)
 	for _, name := range names {
 		decoded, err := decodeObjects(files[name])
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return Objects{}, fmt.Errorf("%s: %w", name, err)
 		}
 		for _, o := range decoded {
 			if isTestHook(o) {
 				continue
 			}
-			objs = append(objs, o)
+			out.Objects = append(out.Objects, o)
 		}
 	}
 	rank := func(kind string) int {
@@ -204,7 +216,7 @@ func (r *Renderer) chartObjects(crds []helmworker.File, files map[string]string)
 		}
 		return len(releaseutil.InstallOrder)
 	}
-	templated := objs[crdObjects:]
+	templated := out.Objects
 	sort.SliceStable(templated, func(i, j int) bool {
 		ki, kj := templated[i].GetKind(), templated[j].GetKind()
 		ri, rj := rank(ki), rank(kj)
@@ -214,7 +226,7 @@ func (r *Renderer) chartObjects(crds []helmworker.File, files map[string]string)
 		// Kinds Helm does not know come last, by name.
 		return ri == len(releaseutil.InstallOrder) && ki < kj
 	})
-	return objs, nil
+	return out, nil
 }
 
 func isTestHook(o *unstructured.Unstructured) bool {

@@ -206,28 +206,53 @@ type Input struct {
 	ReleaseID string
 }
 
-// RenderObjects renders a provision, bind or unbind template into the
-// objects to apply, in the order of the template's YAML documents (for
-// helm: chart CRDs first, then by kind in Helm's install order). Documents
-// that are empty or hold only comments are skipped; a document without
-// apiVersion or kind is an error. Objects keep the namespace the template
-// gave them, which may be none: the caller defaults it for namespaced kinds.
-func (r *Renderer) RenderObjects(ctx context.Context, in Input) ([]*unstructured.Unstructured, error) {
+// Objects is what a provision, bind or unbind template renders.
+type Objects struct {
+	// CRDs are the CustomResourceDefinitions of a Helm chart's crds/
+	// directories, as the files hold them (Helm does not template them);
+	// a gotemplate has none. They are for the caller to install as Helm
+	// does: when missing, before Objects.
+	CRDs []ChartCRD
+	// Objects are the rendered objects, in the order of the template's
+	// YAML documents (for helm: by kind in Helm's install order).
+	Objects []*unstructured.Unstructured
+}
+
+// Render renders a provision, bind or unbind template. Documents that are
+// empty or hold only comments are skipped; a document without apiVersion
+// or kind is an error. Objects keep the namespace the template gave them,
+// which may be none: the caller defaults it for namespaced kinds.
+func (r *Renderer) Render(ctx context.Context, in Input) (Objects, error) {
 	switch in.Template.Type {
 	case osbv1alpha1.TypeHelm:
 		return r.renderHelm(ctx, in)
 	case osbv1alpha1.TypeGoTemplate:
 		text, origin, err := r.renderText(ctx, in)
 		if err != nil {
-			return nil, err
+			return Objects{}, err
 		}
 		objs, err := decodeObjects(text)
 		if err != nil {
-			return nil, newError(in.Template, origin, StageDecode, err)
+			return Objects{}, newError(in.Template, origin, StageDecode, err)
 		}
-		return objs, nil
+		return Objects{Objects: objs}, nil
 	}
-	return nil, newError(in.Template, "", StageSource, fmt.Errorf("unknown template type %q", in.Template.Type))
+	return Objects{}, newError(in.Template, "", StageSource, fmt.Errorf("unknown template type %q", in.Template.Type))
+}
+
+// RenderObjects renders a provision, bind or unbind template into one
+// list of objects: a Helm chart's crds/ CRDs first, then the rest (see
+// Render). Callers that install crds/ as Helm does use Render.
+func (r *Renderer) RenderObjects(ctx context.Context, in Input) ([]*unstructured.Unstructured, error) {
+	out, err := r.Render(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	objs := make([]*unstructured.Unstructured, 0, len(out.CRDs)+len(out.Objects))
+	for _, c := range out.CRDs {
+		objs = append(objs, c.Object)
+	}
+	return append(objs, out.Objects...), nil
 }
 
 // RenderMap renders a gotemplate whose output is one YAML mapping: the

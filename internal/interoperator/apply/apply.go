@@ -50,8 +50,14 @@ func (a *Applier) Client() client.Client { return a.client }
 // adds labels, and moves CustomResourceDefinitions and Namespaces to the
 // front, keeping the order of the rest. It returns the objects' references
 // and whether any object was given defaultNamespace.
-func (a *Applier) Prepare(objs []*unstructured.Unstructured, defaultNamespace string, labels map[string]string) ([]osbv1alpha1.Source, bool, error) {
+//
+// An object of a kind the cluster does not serve is an *UnknownKindError,
+// unless a CRD among objs, or among crds (installed before objs, such as a
+// Helm chart's crds/), defines it: Apply waits for such a CRD to be
+// served before it applies the objects after it.
+func (a *Applier) Prepare(objs []*unstructured.Unstructured, defaultNamespace string, labels map[string]string, crds ...*unstructured.Unstructured) ([]osbv1alpha1.Source, bool, error) {
 	defaulted := false
+	pending := crdScopes(append(slices.Clip(crds), objs...))
 	for i, o := range objs {
 		what := fmt.Sprintf("%s %s", o.GetAPIVersion(), o.GetKind())
 		if o.GetName() != "" {
@@ -66,7 +72,11 @@ func (a *Applier) Prepare(objs []*unstructured.Unstructured, defaultNamespace st
 		}
 		namespaced, err := a.namespaced(gvk)
 		if err != nil {
-			return nil, false, &UnknownKindError{Ref: ref(o), Err: err}
+			scoped, defined := pending[gvk]
+			if !isNoMatch(err) || !defined {
+				return nil, false, unknownKind(ref(o), err)
+			}
+			namespaced = scoped
 		}
 		switch {
 		case !namespaced:
@@ -116,8 +126,10 @@ func applyRank(o *unstructured.Unstructured) int {
 }
 
 // Apply applies objs, prepared by Prepare, in order, with server-side apply
-// as fieldOwner, forcing ownership of conflicting fields. It returns the
-// references of the objects it applied before an error stopped it.
+// as fieldOwner, forcing ownership of conflicting fields. After a
+// CustomResourceDefinition it waits, up to CRDWait, until the cluster
+// serves the kind it defines. It returns the references of the objects it
+// applied before an error stopped it.
 func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured, fieldOwner string) ([]osbv1alpha1.Source, error) {
 	if fieldOwner == "" {
 		fieldOwner = DefaultFieldOwner
@@ -130,13 +142,18 @@ func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 		obj.SetManagedFields(nil)
 		err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(fieldOwner), client.ForceOwnership)
 		if err != nil {
-			if r.Namespace != "" && apierrors.IsNotFound(err) {
+			if r.Namespace != "" && apierrors.IsNotFound(err) && !resourceNotFound(err) {
 				// The namespace went away since it was looked up.
 				a.namespaces.Delete(r.Namespace)
 			}
 			return applied, wrap(r, "apply", err)
 		}
 		applied = append(applied, r)
+		if IsCRD(o) {
+			if err := a.waitServed(ctx, o); err != nil {
+				return applied, err
+			}
+		}
 	}
 	return applied, nil
 }
@@ -277,7 +294,7 @@ func (a *Applier) Namespaced(ref osbv1alpha1.Source) (bool, error) {
 	}
 	ok, err := a.namespaced(gv.WithKind(ref.Kind))
 	if err != nil {
-		return false, &UnknownKindError{Ref: ref, Err: err}
+		return false, unknownKind(ref, err)
 	}
 	return ok, nil
 }
@@ -296,10 +313,19 @@ func wrap(r osbv1alpha1.Source, verb string, err error) error {
 	switch {
 	case rejected(err):
 		return &RejectedError{Ref: r, Err: err}
-	case isNoMatch(err):
+	case isNoMatch(err), resourceNotFound(err):
 		return &UnknownKindError{Ref: r, Err: err}
 	}
 	return fmt.Errorf("%s %s: %w", verb, describe(r), err)
+}
+
+// unknownKind is the error of a RESTMapper's answer about r: an
+// *UnknownKindError when it says the kind is not served.
+func unknownKind(r osbv1alpha1.Source, err error) error {
+	if isNoMatch(err) {
+		return &UnknownKindError{Ref: r, Err: err}
+	}
+	return fmt.Errorf("look up the kind of %s %s: %w", r.APIVersion, describe(r), err)
 }
 
 // ref returns the reference of o.

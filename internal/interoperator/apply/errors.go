@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 )
@@ -46,7 +46,9 @@ func (e *RejectedError) Error() string {
 func (e *RejectedError) Unwrap() error { return e.Err }
 
 // UnknownKindError is an object whose kind the cluster does not serve, for
-// example because its CRD is not installed (yet).
+// example because its CRD is not installed, or no longer serves the
+// object's version. Applying it again cannot succeed until someone
+// installs the kind on the cluster.
 type UnknownKindError struct {
 	// Ref is the object.
 	Ref osbv1alpha1.Source
@@ -56,7 +58,9 @@ type UnknownKindError struct {
 
 // Error implements error.
 func (e *UnknownKindError) Error() string {
-	return fmt.Sprintf("the cluster does not serve %s %s (is its CRD installed?)", e.Ref.APIVersion, e.Ref.Kind)
+	gv, _ := schema.ParseGroupVersion(e.Ref.APIVersion)
+	return fmt.Sprintf("the cluster does not serve %s (group %q, version %q, kind %q) of %s: install its CRD or API on the cluster, or render a version it serves",
+		e.Ref.APIVersion+" "+e.Ref.Kind, gv.Group, gv.Version, e.Ref.Kind, describe(e.Ref))
 }
 
 // Unwrap returns the RESTMapper's answer.
@@ -104,9 +108,4 @@ func describe(ref osbv1alpha1.Source) string {
 		return fmt.Sprintf("%s %s/%s", ref.Kind, ref.Namespace, ref.Name)
 	}
 	return fmt.Sprintf("%s %s", ref.Kind, ref.Name)
-}
-
-// isNoMatch reports whether err says that a kind is unknown.
-func isNoMatch(err error) bool {
-	return apimeta.IsNoMatchError(err)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -271,10 +272,12 @@ func transient(err error) outcome { return outcome{err: err} }
 func (o outcome) ok() bool { return o.permanent == nil && o.err == nil }
 
 // rendered is what a provision, bind or unbind template rendered: the
-// objects, and the policy that decides what they may be, which follows
-// from what they were rendered for (plan, instance, binding).
+// objects, a Helm chart's crds/ CRDs, and the policy that decides what
+// they may be, which follows from what they were rendered for (plan,
+// instance, binding).
 type rendered struct {
 	objs   []*unstructured.Unstructured
+	crds   []apply.ChartCRD
 	policy apply.Policy
 }
 
@@ -300,17 +303,21 @@ func (e *Engine) renderObjects(ctx context.Context, cfg *interoperatorv1alpha1.P
 	if releaseID == "" {
 		releaseID, _, _ = unstructured.NestedString(vals, render.VarInstance, "metadata", "name")
 	}
-	objs, err := e.renderer(cfg).RenderObjects(ctx, render.Input{Template: t, Values: in, Namespace: namespace, ReleaseID: releaseID})
+	out, err := e.renderer(cfg).Render(ctx, render.Input{Template: t, Values: in, Namespace: namespace, ReleaseID: releaseID})
 	if err != nil {
 		if render.IsTransient(err) {
 			return rendered{}, transient(err)
 		}
 		return rendered{}, failed(ReasonTemplateFailed, "%v", err)
 	}
-	if limit := cfg.MaxObjects(); len(objs) > limit {
-		return rendered{}, failed(ReasonInvalidResource, "the %s template renders %d objects, more than the limit of %d", t.Action, len(objs), limit)
+	if n, limit := len(out.Objects)+len(out.CRDs), cfg.MaxObjects(); n > limit {
+		return rendered{}, failed(ReasonInvalidResource, "the %s template renders %d objects, more than the limit of %d", t.Action, n, limit)
 	}
-	return rendered{objs: objs, policy: renderPolicy(cfg, vals, namespace)}, outcome{}
+	crds := make([]apply.ChartCRD, len(out.CRDs))
+	for i, c := range out.CRDs {
+		crds[i] = apply.ChartCRD{File: c.File, Object: c.Object}
+	}
+	return rendered{objs: out.Objects, crds: crds, policy: renderPolicy(cfg, vals, namespace)}, outcome{}
 }
 
 // renderPolicy returns the policy of the templates rendered with vals: the
@@ -340,16 +347,23 @@ func renderPolicy(cfg *interoperatorv1alpha1.ProviderConfig, vals map[string]any
 // It returns the references of every
 // object it rendered and of those it applied (all of them unless it
 // failed). Nothing is applied unless every object passes the policy.
+//
+// A Helm chart's crds/ CRDs are installed as Helm installs them: those
+// the target lacks are created (after the policy passed them too) and
+// served before the other objects are applied, those it has are left
+// alone; neither is recorded among the references, so that deprovision
+// never deletes a CRD other instances may use.
 func (e *Engine) applyObjects(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, t *clusters.Target, r rendered, namespace string, fieldOwner string) (refs, applied []osbv1alpha1.Source, o outcome) {
 	objs := r.objs
-	refs, defaulted, err := t.Applier.Prepare(objs, namespace, r.policy.Owner.Labels())
+	missing, err := t.Applier.MissingCRDs(ctx, r.crds)
 	if err != nil {
-		if apply.IsPermanent(err) {
-			return nil, nil, failed(ReasonInvalidResource, "%v", err)
-		}
-		return nil, nil, targetFailed(err)
+		return nil, nil, e.applyFailed(ctx, cfg, t, err)
 	}
-	if o := policyOutcome(t.Applier.Check(ctx, objs, r.policy)); !o.ok() {
+	refs, defaulted, err := t.Applier.Prepare(objs, namespace, r.policy.Owner.Labels(), missing...)
+	if err != nil {
+		return nil, nil, e.applyFailed(ctx, cfg, t, err)
+	}
+	if o := policyOutcome(t.Applier.Check(ctx, append(slices.Clip(missing), objs...), r.policy)); !o.ok() {
 		if o.err != nil {
 			o = targetFailed(o.err)
 		}
@@ -360,11 +374,32 @@ func (e *Engine) applyObjects(ctx context.Context, cfg *interoperatorv1alpha1.Pr
 			return refs, nil, e.requestFailed(ctx, cfg, t, err)
 		}
 	}
+	if err := t.Applier.InstallCRDs(ctx, missing, fieldOwner); err != nil {
+		return refs, nil, e.applyFailed(ctx, cfg, t, err)
+	}
 	applied, err = t.Applier.Apply(ctx, objs, fieldOwner)
 	if err != nil {
-		return refs, applied, e.requestFailed(ctx, cfg, t, err)
+		return refs, applied, e.applyFailed(ctx, cfg, t, err)
 	}
 	return refs, applied, outcome{}
+}
+
+// applyFailed classifies an error of preparing, installing or applying
+// rendered objects: objects that cannot be applied, or whose kind the
+// target does not serve, fail the operation at once (a kind nobody
+// installs would otherwise be retried until the retries run out); the
+// rest as requestFailed.
+func (e *Engine) applyFailed(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, t *clusters.Target, err error) outcome {
+	var unknown *apply.UnknownKindError
+	var unserved *apply.UnservedCRDError
+	var invalid *apply.InvalidObjectError
+	switch {
+	case errors.As(err, &unserved), errors.As(err, &unknown):
+		return failed(ReasonKindNotServed, "target cluster %s: %v", t.Name(), err)
+	case errors.As(err, &invalid):
+		return failed(ReasonInvalidResource, "%v", err)
+	}
+	return e.requestFailed(ctx, cfg, t, err)
 }
 
 // policyOutcome classifies an error of the render policy's checks.

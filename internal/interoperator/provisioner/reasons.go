@@ -41,6 +41,11 @@ const (
 	// ReasonResourceRejected: the target cluster's API server rejected an
 	// object.
 	ReasonResourceRejected Reason = "ResourceRejected"
+	// ReasonKindNotServed: a rendered object is of a kind (group, version)
+	// the target cluster does not serve, or a Helm chart's crds/ CRD the
+	// cluster lacks is of an apiVersion it does not serve. The operation
+	// fails at once: nothing the provisioner does installs the kind.
+	ReasonKindNotServed Reason = "KindNotServed"
 	// ReasonRetriesExhausted: transient errors persisted for
 	// limits.maxTransientErrors attempts.
 	ReasonRetriesExhausted Reason = "RetriesExhausted"
