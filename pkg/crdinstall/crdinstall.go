@@ -81,6 +81,29 @@ func Apply(ctx context.Context, c client.Client, fieldOwner string, timeout time
 	return nil
 }
 
+// ApplyMissing installs those of crds the cluster lacks, as Apply does, and
+// leaves alone those it has (a cluster may run newer versions of them,
+// installed by their own owner). It returns how many it installed.
+func ApplyMissing(ctx context.Context, c client.Client, fieldOwner string, timeout time.Duration, crds ...*apiextensionsv1.CustomResourceDefinition) (int, error) {
+	var missing []*apiextensionsv1.CustomResourceDefinition
+	for _, crd := range crds {
+		err := c.Get(ctx, client.ObjectKey{Name: crd.Name}, &apiextensionsv1.CustomResourceDefinition{})
+		switch {
+		case apierrors.IsNotFound(err):
+			missing = append(missing, crd)
+		case err != nil:
+			return 0, fmt.Errorf("get CRD %s: %w", crd.Name, err)
+		}
+	}
+	if len(missing) == 0 {
+		return 0, nil
+	}
+	if err := Apply(ctx, c, fieldOwner, timeout, missing...); err != nil {
+		return 0, err
+	}
+	return len(missing), nil
+}
+
 // Transient reports whether err is one an overloaded or starting API server
 // gives for a request that may succeed when sent again unchanged: a server or
 // client timeout, 429 Too Many Requests, 503 Service Unavailable, 500 Internal

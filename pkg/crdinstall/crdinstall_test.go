@@ -57,6 +57,39 @@ func TestApply(t *testing.T) {
 	}
 }
 
+// TestApplyMissing installs only the CRDs a cluster lacks and leaves one
+// it has as it is, also when its owner runs another version of it.
+func TestApplyMissing(t *testing.T) {
+	c := testenv.Start(t, testenv.WithName("crdinstall-missing"), testenv.WithCRDs())
+	ctx := t.Context()
+	platform, err := crds.ForCluster(crds.ClusterPlatform)
+	if err != nil || len(platform) < 2 {
+		t.Fatalf("platform CRDs: %d, %v", len(platform), err)
+	}
+	own := platform[0].DeepCopy()
+	own.Labels = map[string]string{"owner": "someone-else"}
+	if err := crdinstall.Apply(ctx, c.Client, "someone-else", 0, own); err != nil {
+		t.Fatal(err)
+	}
+	n, err := crdinstall.ApplyMissing(ctx, c.Client, "marketplane-test", 0, platform[:2]...)
+	if err != nil || n != 1 {
+		t.Fatalf("ApplyMissing = %d, %v; want the one missing CRD installed", n, err)
+	}
+	got := &apiextensionsv1.CustomResourceDefinition{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Name: own.Name}, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Labels["owner"] != "someone-else" || got.Labels[crds.ClusterLabel] != "" {
+		t.Errorf("the CRD the cluster had was changed: labels %v", got.Labels)
+	}
+	if err := c.Client.Get(ctx, client.ObjectKey{Name: platform[1].Name}, got); err != nil || !crdinstall.Established(got) {
+		t.Errorf("the missing CRD %s: %v, established %v", platform[1].Name, err, err == nil && crdinstall.Established(got))
+	}
+	if n, err := crdinstall.ApplyMissing(ctx, c.Client, "marketplane-test", 0, platform[:2]...); err != nil || n != 0 {
+		t.Errorf("ApplyMissing again = %d, %v; want nothing to do", n, err)
+	}
+}
+
 // TestApplyRetriesOverloadedServer puts a proxy in front of the API server
 // that answers CRD applies as an overloaded server does (504 Timeout, 429),
 // as seen when a loaded machine started a landscape. Apply must send the

@@ -282,23 +282,13 @@ func (r *Replicator) sister(ctx context.Context, catalog string, m master, cc sp
 // installCRDs installs the CRDs the sister lacks. Those it has are left
 // alone: the sister's own inter-operator may be newer.
 func (r *Replicator) installCRDs(ctx context.Context, c client.Client) error {
-	var missing []*apiextensionsv1.CustomResourceDefinition
-	for _, crd := range r.crds {
-		err := c.Get(ctx, client.ObjectKey{Name: crd.Name}, &apiextensionsv1.CustomResourceDefinition{})
-		switch {
-		case apierrors.IsNotFound(err):
-			missing = append(missing, crd)
-		case err != nil:
-			return fmt.Errorf("get CRD %s: %w", crd.Name, err)
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	if err := crdinstall.Apply(ctx, c, FieldOwner, 0, missing...); err != nil {
+	n, err := crdinstall.ApplyMissing(ctx, c, FieldOwner, 0, r.crds...)
+	if err != nil {
 		return fmt.Errorf("install the CRDs: %w", err)
 	}
-	logf.FromContext(ctx).Info("Installed the CRDs on a sister cluster", "count", len(missing))
+	if n > 0 {
+		logf.FromContext(ctx).Info("Installed the CRDs on a sister cluster", "count", n)
+	}
 	return nil
 }
 

@@ -8,7 +8,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -110,23 +109,13 @@ func (r *Reconciler) spec(ctx context.Context, cfg *interoperatorv1alpha1.Provid
 // installCRDs installs the CRDs the sister lacks; those it has are left
 // alone, as the replicator does: the sister may run a newer version.
 func (r *Reconciler) installCRDs(ctx context.Context, c client.Client) error {
-	var missing []*apiextensionsv1.CustomResourceDefinition
-	for _, crd := range r.crds {
-		err := c.Get(ctx, client.ObjectKey{Name: crd.Name}, &apiextensionsv1.CustomResourceDefinition{})
-		switch {
-		case apierrors.IsNotFound(err):
-			missing = append(missing, crd)
-		case err != nil:
-			return fmt.Errorf("get CRD %s: %w", crd.Name, err)
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	if err := crdinstall.Apply(ctx, c, FieldOwner, 0, missing...); err != nil {
+	n, err := crdinstall.ApplyMissing(ctx, c, FieldOwner, 0, r.crds...)
+	if err != nil {
 		return fmt.Errorf("install the CRDs: %w", err)
 	}
-	logf.FromContext(ctx).Info("Installed the CRDs on a sister cluster", "count", len(missing))
+	if n > 0 {
+		logf.FromContext(ctx).Info("Installed the CRDs on a sister cluster", "count", n)
+	}
 	return nil
 }
 
