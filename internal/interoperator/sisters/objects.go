@@ -88,7 +88,7 @@ func (s spec) replicas() int32 {
 	return 1
 }
 
-// namespaced returns the objects the Reconciler applies, in order (the
+// objects returns the objects the Reconciler applies, in order (the
 // namespaces aside): the ServiceAccount and its RBAC, the pull Secrets,
 // the kubeconfig Secret, the ProviderConfig, the SFCluster "1" and the
 // Deployment last, so that it starts with everything in place.
