@@ -36,13 +36,19 @@ func deregistrationEnv(t *testing.T, plans ...string) (e, other *env, tenant str
 	}
 	other.createInstance(t, "theirs", "svc", plans[0], nil)
 	other.waitInstance(t, "theirs", osbv1alpha1.StateSucceeded)
-	for _, x := range []*env{e, other} {
-		waitHeld(t, x, &osbv1alpha1.SFService{ObjectMeta: metav1.ObjectMeta{Namespace: x.catalog, Name: "svc"}})
-		for _, p := range plans {
-			waitHeld(t, x, &osbv1alpha1.SFPlan{ObjectMeta: metav1.ObjectMeta{Namespace: x.catalog, Name: p}})
-		}
-	}
+	waitHeld(t, other, &osbv1alpha1.SFService{ObjectMeta: metav1.ObjectMeta{Namespace: other.catalog, Name: "svc"}})
+	waitHeld(t, other, &osbv1alpha1.SFPlan{ObjectMeta: metav1.ObjectMeta{Namespace: other.catalog, Name: plans[0]}})
 	return e, other, tenant
+}
+
+// notHeld checks that the catalog entry obj does not carry the finalizer
+// of e's inter-operator: nobody uses it.
+func notHeld(t *testing.T, e *env, obj client.Object) {
+	t.Helper()
+	must(t, platform.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj))
+	if fin := catalog.Finalizer(e.name, ""); slices.Contains(obj.GetFinalizers(), fin) {
+		t.Errorf("%s, used by no instance, carries the finalizer %s: an inter-operator uninstalled now would leave it stuck", obj.GetName(), fin)
+	}
 }
 
 // waitHeld waits until the catalog entry obj carries the finalizer of e's
@@ -115,15 +121,25 @@ func TestPlanDeletionWaitsForInstances(t *testing.T) {
 	e, other, tenant := deregistrationEnv(t, "plan", "spare")
 	ctx := context.Background()
 	b := e.tenant(tenant)
+	plan := &osbv1alpha1.SFPlan{ObjectMeta: metav1.ObjectMeta{Namespace: e.catalog, Name: "plan"}}
+	spare := &osbv1alpha1.SFPlan{ObjectMeta: metav1.ObjectMeta{Namespace: e.catalog, Name: "spare"}}
+	// Validated, and held by nobody: no instance uses them yet.
+	waitFor(t, "the plan validated", func() bool {
+		must(t, platform.Client.Get(ctx, client.ObjectKeyFromObject(plan), plan))
+		return readyCondition(plan.Status.Conditions) != nil
+	})
+	notHeld(t, e, plan)
 	e.createInstance(t, "a", "svc", "plan", nil)
 	b.createInstance(t, "b", "svc", "plan", nil)
 	e.waitInstance(t, "a", osbv1alpha1.StateSucceeded)
 	b.waitInstance(t, "b", osbv1alpha1.StateSucceeded)
+	waitHeld(t, e, plan)
+	waitHeld(t, e, &osbv1alpha1.SFService{ObjectMeta: metav1.ObjectMeta{Namespace: e.catalog, Name: "svc"}})
+	notHeld(t, e, spare)
 
 	// A plan nobody uses goes at once.
-	deleteAndWait(t, platform.Client, &osbv1alpha1.SFPlan{ObjectMeta: metav1.ObjectMeta{Namespace: e.catalog, Name: "spare"}})
+	deleteAndWait(t, platform.Client, spare)
 
-	plan := &osbv1alpha1.SFPlan{ObjectMeta: metav1.ObjectMeta{Namespace: e.catalog, Name: "plan"}}
 	must(t, platform.Client.Delete(ctx, plan))
 	conds := func() []metav1.Condition { return plan.Status.Conditions }
 	theirs := other.ns + "/theirs"
@@ -143,6 +159,12 @@ func TestPlanDeletionWaitsForInstances(t *testing.T) {
 	waitBlocked(t, plan, conds, "1 instance of the plan", []string{tenant + "/b"}, []string{e.ns + "/a", theirs})
 	deleteAndWait(t, onboarding.Client, b.instance(t, "b"))
 	waitGone(t, platform.Client, plan)
+	// With its last instance gone, the service is held no more.
+	svc := &osbv1alpha1.SFService{ObjectMeta: metav1.ObjectMeta{Namespace: e.catalog, Name: "svc"}}
+	waitFor(t, "svc to lose the finalizer with its last instance", func() bool {
+		must(t, platform.Client.Get(ctx, client.ObjectKeyFromObject(svc), svc))
+		return !slices.Contains(svc.Finalizers, catalog.Finalizer(e.name, ""))
+	})
 
 	// The other master's plan of the same name and id kept its finalizer.
 	otherPlan := &osbv1alpha1.SFPlan{}
@@ -168,6 +190,7 @@ func TestServiceDeletionWaitsForInstances(t *testing.T) {
 	b.waitInstance(t, "inst-y", osbv1alpha1.StateSucceeded)
 
 	svc := &osbv1alpha1.SFService{ObjectMeta: metav1.ObjectMeta{Namespace: e.catalog, Name: "svc"}}
+	waitHeld(t, e, svc)
 	must(t, platform.Client.Delete(ctx, svc))
 	conds := func() []metav1.Condition { return svc.Status.Conditions }
 	theirs := other.ns + "/theirs"

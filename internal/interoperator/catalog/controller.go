@@ -40,7 +40,8 @@ const ConditionReady = "Ready"
 // because an entry's validity depends on the others (ids, services).
 //
 // It also keeps the entries that instances use: its finalizer (Finalizer)
-// is on every entry, and an entry being deleted keeps it, with Ready=False
+// is on every entry that instances use (only those), and an entry being
+// deleted keeps it, with Ready=False
 // and reason DeletionBlocked naming the instances, until no instance of
 // the inter-operator uses it any more (deletion.go).
 type Reconciler struct {
@@ -99,8 +100,8 @@ func NewReconciler(providerName string, platform cluster.Cluster, opts ...Option
 // SetupWithManager registers the controller with mgr, the onboarding
 // cluster's manager, to which the platform cluster must have been added.
 // It watches SFServices, SFPlans and the ProviderConfig on the platform
-// cluster, and the SFServiceInstances of mgr's cache while an entry's
-// deletion waits for them.
+// cluster, and the SFServiceInstances of mgr's cache, which decide which
+// entries are held.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.platform == nil {
 		return errors.New("setup catalog controller: no platform cluster")
@@ -143,20 +144,20 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			},
 		})).
 		// An instance that comes, goes or changes its plan may change
-		// what a deletion waits for.
+		// which entries are held and what a deletion waits for.
 		WatchesRawSource(source.Kind(mgr.GetCache(), &osbv1alpha1.SFServiceInstance{}, instanceEvents{
 			CreateFunc: func(ctx context.Context, _ event.TypedCreateEvent[*osbv1alpha1.SFServiceInstance], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				r.enqueueBlocked(ctx, q)
+				r.enqueueCatalog(ctx, q)
 			},
 			UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[*osbv1alpha1.SFServiceInstance], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 				o, n := e.ObjectOld, e.ObjectNew
 				if o.Spec.PlanID != n.Spec.PlanID || o.Spec.ServiceID != n.Spec.ServiceID ||
 					o.Labels[providerv1alpha1.EnvironmentLabel] != n.Labels[providerv1alpha1.EnvironmentLabel] {
-					r.enqueueBlocked(ctx, q)
+					r.enqueueCatalog(ctx, q)
 				}
 			},
 			DeleteFunc: func(ctx context.Context, _ event.TypedDeleteEvent[*osbv1alpha1.SFServiceInstance], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				r.enqueueBlocked(ctx, q)
+				r.enqueueCatalog(ctx, q)
 			},
 		})).
 		Complete(r)
@@ -182,41 +183,14 @@ func (r *Reconciler) entryChanged() predicate.Predicate {
 	}
 }
 
-// enqueueBlocked enqueues the catalog namespace when an entry there is
-// being deleted and held by the finalizer: only then do instances matter
-// to the catalog.
-func (r *Reconciler) enqueueBlocked(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	c := r.platform.GetClient()
+// enqueueCatalog enqueues the catalog namespace: an instance that came,
+// went or changed its plan may change which entries are held (hold).
+func (r *Reconciler) enqueueCatalog(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	cfg := &interoperatorv1alpha1.ProviderConfig{}
-	if err := c.Get(ctx, client.ObjectKey{Name: r.providerName}, cfg); err != nil {
+	if err := r.platform.GetClient().Get(ctx, client.ObjectKey{Name: r.providerName}, cfg); err != nil {
 		return
 	}
-	ns := cfg.CatalogNamespace()
-	held := func(o client.Object) bool {
-		return o.GetDeletionTimestamp() != nil && controllerutil.ContainsFinalizer(o, r.finalizer)
-	}
-	services := &osbv1alpha1.SFServiceList{}
-	plans := &osbv1alpha1.SFPlanList{}
-	if err := c.List(ctx, services, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-		logf.FromContext(ctx).Error(err, "Cannot list the SFServices to look at", "namespace", ns)
-		return
-	}
-	if err := c.List(ctx, plans, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-		logf.FromContext(ctx).Error(err, "Cannot list the SFPlans to look at", "namespace", ns)
-		return
-	}
-	for i := range services.Items {
-		if held(&services.Items[i]) {
-			q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns}})
-			return
-		}
-	}
-	for i := range plans.Items {
-		if held(&plans.Items[i]) {
-			q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns}})
-			return
-		}
-	}
+	q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: cfg.CatalogNamespace()}})
 }
 
 // Reconcile validates every SFService and SFPlan of the requested
@@ -270,7 +244,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			errs = append(errs, err)
 			continue
 		}
-		if err := patchFinalizer(ctx, c, svc, r.finalizer, controllerutil.AddFinalizer); err != nil {
+		if err := r.hold(ctx, svc, r.users.serviceIndex, svc.Spec.ID,
+			current(svc, svc.Spec.ID, serviceEntries, func(o metav1.Object) string { return o.(*osbv1alpha1.SFService).Spec.ID })); err != nil {
 			errs = append(errs, err)
 		}
 		before = svc.DeepCopy()
@@ -293,7 +268,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			errs = append(errs, err)
 			continue
 		}
-		if err := patchFinalizer(ctx, c, plan, r.finalizer, controllerutil.AddFinalizer); err != nil {
+		if err := r.hold(ctx, plan, r.users.planIndex, plan.Spec.ID,
+			current(plan, plan.Spec.ID, planEntries, func(o metav1.Object) string { return o.(*osbv1alpha1.SFPlan).Spec.ID })); err != nil {
 			errs = append(errs, err)
 		}
 		before = plan.DeepCopy()
@@ -312,6 +288,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	return ctrl.Result{}, errors.Join(errs...)
+}
+
+// hold puts the finalizer on an entry that instances use (it is the
+// current entry of its id and instances name that id) and takes it off one
+// they do not: an entry nobody uses carries none, so that an
+// inter-operator uninstalled before its catalog leaves nothing stuck.
+func (r *Reconciler) hold(ctx context.Context, obj client.Object, index, id string, isCurrent bool) error {
+	used := false
+	if isCurrent {
+		users, err := r.users.of(ctx, index, id)
+		if err != nil {
+			return err
+		}
+		used = len(users) > 0
+	}
+	change := controllerutil.RemoveFinalizer
+	if used {
+		change = controllerutil.AddFinalizer
+	}
+	return patchFinalizer(ctx, r.platform.GetClient(), obj, r.finalizer, change)
 }
 
 // deletion handles an entry being deleted: while it is current (the

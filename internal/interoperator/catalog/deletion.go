@@ -56,7 +56,7 @@ type entryUsers struct {
 // another inter-operator's and do not count.
 func (u entryUsers) of(ctx context.Context, index, id string) ([]string, error) {
 	list := &osbv1alpha1.SFServiceInstanceList{}
-	if err := u.reader.List(ctx, list, client.MatchingFields{index: id}); err != nil {
+	if err := u.reader.List(ctx, list, client.MatchingFields{index: id}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list the instances with %s %q: %w", index, id, err)
 	}
 	var out []string

@@ -11,9 +11,9 @@
 // is the hash of its spec (SpecHash), which the provisioner records on the
 // instances it applied the plan to.
 //
-// Deregistration (deletion.go): the Reconciler holds its Finalizer on every
-// entry; an entry being deleted that instances of the inter-operator still
-// use stays, Ready=False with ReasonDeletionBlocked naming them, until the
+// Deregistration (deletion.go): the Reconciler holds its Finalizer on the
+// entries instances use, and only on those; an entry being deleted that
+// instances of the inter-operator still use stays, Ready=False with ReasonDeletionBlocked naming them, until the
 // last one is gone, or the ProviderConfig is.
 //
 // Plan and Service look up catalog entries by OSB id for the provisioner.
