@@ -8,11 +8,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/marketplane/marketplane/api/common"
@@ -171,36 +169,7 @@ unbind:
 // target cluster.
 func installZalandoCRD(t *testing.T) {
 	t.Helper()
-	ctx := context.Background()
-	preserve := apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "postgresqls.acid.zalan.do"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "acid.zalan.do",
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: "postgresql", ListKind: "postgresqlList", Plural: "postgresqls", Singular: "postgresql"},
-			Scope: apiextensionsv1.NamespaceScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: "v1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type:       "object",
-					Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": preserve, "status": preserve},
-				}},
-			}},
-		},
-	}
-	if err := target.Client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	waitFor(t, "the postgresql CRD to be established", func() bool {
-		c := &apiextensionsv1.CustomResourceDefinition{}
-		must(t, target.Client.Get(ctx, client.ObjectKeyFromObject(crd), c))
-		for _, cond := range c.Status.Conditions {
-			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				return true
-			}
-		}
-		return false
-	})
+	installOpenCRD(t, "acid.zalan.do", "v1", "postgresql", "postgresqls")
 }
 
 // bindResponse returns the bind response of a succeeded binding.

@@ -26,9 +26,9 @@ import (
 const sourceHint = "a source without a namespace is read from the instance's namespace"
 
 // installOpenCRD installs, on the target cluster, a namespaced CRD of
-// group/v1alpha1 whose spec and status take any fields (no status
+// group/version whose spec and status take any fields (no status
 // subresource: an operator stand-in writes status with an update).
-func installOpenCRD(t *testing.T, group, kind, plural string) {
+func installOpenCRD(t *testing.T, group, version, kind, plural string) {
 	t.Helper()
 	ctx := context.Background()
 	preserve := apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}
@@ -39,7 +39,7 @@ func installOpenCRD(t *testing.T, group, kind, plural string) {
 			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: kind, ListKind: kind + "List", Plural: plural, Singular: strings.ToLower(kind)},
 			Scope: apiextensionsv1.NamespaceScoped,
 			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: "v1alpha1", Served: true, Storage: true,
+				Name: version, Served: true, Storage: true,
 				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
 					Type:       "object",
 					Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": preserve, "status": preserve},
@@ -100,8 +100,8 @@ func TestServiceFabrikDockerPattern(t *testing.T) {
 		s.RenderPolicies = []interoperatorv1alpha1.RenderPolicy{{Plans: []string{planID}, Namespaces: []string{"default"}}}
 	}})
 	ctx := context.Background()
-	installOpenCRD(t, "deployment.servicefabrik.io", "Docker", "dockers")
-	installOpenCRD(t, "bind.servicefabrik.io", "DockerBind", "dockerbinds")
+	installOpenCRD(t, "deployment.servicefabrik.io", "v1alpha1", "Docker", "dockers")
+	installOpenCRD(t, "bind.servicefabrik.io", "v1alpha1", "DockerBind", "dockerbinds")
 
 	data, err := os.ReadFile("testdata/sf-docker-plan.yaml")
 	must(t, err)
