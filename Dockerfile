@@ -34,7 +34,7 @@ RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 GOOS="${TARGETOS:-linux}" GOARCH="${TARGETARCH}" \
     go build -trimpath -buildvcs=false \
-      -ldflags "-s -w -X github.com/marketplane/marketplane/internal/version.Version=${VERSION} -X github.com/marketplane/marketplane/internal/version.Revision=${REVISION} -X github.com/marketplane/marketplane/internal/version.BuildDate=${BUILD_DATE}" \
+      -ldflags "-s -w -X github.com/marketplane/marketplane/pkg/version.Version=${VERSION} -X github.com/marketplane/marketplane/pkg/version.Revision=${REVISION} -X github.com/marketplane/marketplane/pkg/version.BuildDate=${BUILD_DATE}" \
       -o "/out/bin/${BINARY}" "./cmd/${BINARY}"
 # scratch has no user database: an entry for the unprivileged user, so that
 # tools inside and outside the container show a name for UID 65532.

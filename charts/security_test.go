@@ -8,13 +8,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/marketplane/marketplane/pkg/manifests"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-
-	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // TestPodSecurity checks every pod of every value set: the pod and container
@@ -169,7 +169,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read the plain manifests: %v", err)
 	}
-	if sets["config/marketplane.yaml"], err = testenv.DecodeObjects(data); err != nil {
+	if sets["config/marketplane.yaml"], err = manifests.Decode(data); err != nil {
 		t.Fatalf("decode config/marketplane.yaml: %v", err)
 	}
 	for name, objs := range sets {

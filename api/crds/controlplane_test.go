@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/marketplane/marketplane/pkg/manifests"
+
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -91,7 +93,7 @@ func TestControlPlaneObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := testenv.DecodeObjects(data)
+	objs, err := manifests.Decode(data)
 	if err != nil || len(objs) != 1 {
 		t.Fatalf("decode fixture: %d objects, %v", len(objs), err)
 	}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/marketplane/marketplane/pkg/manifests"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
@@ -870,7 +872,7 @@ func omcpFixture(t *testing.T, file string) *unstructured.Unstructured {
 	if err != nil {
 		t.Fatalf("read fixture: %v", err)
 	}
-	objs, err := testenv.DecodeObjects(data)
+	objs, err := manifests.Decode(data)
 	if err != nil {
 		t.Fatalf("decode %s: %v", file, err)
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/marketplane/marketplane/pkg/manifests"
+
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -715,7 +717,7 @@ func sfDecodeFixture(t *testing.T, file string) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatalf("read fixture: %v", err)
 	}
-	objs, err := testenv.DecodeObjects(data)
+	objs, err := manifests.Decode(data)
 	if err != nil {
 		t.Fatalf("decode %s: %v", file, err)
 	}

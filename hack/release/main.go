@@ -2,7 +2,7 @@
 // cmd/ (by default) for linux/amd64 and linux/arm64, statically linked
 // (CGO_ENABLED=0), without local paths (-trimpath) or VCS stamps
 // (-buildvcs=false), stripped (-s -w), with the version, revision and build
-// date stamped into internal/version. The binaries are written to
+// date stamped into pkg/version. The binaries are written to
 // <out>/<name>-<os>-<arch>, their checksums to <out>/SHA256SUMS in the
 // format of sha256sum (`sha256sum -c SHA256SUMS` verifies them).
 //

@@ -17,7 +17,7 @@ import (
 )
 
 // VersionPackage is the package whose variables the linker stamps.
-const VersionPackage = "github.com/marketplane/marketplane/internal/version"
+const VersionPackage = "github.com/marketplane/marketplane/pkg/version"
 
 // SumsFile is the name of the checksum file in the output directory.
 const SumsFile = "SHA256SUMS"
@@ -28,7 +28,7 @@ var DefaultBinaries = []string{"marketplane", "marketplane-operator", "marketpla
 // DefaultPlatforms are the os/arch pairs released.
 var DefaultPlatforms = []string{"linux/amd64", "linux/arm64"}
 
-// Stamp is what the linker writes into internal/version.
+// Stamp is what the linker writes into pkg/version.
 type Stamp struct {
 	// Version is the release version (a tag such as v0.2.0).
 	Version string

@@ -190,11 +190,11 @@ func TestRunRefuses(t *testing.T) {
 }
 
 // TestLDFlags checks that the linker flags stamp every variable of
-// internal/version and strip the binary.
+// pkg/version and strip the binary.
 func TestLDFlags(t *testing.T) {
-	want := "-s -w -X github.com/marketplane/marketplane/internal/version.Version=v1.2.3 " +
-		"-X github.com/marketplane/marketplane/internal/version.Revision=abc " +
-		"-X github.com/marketplane/marketplane/internal/version.BuildDate=2026-11-24T10:00:00Z"
+	want := "-s -w -X github.com/marketplane/marketplane/pkg/version.Version=v1.2.3 " +
+		"-X github.com/marketplane/marketplane/pkg/version.Revision=abc " +
+		"-X github.com/marketplane/marketplane/pkg/version.BuildDate=2026-11-24T10:00:00Z"
 	if got := (Stamp{Version: "v1.2.3", Revision: "abc", BuildDate: "2026-11-24T10:00:00Z"}).LDFlags(); got != want {
 		t.Errorf("LDFlags() = %q; want %q", got, want)
 	}

@@ -11,12 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/marketplane/marketplane/pkg/manifests"
+
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	"github.com/marketplane/marketplane/internal/broker/catalog"
-	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // loadTestCatalog builds the snapshot of testdata/catalog.yaml.
@@ -26,7 +27,7 @@ func loadTestCatalog(t testing.TB) *catalog.Snapshot {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := testenv.DecodeObjects(data)
+	objs, err := manifests.Decode(data)
 	if err != nil {
 		t.Fatal(err)
 	}

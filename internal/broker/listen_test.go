@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/marketplane/marketplane/internal/broker/app"
-	"github.com/marketplane/marketplane/internal/metricsauth"
+	"github.com/marketplane/marketplane/pkg/metricsauth"
 )
 
 // TestListenDefaults checks that the broker listens on loopback unless told

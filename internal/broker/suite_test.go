@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/marketplane/marketplane/pkg/manifests"
+
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -134,7 +136,7 @@ func installCatalog(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		objs, err := testenv.DecodeObjects(data)
+		objs, err := manifests.Decode(data)
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}

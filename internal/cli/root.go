@@ -8,7 +8,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/marketplane/marketplane/api/crds"
-	"github.com/marketplane/marketplane/internal/version"
+	"github.com/marketplane/marketplane/pkg/version"
 )
 
 // NewRootCommand returns the marketplane command with its subcommands; output

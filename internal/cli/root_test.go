@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/marketplane/marketplane/pkg/manifests"
+
 	"github.com/marketplane/marketplane/api/crds"
-	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 func TestCRDsCommand(t *testing.T) {
@@ -48,7 +49,7 @@ func TestCRDsCommand(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Execute(%v): %v", tc.args, err)
 			}
-			objs, err := testenv.DecodeObjects(out.Bytes())
+			objs, err := manifests.Decode(out.Bytes())
 			if err != nil {
 				t.Fatalf("decode output: %v", err)
 			}

@@ -22,7 +22,7 @@ import (
 // sample provider, sends it SIGTERM while setup starts the API servers,
 // and checks that it exits non-zero saying it was interrupted, and leaves
 // no process and no temporary directory behind (but the machine-wide lock
-// directories of internal/freeport and internal/startslot, which every
+// directories of internal/freeport and pkg/startslot, which every
 // process shares).
 func TestValidateStopsOnSIGTERM(t *testing.T) {
 	testenv.SkipIfShort(t)

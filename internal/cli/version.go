@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/marketplane/marketplane/internal/version"
+	"github.com/marketplane/marketplane/pkg/version"
 )
 
 // newVersionCommand returns `marketplane version`: the line --version

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/marketplane/marketplane/internal/version"
+	"github.com/marketplane/marketplane/pkg/version"
 )
 
 // TestVersion checks that `marketplane --version` and `marketplane version`

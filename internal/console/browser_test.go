@@ -31,7 +31,7 @@ import (
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
 	"github.com/marketplane/marketplane/internal/console"
-	"github.com/marketplane/marketplane/internal/metricsauth"
+	"github.com/marketplane/marketplane/pkg/metricsauth"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
 

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/marketplane/marketplane/pkg/manifests"
+
 	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -227,7 +229,7 @@ func catalogObject(file string) (*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, err := testenv.DecodeObjects(raw)
+	objs, err := manifests.Decode(raw)
 	if err != nil || len(objs) != 1 {
 		return nil, fmt.Errorf("decode %s: %d objects: %w", file, len(objs), err)
 	}

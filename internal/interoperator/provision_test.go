@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/marketplane/marketplane/pkg/manifests"
+
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -230,7 +232,7 @@ func TestSeedPostgresPlan(t *testing.T) {
 
 	data, err := os.ReadFile("testdata/seed05-postgres-plan.yaml")
 	must(t, err)
-	objs, err := testenv.DecodeObjects(data)
+	objs, err := manifests.Decode(data)
 	must(t, err)
 	verbatim := objs[0]
 	verbatim.SetNamespace(e.catalog)

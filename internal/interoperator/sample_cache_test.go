@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/marketplane/marketplane/pkg/manifests"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,7 +17,6 @@ import (
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	"github.com/marketplane/marketplane/internal/interoperator/provisioner"
-	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // The sample cache service's ids (examples/catalog/service-cache.yaml,
@@ -51,7 +52,7 @@ func TestSampleCachePlan(t *testing.T) {
 	for _, file := range []string{"service-cache.yaml", "plan-cache-dev.yaml"} {
 		data, err := os.ReadFile(filepath.Join(sampleDir, file))
 		must(t, err)
-		objs, err := testenv.DecodeObjects(data)
+		objs, err := manifests.Decode(data)
 		must(t, err)
 		for _, o := range objs {
 			o.SetNamespace(e.catalog)

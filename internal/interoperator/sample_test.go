@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/marketplane/marketplane/pkg/manifests"
+
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,7 +26,6 @@ import (
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	"github.com/marketplane/marketplane/internal/interoperator/catalog"
 	"github.com/marketplane/marketplane/internal/interoperator/provisioner"
-	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // The sample catalog's ids (examples/catalog).
@@ -48,7 +49,7 @@ func applySampleCatalog(t *testing.T, e *env) {
 	for _, file := range []string{"service.yaml", "plan-small.yaml", "plan-helm.yaml"} {
 		data, err := os.ReadFile(filepath.Join(sampleDir, file))
 		must(t, err)
-		objs, err := testenv.DecodeObjects(data)
+		objs, err := manifests.Decode(data)
 		must(t, err)
 		for _, o := range objs {
 			if o.GetNamespace() != e.catalog {
@@ -267,7 +268,7 @@ func createSampleObjects(t *testing.T, e *env, mutate func(*unstructured.Unstruc
 	for _, file := range files {
 		data, err := os.ReadFile(filepath.Join(sampleDir, file))
 		must(t, err)
-		objs, err := testenv.DecodeObjects(data)
+		objs, err := manifests.Decode(data)
 		must(t, err)
 		for _, o := range objs {
 			o.SetNamespace(e.catalog)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/marketplane/marketplane/pkg/manifests"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,7 +20,6 @@ import (
 	interoperatorv1alpha1 "github.com/marketplane/marketplane/api/interoperator/v1alpha1"
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	"github.com/marketplane/marketplane/internal/interoperator/provisioner"
-	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // sourceHint is what a refused or unreadable source's message says about
@@ -105,7 +106,7 @@ func TestServiceFabrikDockerPattern(t *testing.T) {
 
 	data, err := os.ReadFile("testdata/sf-docker-plan.yaml")
 	must(t, err)
-	objs, err := testenv.DecodeObjects(data)
+	objs, err := manifests.Decode(data)
 	must(t, err)
 	plan := objs[0]
 	plan.SetNamespace(e.catalog)

@@ -20,7 +20,7 @@ import (
 	"github.com/marketplane/marketplane/internal/landscape/controlplane"
 	"github.com/marketplane/marketplane/internal/landscape/localcluster"
 	"github.com/marketplane/marketplane/internal/operator/deploy/process"
-	"github.com/marketplane/marketplane/internal/supervisor"
+	"github.com/marketplane/marketplane/pkg/supervisor"
 )
 
 // Defaults and names of a landscape.

@@ -35,7 +35,7 @@ import (
 	"github.com/marketplane/marketplane/internal/landscape/controlplane"
 	"github.com/marketplane/marketplane/internal/landscape/localcluster"
 	"github.com/marketplane/marketplane/internal/operator/clusters"
-	"github.com/marketplane/marketplane/internal/supervisor"
+	"github.com/marketplane/marketplane/pkg/supervisor"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
 

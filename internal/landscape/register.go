@@ -22,8 +22,8 @@ import (
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/landscape/localcluster"
 	"github.com/marketplane/marketplane/internal/operator/app"
-	"github.com/marketplane/marketplane/internal/supervisor"
 	"github.com/marketplane/marketplane/pkg/crdinstall"
+	"github.com/marketplane/marketplane/pkg/supervisor"
 )
 
 // registerClusters installs the operator's CRDs on the platform cluster

@@ -14,8 +14,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/marketplane/marketplane/internal/filelock"
 	"github.com/marketplane/marketplane/internal/landscape/controlplane"
+	"github.com/marketplane/marketplane/pkg/filelock"
 )
 
 // ErrRunning is returned by Start when another supervisor runs the

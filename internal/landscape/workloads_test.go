@@ -20,7 +20,7 @@ import (
 	"github.com/marketplane/marketplane/internal/landscape"
 	"github.com/marketplane/marketplane/internal/landscape/controlplane"
 	"github.com/marketplane/marketplane/internal/landscape/stack"
-	"github.com/marketplane/marketplane/internal/supervisor"
+	"github.com/marketplane/marketplane/pkg/supervisor"
 )
 
 // TestSimulatedWorkloads runs the whole landscape and checks that its

@@ -8,8 +8,8 @@
 //
 // Every provider binary answers --version, and its /metrics carries the
 // gauge marketplane_build_info: the values stamped into
-// internal/version at build time (-ldflags "-X
-// github.com/marketplane/marketplane/internal/version.Version=..."), else
+// pkg/version at build time (-ldflags "-X
+// github.com/marketplane/marketplane/pkg/version.Version=..."), else
 // the Go build information of the provider's own main module
 // (docs/release.md).
 //

@@ -3,7 +3,7 @@ package providerapp_test
 import (
 	"testing"
 
-	"github.com/marketplane/marketplane/internal/metricsauth"
+	"github.com/marketplane/marketplane/pkg/metricsauth"
 	"github.com/marketplane/marketplane/pkg/providerapp"
 )
 

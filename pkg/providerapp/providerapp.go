@@ -25,12 +25,12 @@ import (
 
 	"github.com/marketplane/marketplane/api/crds"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
-	"github.com/marketplane/marketplane/internal/metricsauth"
-	"github.com/marketplane/marketplane/internal/version"
 	"github.com/marketplane/marketplane/pkg/clusteraccess"
 	"github.com/marketplane/marketplane/pkg/contract"
 	"github.com/marketplane/marketplane/pkg/crdinstall"
+	"github.com/marketplane/marketplane/pkg/metricsauth"
 	"github.com/marketplane/marketplane/pkg/spruntime"
+	"github.com/marketplane/marketplane/pkg/version"
 )
 
 // Provider describes a provider binary.

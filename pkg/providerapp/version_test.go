@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/marketplane/marketplane/internal/version"
 	"github.com/marketplane/marketplane/pkg/providerapp"
+	"github.com/marketplane/marketplane/pkg/version"
 )
 
 // TestVersionFlag checks that every provider binary answers --version with

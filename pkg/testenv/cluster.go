@@ -23,9 +23,9 @@ import (
 
 	"github.com/marketplane/marketplane/api/crds"
 	"github.com/marketplane/marketplane/api/install"
-	"github.com/marketplane/marketplane/internal/apiserverprofile"
-	"github.com/marketplane/marketplane/internal/startslot"
-	"github.com/marketplane/marketplane/internal/supervisor"
+	"github.com/marketplane/marketplane/pkg/apiserverprofile"
+	"github.com/marketplane/marketplane/pkg/startslot"
+	"github.com/marketplane/marketplane/pkg/supervisor"
 )
 
 // Client-side rate limits of the clients handed out. Tests create many
@@ -99,7 +99,7 @@ func WithCRDs(crds ...*apiextensionsv1.CustomResourceDefinition) Option {
 // WithFullAPI makes the cluster's API server serve every built-in API group
 // and run every default admission plugin and API Priority and Fairness, as
 // a production cluster does. Without it a cluster runs the small profile of
-// the local landscape's provisioned clusters (internal/apiserverprofile):
+// the local landscape's provisioned clusters (pkg/apiserverprofile):
 // the core, apps, batch, policy, RBAC, apiextensions, coordination,
 // authentication, authorization, admissionregistration, events, discovery
 // and networking groups; the groups of storage, scheduling, autoscaling,
@@ -236,7 +236,7 @@ func startEnvironment(name, certDir, binDir string, scheme *runtime.Scheme, crds
 }
 
 // slotWait bounds how long a start waits for a start slot
-// (internal/startslot): the starts ahead of it each end within envtest's
+// (pkg/startslot): the starts ahead of it each end within envtest's
 // start timeout.
 const slotWait = 10 * time.Minute
 
@@ -450,7 +450,7 @@ func (c *Cluster) startControllerManager(path string, controllers []string) erro
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// The controller manager must not outlive a test binary that crashes
 	// (on Linux StartCmd gives it Pdeathsig; other systems have none, see
-	// internal/supervisor), nor die before its cluster: StartCmd forks
+	// pkg/supervisor), nor die before its cluster: StartCmd forks
 	// from a thread that lasts, where a plain Start could fork from one
 	// that a closing Spawner of a parallel test ends.
 	if err := supervisor.StartCmd(cmd); err != nil {

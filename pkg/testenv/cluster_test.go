@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/marketplane/marketplane/api/crds"
-	"github.com/marketplane/marketplane/internal/apiserverprofile"
+	"github.com/marketplane/marketplane/pkg/apiserverprofile"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
 

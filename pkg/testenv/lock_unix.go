@@ -2,7 +2,7 @@
 
 package testenv
 
-import "github.com/marketplane/marketplane/internal/filelock"
+import "github.com/marketplane/marketplane/pkg/filelock"
 
 // lockFile takes an exclusive lock on path (created if missing), waiting
 // for another process that holds it, and returns its release. The lock

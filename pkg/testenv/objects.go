@@ -1,41 +1,11 @@
 package testenv
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"sort"
 	"strings"
-
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
-
-// DecodeObjects decodes a multi-document YAML (or JSON) stream into objects,
-// skipping empty documents. Every object must have apiVersion and kind.
-func DecodeObjects(data []byte) ([]*unstructured.Unstructured, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	var out []*unstructured.Unstructured
-	for i := 0; ; i++ {
-		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out, nil
-			}
-			return nil, fmt.Errorf("decode document %d: %w", i, err)
-		}
-		if len(m) == 0 {
-			continue
-		}
-		u := &unstructured.Unstructured{Object: m}
-		if u.GetAPIVersion() == "" || u.GetKind() == "" {
-			return nil, fmt.Errorf("document %d has no apiVersion or kind", i)
-		}
-		out = append(out, u)
-	}
-}
 
 // FieldDiffs reports every field of want that is missing from got or has a
 // different value, as "path: want X, got Y" lines in path order. Fields that

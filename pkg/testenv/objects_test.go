@@ -61,23 +61,6 @@ func TestFieldDiffs(t *testing.T) {
 	}
 }
 
-func TestDecodeObjects(t *testing.T) {
-	objs, err := DecodeObjects([]byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: a\n---\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n"))
-	if err != nil {
-		t.Fatalf("DecodeObjects: %v", err)
-	}
-	var got []string
-	for _, o := range objs {
-		got = append(got, o.GetKind()+"/"+o.GetName())
-	}
-	if diff := cmp.Diff([]string{"Namespace/a", "ConfigMap/b"}, got); diff != "" {
-		t.Errorf("DecodeObjects: -want, +got:\n%s", diff)
-	}
-	if _, err := DecodeObjects([]byte("metadata:\n  name: a\n")); err == nil {
-		t.Error("DecodeObjects of a document without apiVersion/kind: want an error, got none")
-	}
-}
-
 func TestBinaryDirReportsMissingBinaries(t *testing.T) {
 	t.Setenv(AssetsEnv, t.TempDir())
 	if _, err := BinaryDir(); err == nil {

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
-	"github.com/marketplane/marketplane/internal/startslot"
+	"github.com/marketplane/marketplane/pkg/startslot"
 )
 
 // apiServerReadyTimeout bounds how long StartAPIServer waits for a

@@ -6,13 +6,14 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/marketplane/marketplane/pkg/manifests"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	controlplanev2alpha1 "github.com/marketplane/marketplane/api/controlplane/v2alpha1"
 	corev2alpha1 "github.com/marketplane/marketplane/api/core/v2alpha1"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
-	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // Kinds a Spec treats specially.
@@ -58,7 +59,7 @@ func SpecFromFiles(files ...string) (Spec, error) {
 		if err != nil {
 			return Spec{}, fmt.Errorf("read manifest: %w", err)
 		}
-		objs, err := testenv.DecodeObjects(data)
+		objs, err := manifests.Decode(data)
 		if err != nil {
 			return Spec{}, fmt.Errorf("manifest %s: %w", f, err)
 		}

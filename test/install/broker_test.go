@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/marketplane/marketplane/pkg/manifests"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -279,7 +281,7 @@ func brokerCredentialsSecret(t *testing.T, objs []*unstructured.Unstructured, re
 // createTestCatalog creates the test's SFService and SFPlan in namespace.
 func createTestCatalog(t *testing.T, c *testenv.Cluster, namespace string) {
 	t.Helper()
-	objs, err := testenv.DecodeObjects([]byte(fmt.Sprintf(brokerCatalog, namespace)))
+	objs, err := manifests.Decode([]byte(fmt.Sprintf(brokerCatalog, namespace)))
 	if err != nil {
 		t.Fatalf("decode the test catalog: %v", err)
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/marketplane/marketplane/internal/freeport"
 	"github.com/marketplane/marketplane/internal/operator/deploy/process"
-	"github.com/marketplane/marketplane/internal/supervisor"
+	"github.com/marketplane/marketplane/pkg/supervisor"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/marketplane/marketplane/pkg/manifests"
+
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,7 +85,7 @@ func TestObjectsOfThePreviousReleaseAreServedAndReconciled(t *testing.T) {
 	must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "upgrade"}}))
 	data, err := os.ReadFile(filepath.Join("testdata", previous, "objects.yaml"))
 	must(t, err)
-	written, err := testenv.DecodeObjects(data)
+	written, err := manifests.Decode(data)
 	must(t, err)
 	for _, o := range written {
 		if o.GetKind() == "Secret" {

@@ -28,9 +28,9 @@ import (
 	"github.com/marketplane/marketplane/internal/broker"
 	"github.com/marketplane/marketplane/internal/broker/catalog"
 	"github.com/marketplane/marketplane/internal/broker/kubestore"
-	"github.com/marketplane/marketplane/internal/metricsauth"
-	"github.com/marketplane/marketplane/internal/version"
 	"github.com/marketplane/marketplane/pkg/contract"
+	"github.com/marketplane/marketplane/pkg/metricsauth"
+	"github.com/marketplane/marketplane/pkg/version"
 )
 
 // Environment variables that supply the basic-auth credentials, so that

@@ -25,8 +25,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/marketplane/marketplane/internal/landscape/pki"
-	"github.com/marketplane/marketplane/internal/startslot"
-	"github.com/marketplane/marketplane/internal/supervisor"
+	"github.com/marketplane/marketplane/pkg/startslot"
+	"github.com/marketplane/marketplane/pkg/supervisor"
 )
 
 // Controllers are the kube-controller-manager controllers every cluster

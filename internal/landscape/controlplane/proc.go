@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/marketplane/marketplane/internal/supervisor"
+	"github.com/marketplane/marketplane/pkg/supervisor"
 )
 
 // DefaultStopTimeout is how long a stopped process gets between SIGTERM and

@@ -1,6 +1,6 @@
 package controlplane
 
-import "github.com/marketplane/marketplane/internal/apiserverprofile"
+import "github.com/marketplane/marketplane/pkg/apiserverprofile"
 
 // The small profile is how the clusters the local cluster provider creates
 // for ClusterRequests (MCP and dedicated clusters; see Cluster.Small) run:

@@ -25,8 +25,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/marketplane/marketplane/internal/apiserverprofile"
-	"github.com/marketplane/marketplane/internal/supervisor"
+	"github.com/marketplane/marketplane/pkg/apiserverprofile"
+	"github.com/marketplane/marketplane/pkg/supervisor"
 )
 
 // TestSmallProfile starts a cluster recorded for a ClusterRequest, as the

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/marketplane/marketplane/pkg/manifests"
+
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,7 +23,6 @@ import (
 	catalogfiles "github.com/marketplane/marketplane/examples/catalog"
 	"github.com/marketplane/marketplane/internal/interoperator/catalog"
 	"github.com/marketplane/marketplane/internal/landscape"
-	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // Names of the inter-operator's objects in the landscape.
@@ -138,7 +139,7 @@ func catalogObjects() ([]*unstructured.Unstructured, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", e.Name(), err)
 		}
-		objs, err := testenv.DecodeObjects(raw)
+		objs, err := manifests.Decode(raw)
 		if err != nil {
 			return nil, fmt.Errorf("decode %s: %w", e.Name(), err)
 		}

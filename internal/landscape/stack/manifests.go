@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/marketplane/marketplane/pkg/manifests"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,7 +19,6 @@ import (
 
 	"github.com/marketplane/marketplane/internal/landscape"
 	"github.com/marketplane/marketplane/pkg/crdinstall"
-	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // ManifestFieldOwner is the field manager of the objects the landscape
@@ -47,7 +48,7 @@ func readManifests(files []string) ([]manifest, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read manifest: %w", err)
 		}
-		objs, err := testenv.DecodeObjects(raw)
+		objs, err := manifests.Decode(raw)
 		if err != nil {
 			return nil, fmt.Errorf("manifest %s: %w", f, err)
 		}

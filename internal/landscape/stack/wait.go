@@ -22,8 +22,8 @@ import (
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/landscape"
 	"github.com/marketplane/marketplane/internal/landscape/controlplane"
-	"github.com/marketplane/marketplane/internal/supervisor"
 	"github.com/marketplane/marketplane/pkg/crdinstall"
+	"github.com/marketplane/marketplane/pkg/supervisor"
 )
 
 // pollInterval is how often a wait looks again.

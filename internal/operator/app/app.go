@@ -17,9 +17,9 @@ import (
 	"github.com/marketplane/marketplane/api/crds"
 	"github.com/marketplane/marketplane/api/install"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
-	"github.com/marketplane/marketplane/internal/version"
 	"github.com/marketplane/marketplane/pkg/contract"
 	"github.com/marketplane/marketplane/pkg/crdinstall"
+	"github.com/marketplane/marketplane/pkg/version"
 )
 
 // FieldOwner is the server-side-apply field manager of the operator.

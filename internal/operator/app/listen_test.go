@@ -3,7 +3,7 @@ package app
 import (
 	"testing"
 
-	"github.com/marketplane/marketplane/internal/metricsauth"
+	"github.com/marketplane/marketplane/pkg/metricsauth"
 )
 
 // TestRunListenDefaults checks that the operator's metrics and probes

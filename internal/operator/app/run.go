@@ -24,7 +24,6 @@ import (
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/api/install"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
-	"github.com/marketplane/marketplane/internal/metricsauth"
 	"github.com/marketplane/marketplane/internal/operator/access"
 	"github.com/marketplane/marketplane/internal/operator/clusters"
 	"github.com/marketplane/marketplane/internal/operator/clusters/socketprovisioner"
@@ -34,9 +33,10 @@ import (
 	"github.com/marketplane/marketplane/internal/operator/mcp"
 	"github.com/marketplane/marketplane/internal/operator/mcpaccess"
 	"github.com/marketplane/marketplane/internal/operator/provider"
-	"github.com/marketplane/marketplane/internal/version"
 	"github.com/marketplane/marketplane/pkg/contract"
+	"github.com/marketplane/marketplane/pkg/metricsauth"
 	"github.com/marketplane/marketplane/pkg/providerapp"
+	"github.com/marketplane/marketplane/pkg/version"
 )
 
 // Deployer names accepted by --deployer.

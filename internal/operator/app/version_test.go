@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/marketplane/marketplane/internal/version"
+	"github.com/marketplane/marketplane/pkg/version"
 )
 
 // TestVersionFlag checks that marketplane-operator --version prints the

@@ -65,7 +65,7 @@ func runClusterRules(groups []string, resource, name string, metrics bool, secre
 	if metrics {
 		// An exposed metrics endpoint admits only scrapers whose token the
 		// platform cluster authenticates and authorizes
-		// (internal/metricsauth): the provider asks the API server.
+		// (pkg/metricsauth): the provider asks the API server.
 		rules = append(rules,
 			rbacv1.PolicyRule{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 			rbacv1.PolicyRule{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},

@@ -18,7 +18,7 @@ import (
 
 	"github.com/marketplane/marketplane/internal/operator/deploy"
 	"github.com/marketplane/marketplane/internal/operator/deploy/process"
-	"github.com/marketplane/marketplane/internal/supervisor"
+	"github.com/marketplane/marketplane/pkg/supervisor"
 )
 
 // operatorHelperEnv makes the test binary act as a minimal operator (see

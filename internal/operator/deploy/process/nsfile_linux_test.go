@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/marketplane/marketplane/internal/supervisor"
+	"github.com/marketplane/marketplane/pkg/supervisor"
 )
 
 // canStartIn reports whether the system lets this user start a process in

@@ -7,7 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
-	"github.com/marketplane/marketplane/internal/supervisor"
+	"github.com/marketplane/marketplane/pkg/supervisor"
 )
 
 // errClosed is returned when the Deployer was closed.

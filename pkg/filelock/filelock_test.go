@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/marketplane/marketplane/internal/filelock"
+	"github.com/marketplane/marketplane/pkg/filelock"
 )
 
 // TestLock: a held lock refuses a second non-waiting Lock with

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/marketplane/marketplane/internal/metricsauth"
+	"github.com/marketplane/marketplane/pkg/metricsauth"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
 

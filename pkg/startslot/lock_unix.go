@@ -6,7 +6,7 @@ import (
 	"errors"
 	"syscall"
 
-	"github.com/marketplane/marketplane/internal/filelock"
+	"github.com/marketplane/marketplane/pkg/filelock"
 )
 
 // tryLock takes the lock on path without waiting: nil release and no

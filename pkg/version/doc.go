@@ -2,9 +2,9 @@
 // version, the source revision and the build date, stamped into every
 // binary at build time with the linker
 //
-//	go build -ldflags "-X github.com/marketplane/marketplane/internal/version.Version=v0.2.0 \
-//	  -X github.com/marketplane/marketplane/internal/version.Revision=<commit> \
-//	  -X github.com/marketplane/marketplane/internal/version.BuildDate=<RFC 3339 time>"
+//	go build -ldflags "-X github.com/marketplane/marketplane/pkg/version.Version=v0.2.0 \
+//	  -X github.com/marketplane/marketplane/pkg/version.Revision=<commit> \
+//	  -X github.com/marketplane/marketplane/pkg/version.BuildDate=<RFC 3339 time>"
 //
 // (`make release` and the Dockerfile do this; docs/release.md). A plain
 // `go build` or `go install` stamps nothing: then the Go toolchain's own
