@@ -114,7 +114,7 @@ build: ## Build every binary (cmd/* and the sample provider) into bin/.
 ##@ Test
 
 .PHONY: test
-test: tools chromium verify-generate lint ## Build the API-server binaries if missing, then run all tests against real API servers (the README quick start and the openMCP compatibility test included).
+test: test-unit tools chromium verify-generate lint ## Build the API-server binaries if missing, then run all tests against real API servers (the README quick start and the openMCP compatibility test included).
 	@$(GO) build -o $(TESTRUN) ./hack/testrun
 	@compat_log=$$(mktemp); status=0; \
 	(cd $(COMPAT) && KUBEBUILDER_ASSETS=$(BIN) $(TESTRUN) -bindir $(TESTBIN)/openmcp-compat $(TEST_FLAGS) ./... >"$$compat_log" 2>&1) & compat=$$!; \
@@ -134,9 +134,10 @@ test-under-load: ## `make test` three times in a row while one busy loop per cor
 	done
 
 .PHONY: test-unit
-test-unit: ## Only the pure unit tests (`go test -short`): no API servers, no processes, no builds (each package runs in about a second; linking the test binaries takes most of the minute).
-	$(GO) test -short -count=1 ./...
-	cd $(COMPAT) && $(GO) test -short -count=1 ./...
+test-unit: ## Only the pure unit tests (-short): no API servers, no processes, no bin/ needed; `make test` runs them first, so a unit failure reports in about two minutes.
+	@$(GO) build -o $(TESTRUN) ./hack/testrun
+	$(TESTRUN) -bindir $(TESTBIN)/main -short -count=1 -timeout=10m -p $(TEST_PACKAGES) $(TEST_FIRST) ./...
+	cd $(COMPAT) && $(TESTRUN) -bindir $(TESTBIN)/openmcp-compat -short -count=1 -timeout=10m ./...
 
 .PHONY: test-compat
 test-compat: tools ## The openMCP compatibility test alone: a provider built on openMCP's libraries, deployed unchanged (part of test).

@@ -248,13 +248,21 @@ func TestValidateWritesReport(t *testing.T) {
 			dir := t.TempDir()
 			manifest := writeFile(t, dir, "sp.yaml", "kind: ServiceProvider\n", 0o600)
 			binary := writeFile(t, dir, "provider", "#!/bin/sh\n", 0o755)
+			// The run is faked: the in-process target only needs to find
+			// the two binaries it would start, so that no bin/ is needed.
+			binDir := filepath.Join(dir, "bin")
+			if err := os.Mkdir(binDir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, binDir, "etcd", "#!/bin/sh\n", 0o755)
+			writeFile(t, binDir, "kube-apiserver", "#!/bin/sh\n", 0o755)
 			junit := filepath.Join(dir, "report.xml")
 			fake := &fakeValidation{image: sampleImage, events: progressEvents, report: tc.report}
 			fake.install(t)
 			var out, errOut bytes.Buffer
 			cmd := NewRootCommand(&out)
 			cmd.SetErr(&errOut)
-			args := []string{"validate", "-f", manifest, "--binary", binary, "--output", tc.output, "--junit", junit, "--check", "true"}
+			args := []string{"validate", "-f", manifest, "--binary", binary, "--bin-dir", binDir, "--output", tc.output, "--junit", junit, "--check", "true"}
 			cmd.SetArgs(args)
 			err := cmd.ExecuteContext(t.Context())
 

@@ -13,6 +13,7 @@ import (
 
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/pkg/spruntime"
+	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // pullSecretEnv is a source namespace on the platform cluster and a target
@@ -26,6 +27,7 @@ type pullSecretEnv struct {
 
 func newPullSecretEnv(t *testing.T) *pullSecretEnv {
 	t.Helper()
+	testenv.SkipIfShort(t)
 	if platform == nil {
 		t.Fatal(errMissingTestEnvironment)
 	}
