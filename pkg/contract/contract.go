@@ -75,7 +75,7 @@ func (f *Flags) Validate() error {
 
 // Logger returns a structured JSON logger at the flags' verbosity: ERROR logs
 // errors only, INFO logs V(0), DEBUG logs V(0) to V(2) (decisions and flow,
-// in STYLE.md's terms).
+// in docs/style.md's terms).
 func (f *Flags) Logger() logr.Logger {
 	level := zapcore.InfoLevel
 	switch strings.ToUpper(f.Verbosity) {
