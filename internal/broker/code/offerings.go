@@ -694,42 +694,62 @@ func (c *Offerings) InstanceLastOperation(ctx context.Context, _ *osb.Call, req 
 	if err != nil {
 		return 0, nil, err
 	}
-	deleting := op == operationDeprovision || st.state == "gone" || st.state == "deleting"
-	if !deleting {
-		return answer(st)
+	if op == operationDeprovision || st.state == "gone" || st.state == "deleting" {
+		if st, err = c.advanceDeletion(ctx, rec, st); err != nil {
+			return 0, nil, err
+		}
 	}
+	return answer(st)
+}
+
+// advanceDeletion takes the deletion of rec one step further, st being
+// the state of its provider's object: the object first, then the
+// ManagedControlPlane the broker created, then the namespace. It returns
+// the state to report.
+func (c *Offerings) advanceDeletion(ctx context.Context, rec *record, st codeOperationState) (codeOperationState, error) {
 	switch st.state {
 	case "deleting":
-		return answer(codeOperationState{state: osb.StateInProgress, Description: st.Description})
+		return codeOperationState{state: osb.StateInProgress, Description: st.Description}, nil
 	case "gone":
 	default:
 		// A deprovision polled before its delete call was recorded, or
 		// after a restart: delete again (idempotent).
 		if err := c.deleteObject(ctx, rec); err != nil {
-			return 0, nil, err
+			return st, err
 		}
-		return answer(codeOperationState{state: osb.StateInProgress, Description: fmt.Sprintf("Waiting for the %s to be deleted.", rec.object.Kind)})
+		return codeOperationState{state: osb.StateInProgress, Description: fmt.Sprintf("Waiting for the %s to be deleted.", rec.object.Kind)}, nil
 	}
 	if rec.ownsMCP {
-		mcp := &corev2alpha1.ManagedControlPlane{}
-		key := rec.object.key()
-		err := c.onboarding.Get(ctx, key, mcp)
-		switch {
-		case err == nil:
-			if mcp.DeletionTimestamp == nil {
-				if err := c.onboarding.Delete(ctx, mcp); err != nil && !apierrors.IsNotFound(err) {
-					return 0, nil, fmt.Errorf("delete ManagedControlPlane %s: %w", key, err)
-				}
-			}
-			return answer(codeOperationState{state: osb.StateInProgress, Description: "Deleting the ManagedControlPlane."})
-		case !apierrors.IsNotFound(err):
-			return 0, nil, fmt.Errorf("get ManagedControlPlane %s: %w", key, err)
+		gone, err := c.deleteControlPlane(ctx, rec.object.key())
+		if err != nil {
+			return st, err
+		}
+		if !gone {
+			return codeOperationState{state: osb.StateInProgress, Description: "Deleting the ManagedControlPlane."}, nil
 		}
 	}
 	if err := c.onboarding.Delete(ctx, rec.ns); err != nil && !apierrors.IsNotFound(err) {
-		return 0, nil, fmt.Errorf("delete namespace %s: %w", rec.ns.Name, err)
+		return st, fmt.Errorf("delete namespace %s: %w", rec.ns.Name, err)
 	}
-	return answer(codeOperationState{state: osb.StateInProgress, Description: "Deleting the instance's namespace."})
+	return codeOperationState{state: osb.StateInProgress, Description: "Deleting the instance's namespace."}, nil
+}
+
+// deleteControlPlane starts the deletion of the ManagedControlPlane at key
+// and reports whether it is gone.
+func (c *Offerings) deleteControlPlane(ctx context.Context, key client.ObjectKey) (bool, error) {
+	mcp := &corev2alpha1.ManagedControlPlane{}
+	if err := c.onboarding.Get(ctx, key, mcp); err != nil {
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, fmt.Errorf("get ManagedControlPlane %s: %w", key, err)
+	}
+	if mcp.DeletionTimestamp == nil {
+		if err := c.onboarding.Delete(ctx, mcp); err != nil && !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("delete ManagedControlPlane %s: %w", key, err)
+		}
+	}
+	return false, nil
 }
 
 // deleteObject starts the deletion of the provider's object of rec

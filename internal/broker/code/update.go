@@ -117,71 +117,24 @@ func (c *Offerings) inspect(ctx context.Context, rec *record) (*codeInstance, er
 // object's resourceVersion and UID as preconditions. A plan change is
 // refused: each plan is another kind, so there is no object to change.
 func (c *Offerings) Update(ctx context.Context, x *osb.Call, req *osb.UpdateRequest) (int, any, error) {
-	id := req.InstanceID
-	if req.ServiceID == "" {
-		return 0, nil, osb.BadRequest("service_id is required.")
-	}
-	mi, err := osb.MaintenanceField(req.MaintenanceInfo)
+	patch, maintenance, err := checkUpdate(x, req)
 	if err != nil {
 		return 0, nil, err
 	}
-	ctxJSON, err := osb.ObjectField(req.Context, "context")
+	rec, err := c.existingRecord(ctx, req.InstanceID)
 	if err != nil {
 		return 0, nil, err
 	}
-	patch, err := osb.ObjectField(req.Parameters, "parameters")
+	plan, err := c.updatablePlan(ctx, rec, req, maintenance)
 	if err != nil {
 		return 0, nil, err
 	}
-	if _, err := osb.ObjectField(req.PreviousValues, "previous_values"); err != nil {
-		return 0, nil, err
-	}
-	if err := osb.CheckPlatform(x.Identity, ctxJSON); err != nil {
-		return 0, nil, err
-	}
-
-	rec, err := c.existingRecord(ctx, id)
-	if err != nil {
-		return 0, nil, err
-	}
-	if req.ServiceID != rec.serviceID {
-		return 0, nil, osb.BadRequest("service_id %q is not the service offering of the instance.", osb.Truncate(req.ServiceID, 100))
-	}
-	code := c.catalog.Snapshot().Code()
-	svc := code.Service(rec.serviceID)
-	if svc == nil {
-		return 0, nil, c.Unserved(ctx, rec.serviceID, osb.Unprocessable("The service offering of instance %s is no longer in the catalog; it cannot be updated.", osb.Truncate(id, 100)))
-	}
-	if req.PlanID != "" && req.PlanID != rec.planID {
-		if p := code.Plan(req.PlanID); p == nil || p.ServiceID != svc.ID {
-			return 0, nil, osb.BadRequest("plan_id %q is not a plan of service offering %s.", osb.Truncate(req.PlanID, 100), svc.Name)
-		}
-		// OSB: 422 when "the requested change is not supported"; the
-		// catalog declares plan_updateable false, and no retry helps.
-		e := osb.Unprocessable("Service offering %s does not support plan changes: each plan is another kind of object, so an instance keeps its plan. Provision a new instance of the other plan instead.", svc.Name)
-		e.InstanceUsable, e.UpdateRepeatable = ptr.To(true), ptr.To(false)
-		return 0, nil, e
-	}
-	plan := code.Plan(rec.planID)
-	if plan == nil || plan.ServiceID != svc.ID {
-		return 0, nil, osb.Unprocessable("The plan of instance %s is no longer offered; it cannot be updated.", osb.Truncate(id, 100))
-	}
-	if mi != nil {
-		return 0, nil, osb.NewError(http.StatusUnprocessableEntity, osb.CodeMaintenanceInfoConflict,
-			"The service plan has no maintenance_info; fetch the catalog again.")
-	}
-
 	ci, err := c.inspect(ctx, rec)
 	if err != nil {
 		return 0, nil, err
 	}
-	if ci.provisioning() {
-		switch ci.state.state {
-		case osb.StateInProgress:
-			return 0, nil, osb.ConcurrencyError("Instance %s is still being provisioned; update it once its last operation succeeded.", osb.Truncate(id, 100))
-		case osb.StateFailed:
-			return 0, nil, osb.Unprocessable("Instance %s could not be provisioned, so it cannot be updated; deprovision it.", osb.Truncate(id, 100))
-		}
+	if err := ci.checkProvisioned(); err != nil {
+		return 0, nil, err
 	}
 	current, err := ci.spec()
 	if err != nil {
@@ -198,31 +151,119 @@ func (c *Offerings) Update(ctx context.Context, x *osb.Call, req *osb.UpdateRequ
 	if err := plan.CreateSchema.Validate(params); err != nil {
 		return 0, nil, osb.BadRequest("The parameters do not match the schema of plan %s (the spec of %s): %v.", plan.Name, plan.Kind, err)
 	}
-	running := !ci.provisioning() && ci.state.state == osb.StateInProgress
 	if osb.SameObject(spec, current) {
-		// Nothing to write. A re-sent update whose change is in the spec
-		// already gets its operation until it succeeded (OSB: 202, not
-		// 200, until it completes; a failed one stays failed until the
-		// spec changes, which the poll then says); its hash is recorded
-		// again in case the first request failed after writing the
-		// object. An instance never updated keeps the hash of its
-		// provision.
-		if ci.provisioning() {
-			return http.StatusOK, osb.EmptyObject, nil
-		}
-		if err := c.recordHash(ctx, ci, current); err != nil {
-			return 0, nil, err
-		}
-		if ci.state.state == osb.StateSucceeded {
-			return http.StatusOK, osb.EmptyObject, nil
-		}
-		if !x.AcceptsIncomplete {
-			return 0, nil, osb.AsyncRequired("service plan")
-		}
-		return http.StatusAccepted, osb.ProvisionResponse{Operation: operationUpdate}, nil
+		return c.updateUnchanged(ctx, x, ci, current)
 	}
-	if running {
-		return 0, nil, osb.ConcurrencyError("Another update of instance %s is in progress.", osb.Truncate(id, 100))
+	return c.startUpdate(ctx, x, ci, spec)
+}
+
+// checkUpdate checks an update request against itself and returns its
+// parameters (nil when absent) and whether it sends maintenance_info.
+func checkUpdate(x *osb.Call, req *osb.UpdateRequest) (json.RawMessage, bool, error) {
+	if req.ServiceID == "" {
+		return nil, false, osb.BadRequest("service_id is required.")
+	}
+	mi, err := osb.MaintenanceField(req.MaintenanceInfo)
+	if err != nil {
+		return nil, false, err
+	}
+	ctxJSON, err := osb.ObjectField(req.Context, "context")
+	if err != nil {
+		return nil, false, err
+	}
+	patch, err := osb.ObjectField(req.Parameters, "parameters")
+	if err != nil {
+		return nil, false, err
+	}
+	if _, err := osb.ObjectField(req.PreviousValues, "previous_values"); err != nil {
+		return nil, false, err
+	}
+	if err := osb.CheckPlatform(x.Identity, ctxJSON); err != nil {
+		return nil, false, err
+	}
+	return patch, mi != nil, nil
+}
+
+// errMaintenanceInfo answers an update that sends maintenance_info: the
+// plans of code-based offerings have none.
+var errMaintenanceInfo = osb.NewError(http.StatusUnprocessableEntity, osb.CodeMaintenanceInfoConflict,
+	"The service plan has no maintenance_info; fetch the catalog again.")
+
+// updatablePlan checks an update against the instance's record and the
+// catalog and returns the instance's plan: the offering must be served,
+// the plan unchanged and still offered, and no maintenance_info sent.
+func (c *Offerings) updatablePlan(ctx context.Context, rec *record, req *osb.UpdateRequest, maintenance bool) (*catalog.CodePlan, error) {
+	id := osb.Truncate(rec.id, 100)
+	if req.ServiceID != rec.serviceID {
+		return nil, osb.BadRequest("service_id %q is not the service offering of the instance.", osb.Truncate(req.ServiceID, 100))
+	}
+	code := c.catalog.Snapshot().Code()
+	svc := code.Service(rec.serviceID)
+	if svc == nil {
+		return nil, c.Unserved(ctx, rec.serviceID, osb.Unprocessable("The service offering of instance %s is no longer in the catalog; it cannot be updated.", id))
+	}
+	if req.PlanID != "" && req.PlanID != rec.planID {
+		if p := code.Plan(req.PlanID); p == nil || p.ServiceID != svc.ID {
+			return nil, osb.BadRequest("plan_id %q is not a plan of service offering %s.", osb.Truncate(req.PlanID, 100), svc.Name)
+		}
+		// OSB: 422 when "the requested change is not supported"; the
+		// catalog declares plan_updateable false, and no retry helps.
+		e := osb.Unprocessable("Service offering %s does not support plan changes: each plan is another kind of object, so an instance keeps its plan. Provision a new instance of the other plan instead.", svc.Name)
+		e.InstanceUsable, e.UpdateRepeatable = ptr.To(true), ptr.To(false)
+		return nil, e
+	}
+	plan := code.Plan(rec.planID)
+	if plan == nil || plan.ServiceID != svc.ID {
+		return nil, osb.Unprocessable("The plan of instance %s is no longer offered; it cannot be updated.", id)
+	}
+	if maintenance {
+		return nil, errMaintenanceInfo
+	}
+	return plan, nil
+}
+
+// checkProvisioned refuses an update while the instance is provisioned
+// or after its provision failed.
+func (ci *codeInstance) checkProvisioned() error {
+	if !ci.provisioning() {
+		return nil
+	}
+	switch ci.state.state {
+	case osb.StateInProgress:
+		return osb.ConcurrencyError("Instance %s is still being provisioned; update it once its last operation succeeded.", osb.Truncate(ci.rec.id, 100))
+	case osb.StateFailed:
+		return osb.Unprocessable("Instance %s could not be provisioned, so it cannot be updated; deprovision it.", osb.Truncate(ci.rec.id, 100))
+	}
+	return nil
+}
+
+// updateUnchanged answers an update whose change is in the spec already:
+// nothing to write. A re-sent update gets its operation until it succeeded
+// (OSB: 202, not 200, until it completes; a failed one stays failed until
+// the spec changes, which the poll then says); its hash is recorded again
+// in case the first request failed after writing the object. An instance
+// never updated keeps the hash of its provision.
+func (c *Offerings) updateUnchanged(ctx context.Context, x *osb.Call, ci *codeInstance, current json.RawMessage) (int, any, error) {
+	if ci.provisioning() {
+		return http.StatusOK, osb.EmptyObject, nil
+	}
+	if err := c.recordHash(ctx, ci, current); err != nil {
+		return 0, nil, err
+	}
+	if ci.state.state == osb.StateSucceeded {
+		return http.StatusOK, osb.EmptyObject, nil
+	}
+	if !x.AcceptsIncomplete {
+		return 0, nil, osb.AsyncRequired("service plan")
+	}
+	return http.StatusAccepted, osb.ProvisionResponse{Operation: operationUpdate}, nil
+}
+
+// startUpdate writes spec, unless another update runs, and records the
+// request's hash.
+func (c *Offerings) startUpdate(ctx context.Context, x *osb.Call, ci *codeInstance, spec json.RawMessage) (int, any, error) {
+	if !ci.provisioning() && ci.state.state == osb.StateInProgress {
+		return 0, nil, osb.ConcurrencyError("Another update of instance %s is in progress.", osb.Truncate(ci.rec.id, 100))
 	}
 	if !x.AcceptsIncomplete {
 		return 0, nil, osb.AsyncRequired("service plan")
@@ -237,7 +278,7 @@ func (c *Offerings) Update(ctx context.Context, x *osb.Call, req *osb.UpdateRequ
 	if err := c.recordHash(ctx, ci, written); err != nil {
 		return 0, nil, err
 	}
-	c.log.V(1).Info("Updating a code-based instance", "namespace", rec.ns.Name, "object", rec.object.String(),
+	c.log.V(1).Info("Updating a code-based instance", "namespace", ci.rec.ns.Name, "object", ci.rec.object.String(),
 		"generation", ci.obj.GetGeneration(), "requestIdentity", x.RequestID)
 	return http.StatusAccepted, osb.ProvisionResponse{Operation: operationUpdate}, nil
 }

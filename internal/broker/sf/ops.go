@@ -78,7 +78,10 @@ func resetBindingStatus(st *osbv1alpha1.SFServiceBindingStatus, state osbv1alpha
 // conflict on the status write is returned, so that the caller decides
 // again from a fresh read; the metadata write is retried on fresh reads
 // until it lands, because the status already announces the operation.
-// refresh must return a fresh copy of the object.
+// The second write is what wakes the provisioner, which reconciles on
+// generation, label and annotation changes but not on status changes;
+// when it fails, the first only makes the provisioner re-apply what it
+// already had. refresh must return a fresh copy of the object.
 func (s *Backend) startOperation(ctx context.Context, obj client.Object, op Operation, state osbv1alpha1.State, x *osb.Call,
 	setStatus func(client.Object), mutate func(client.Object) error, refresh func() (client.Object, error)) (client.Object, error) {
 	setStatus(obj)
