@@ -110,6 +110,8 @@ type Offerings struct {
 	bindTimeout  time.Duration
 }
 
+var _ osb.Backend = &Offerings{}
+
 // Option configures Offerings.
 type Option func(*Offerings)
 

@@ -131,7 +131,7 @@ func (x *exchange) Write(b []byte) (int, error) {
 }
 
 // endpointFunc answers one OSB endpoint: a status and a body to encode as
-// JSON, or an error (an *Error, or a Store error).
+// JSON, or an error (an *Error, or a storage error of the backend).
 type endpointFunc func(s *Handler, x *exchange, r *http.Request) (int, any, error)
 
 // RawJSON is a response body that is already encoded.
