@@ -50,8 +50,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
-	"github.com/marketplane/marketplane/internal/broker"
 	"github.com/marketplane/marketplane/internal/broker/app"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
@@ -287,11 +287,11 @@ func seed(ctx context.Context, c client.Client) error {
 	}
 	// The instance as the broker stores it: in the namespace it creates
 	// for the instance (it serves instances from no other).
-	key := broker.InstanceKey(instanceID)
+	key := sf.InstanceKey(instanceID)
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name:        key.Namespace,
-		Labels:      map[string]string{broker.LabelManagedBy: broker.ManagedByBroker},
-		Annotations: map[string]string{broker.AnnotationInstanceID: instanceID},
+		Labels:      map[string]string{sf.LabelManagedBy: sf.ManagedByBroker},
+		Annotations: map[string]string{sf.AnnotationInstanceID: instanceID},
 	}}); err != nil {
 		return err
 	}
@@ -300,7 +300,7 @@ func seed(ctx context.Context, c client.Client) error {
 			Name: key.Name, Namespace: key.Namespace,
 			Finalizers:  []string{osbv1alpha1.FinalizerBroker},
 			Labels:      map[string]string{osbv1alpha1.LabelLastOperation: string(osbv1alpha1.StateInQueue)},
-			Annotations: map[string]string{broker.AnnotationOperation: "create-1"},
+			Annotations: map[string]string{sf.AnnotationOperation: "create-1"},
 		},
 		Spec: osbv1alpha1.SFServiceInstanceSpec{
 			InstanceID: instanceID, ServiceID: "bench-svc-0", PlanID: "bench-plan-0-0",

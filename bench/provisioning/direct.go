@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
-	"github.com/marketplane/marketplane/internal/broker"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 )
 
 // directInstancePrefix names the direct phase's instances.
@@ -75,18 +75,18 @@ func (h *harness) directPhase(ctx context.Context, rep *report) error {
 // of id, waits until the instance succeeded, writes what the broker writes
 // for a bind, waits until the binding succeeded and reads its response.
 func (h *harness) provisionAndBindDirectly(ctx context.Context, instances, bindings *tracker, id string) error {
-	key := broker.InstanceKey(id)
+	key := sf.InstanceKey(id)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name:        key.Namespace,
-		Labels:      map[string]string{broker.LabelManagedBy: broker.ManagedByBroker},
-		Annotations: map[string]string{broker.AnnotationInstanceID: id},
+		Labels:      map[string]string{sf.LabelManagedBy: sf.ManagedByBroker},
+		Annotations: map[string]string{sf.AnnotationInstanceID: id},
 	}}
 	if err := h.client.Create(ctx, ns); err != nil {
 		return fmt.Errorf("create namespace %s: %w", ns.Name, err)
 	}
 	inst := brokerInstance(key, id, asyncPlanID)
 	// The broker's operation annotation, which the load phase leaves out.
-	inst.Annotations = map[string]string{broker.AnnotationOperation: "create-1"}
+	inst.Annotations = map[string]string{sf.AnnotationOperation: "create-1"}
 	ie := instances.expect(key.Name)
 	if err := h.client.Create(ctx, inst); err != nil {
 		return fmt.Errorf("create instance %s: %w", id, err)
@@ -96,12 +96,12 @@ func (h *harness) provisionAndBindDirectly(ctx context.Context, instances, bindi
 	}
 
 	bid := id + "-b"
-	bkey := broker.BindingKey(id, bid)
+	bkey := sf.BindingKey(id, bid)
 	b := &osbv1alpha1.SFServiceBinding{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: bkey.Namespace, Name: bkey.Name,
 			Finalizers:  []string{osbv1alpha1.FinalizerBroker, osbv1alpha1.FinalizerProvisioner},
-			Annotations: map[string]string{broker.AnnotationOperation: "create-1"},
+			Annotations: map[string]string{sf.AnnotationOperation: "create-1"},
 			Labels:      map[string]string{osbv1alpha1.LabelLastOperation: string(osbv1alpha1.StateInQueue)},
 		},
 		Spec: osbv1alpha1.SFServiceBindingSpec{

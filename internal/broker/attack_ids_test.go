@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
-	"github.com/marketplane/marketplane/internal/broker"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 )
 
 // TestAttackIDs is issue #32's attack on instance and binding ids, sent to
@@ -22,7 +22,7 @@ import (
 // segments, "..%2F", "%2F"), unicode (homoglyphs, both normalisations of
 // one letter, uppercase), ids of 60, 61, 63, 64, 300 and 1024 bytes, and ids
 // that differ only by case. Each id is refused with a 4xx or stored under
-// its own safe Kubernetes name (broker.ObjectName) with the full id in the
+// its own safe Kubernetes name (sf.ObjectName) with the full id in the
 // spec, never reaching another object. Two ids that map to the same name (an
 // id that is the hash another id is stored under) are told apart: the
 // second gets 409 on provision and bind, 404 or 410 elsewhere, and the
@@ -71,7 +71,7 @@ func TestAttackIDs(t *testing.T) {
 		// never address its object. 400 naming the id on every endpoint.
 		for name, id := range map[string]string{
 			"DotDotSlash":   "../" + victim,
-			"Traversal":     "../../" + broker.InstanceNamespace(victim) + "/" + victim,
+			"Traversal":     "../../" + sf.InstanceNamespace(victim) + "/" + victim,
 			"InnerDotDot":   victim + "/../" + victim,
 			"DotSlash":      "./" + victim,
 			"TrailingSlash": victim + "/",
@@ -144,8 +144,8 @@ func TestAttackIDs(t *testing.T) {
 		// An id that is not a DNS label is stored under its hash; an id
 		// that IS that hash is stored under itself: the same name.
 		first := "Collide-" + run
-		second := broker.ObjectName(first)
-		if broker.ObjectName(second) != second || broker.InstanceKey(first) != broker.InstanceKey(second) {
+		second := sf.ObjectName(first)
+		if sf.ObjectName(second) != second || sf.InstanceKey(first) != sf.InstanceKey(second) {
 			t.Fatalf("the ids %q and %q do not share a name: the test is broken", first, second)
 		}
 		hh.ready(first, planSmall, nil)
@@ -153,14 +153,14 @@ func TestAttackIDs(t *testing.T) {
 		collide(t, hh, first, second, "")
 
 		// The other order: the plain id first, then the one hashing to it.
-		plainFirst := broker.ObjectName("Collide-again-" + run)
+		plainFirst := sf.ObjectName("Collide-again-" + run)
 		hh.ready(plainFirst, planSmall, nil)
 		collide(t, hh, plainFirst, "Collide-again-"+run, "")
 
 		// Bindings of one instance.
 		bid := "Bind-" + run
 		hh.bound(first, bid, planSmall, nil)
-		collide(t, hh, first, "", broker.ObjectName(bid))
+		collide(t, hh, first, "", sf.ObjectName(bid))
 		if got := snapshot(t, first, ""); got.instance != firstBefore.instance {
 			t.Errorf("the first instance changed: %s, was %s", got.instance, firstBefore.instance)
 		}
@@ -225,7 +225,7 @@ func oddLifecycle(t *testing.T, hh h, id string) client.ObjectKey {
 			t.Fatalf("%s %s: got %s; want %d", s.c.method, truncateID(s.c.path), r, s.want)
 		}
 	}
-	key := broker.InstanceKey(id)
+	key := sf.InstanceKey(id)
 	if errs := validation.IsDNS1123Label(key.Name); len(errs) != 0 || len(key.Namespace) > validation.DNS1123LabelMaxLength {
 		t.Errorf("instance %q is stored as %s: not a safe name (%v)", truncateID(id), key, errs)
 	}
@@ -238,7 +238,7 @@ func oddLifecycle(t *testing.T, hh h, id string) client.ObjectKey {
 	}
 	bnd := bindingOf(t, id, id)
 	if bnd.Spec.ID != id || bnd.Spec.InstanceID != id {
-		t.Errorf("the binding at %s holds ids %q/%q, want %q", broker.BindingKey(id, id), truncateID(bnd.Spec.InstanceID), truncateID(bnd.Spec.ID), truncateID(id))
+		t.Errorf("the binding at %s holds ids %q/%q, want %q", sf.BindingKey(id, id), truncateID(bnd.Spec.InstanceID), truncateID(bnd.Spec.ID), truncateID(id))
 	}
 	for _, c := range []call{
 		{method: http.MethodDelete, path: bindingPath(id, id), query: deleteQuery(planSmall, false)},
@@ -320,9 +320,9 @@ func snapshot(t *testing.T, id, bid string) state {
 func bindingOf(t *testing.T, id, bid string) *osbv1alpha1.SFServiceBinding {
 	t.Helper()
 	b := &osbv1alpha1.SFServiceBinding{}
-	if err := env.onboarding.Client.Get(context.Background(), broker.BindingKey(id, bid), b); err != nil {
+	if err := env.onboarding.Client.Get(context.Background(), sf.BindingKey(id, bid), b); err != nil {
 		if apierrors.IsNotFound(err) {
-			t.Fatalf("no binding of %q at %s", truncateID(bid), broker.BindingKey(id, bid))
+			t.Fatalf("no binding of %q at %s", truncateID(bid), sf.BindingKey(id, bid))
 		}
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/marketplane/marketplane/internal/broker/osb"
 )
 
 // BenchmarkHandlers measures the handler alone (no network) on the two hot
@@ -18,7 +20,7 @@ func BenchmarkHandlers(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			req := httptest.NewRequest(http.MethodGet, bc.target, nil)
 			req.SetBasicAuth(fuzzUser, fuzzPassword)
-			req.Header.Set(HeaderAPIVersion, "2.17")
+			req.Header.Set(osb.HeaderAPIVersion, "2.17")
 			b.ReportAllocs()
 			for b.Loop() {
 				w := httptest.NewRecorder()

@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
-	"github.com/marketplane/marketplane/internal/broker"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 )
 
 // pending is an operation a platform is polling across a broker restart.
@@ -44,7 +44,7 @@ func TestBrokerRestartLastOperation(t *testing.T) {
 	hh := h{t: t, base: b.url}
 	ip := func(id string) string { return instancePath(id) + "/last_operation" }
 	bp := func(id, bid string) string { return bindingPath(id, bid) + "/last_operation" }
-	instKey := broker.InstanceKey
+	instKey := sf.InstanceKey
 	var ops []pending
 
 	// Provisions: held, held and finished while no broker runs, failed,
@@ -91,7 +91,7 @@ func TestBrokerRestartLastOperation(t *testing.T) {
 		return hh.expect(hh.bind(host, bid, planAsync, params, true), 202, "bind "+bid).str("operation")
 	}
 	ops = append(ops, pending{name: "bind held", path: bp(host, "rs-b-held"), op: bind("rs-b-held", obj{"hold": true}), want: "in progress",
-		release: &osbv1alpha1.SFServiceBinding{}, key: broker.BindingKey(host, "rs-b-held")})
+		release: &osbv1alpha1.SFServiceBinding{}, key: sf.BindingKey(host, "rs-b-held")})
 	ops = append(ops, pending{name: "bind finished while no broker ran", path: bp(host, "rs-b-downtime"),
 		op: bind("rs-b-downtime", obj{"hold": true}), want: "succeeded"})
 	op := bind("rs-b-failed", obj{"fail": true})
@@ -110,7 +110,7 @@ func TestBrokerRestartLastOperation(t *testing.T) {
 	r = hh.expect(hh.do(call{method: "DELETE", path: bindingPath(host, "rs-unbind-held"), query: deleteQuery(planAsync, true)}), 202, "unbind rs-unbind-held")
 	hh.await(bp(host, "rs-unbind-held"), r.str("operation"), "in progress", "binding rs-unbind-held")
 	ops = append(ops, pending{name: "unbind held", path: bp(host, "rs-unbind-held"), op: r.str("operation"), want: "in progress",
-		release: &osbv1alpha1.SFServiceBinding{}, key: broker.BindingKey(host, "rs-unbind-held")})
+		release: &osbv1alpha1.SFServiceBinding{}, key: sf.BindingKey(host, "rs-unbind-held")})
 	r = hh.expect(hh.do(call{method: "DELETE", path: bindingPath(host, "rs-unbind-done"), query: deleteQuery(planAsync, true)}), 202, "unbind rs-unbind-done")
 	hh.awaitBindingSucceeded(host, "rs-unbind-done", r.str("operation"))
 	ops = append(ops, pending{name: "unbind finished", path: bp(host, "rs-unbind-done"), op: r.str("operation"), want: "succeeded", gone: true})
@@ -130,9 +130,9 @@ func TestBrokerRestartLastOperation(t *testing.T) {
 	}
 	// While no broker runs, the provisioner finishes two operations.
 	release(t, instKey("rs-prov-downtime"), &osbv1alpha1.SFServiceInstance{})
-	release(t, broker.BindingKey(host, "rs-b-downtime"), &osbv1alpha1.SFServiceBinding{})
+	release(t, sf.BindingKey(host, "rs-b-downtime"), &osbv1alpha1.SFServiceBinding{})
 	waitState(t, instKey("rs-prov-downtime"), &osbv1alpha1.SFServiceInstance{}, osbv1alpha1.StateSucceeded)
-	waitState(t, broker.BindingKey(host, "rs-b-downtime"), &osbv1alpha1.SFServiceBinding{}, osbv1alpha1.StateSucceeded)
+	waitState(t, sf.BindingKey(host, "rs-b-downtime"), &osbv1alpha1.SFServiceBinding{}, osbv1alpha1.StateSucceeded)
 
 	start := time.Now()
 	b, err = startBrokerProcess(env.kubeconfigs["onboarding"])

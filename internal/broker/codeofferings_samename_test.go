@@ -11,8 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	corev2alpha1 "github.com/marketplane/marketplane/api/core/v2alpha1"
-	"github.com/marketplane/marketplane/internal/broker"
 	"github.com/marketplane/marketplane/internal/broker/catalog"
+	"github.com/marketplane/marketplane/internal/broker/code"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 )
 
 // sameNameTenant is issue #32's same-name attack on a code-based offering:
@@ -60,11 +61,11 @@ func sameNameTenant(t *testing.T, c *codeLandscape) {
 	}
 
 	// The tenant: the instance's names, in its own namespace.
-	name := broker.ObjectName(id)
+	name := sf.ObjectName(id)
 	mcp := c.l.CreateMCP(t, name, "tenant-same-name")
 	osbMCP := &corev2alpha1.ManagedControlPlane{}
-	if err := c.l.Onboarding.Client.Get(ctx, client.ObjectKey{Namespace: broker.CodeNamespace(id), Name: name}, osbMCP); err != nil {
-		t.Fatalf("the OSB instance's control plane %s/%s: %v", broker.CodeNamespace(id), name, err)
+	if err := c.l.Onboarding.Client.Get(ctx, client.ObjectKey{Namespace: code.Namespace(id), Name: name}, osbMCP); err != nil {
+		t.Fatalf("the OSB instance's control plane %s/%s: %v", code.Namespace(id), name, err)
 	}
 	if cfg.Host == mcp.Config.Host {
 		t.Fatalf("the tenant's control plane %s/%s is the OSB instance's (%s)", mcp.Namespace, mcp.Name, cfg.Host)

@@ -29,7 +29,10 @@ import (
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/broker"
 	"github.com/marketplane/marketplane/internal/broker/catalog"
+	"github.com/marketplane/marketplane/internal/broker/code"
 	"github.com/marketplane/marketplane/internal/broker/kubestore"
+	"github.com/marketplane/marketplane/internal/broker/osb"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 	"github.com/marketplane/marketplane/internal/marketplace"
 	"github.com/marketplane/marketplane/pkg/providertest"
 	"github.com/marketplane/marketplane/pkg/testenv"
@@ -126,7 +129,7 @@ func startCodeLandscape(t *testing.T) *codeLandscape {
 		t.Fatal("store cache did not sync")
 	}
 	empty := catalog.Empty()
-	auth, err := broker.NewBasicAuth(testUser, testPassword)
+	auth, err := osb.NewBasicAuth(testUser, testPassword)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,17 +137,17 @@ func startCodeLandscape(t *testing.T) *codeLandscape {
 	// broker before and after a restart, since a broker keeps nothing in
 	// memory but caches.
 	newBroker := func() string {
-		merged := broker.NewMergedCatalog(broker.CatalogFn(func() *catalog.Snapshot { return empty }), watcher.Snapshot, testenv.Logger().WithName("catalog"))
-		sf, err := broker.New(merged, store, auth, broker.WithSyncTimeout(testSyncTimeout))
+		merged := broker.NewMergedCatalog(osb.CatalogFn(func() *catalog.Snapshot { return empty }), watcher.Snapshot, testenv.Logger().WithName("catalog"))
+		sfBackend, err := sf.New(merged, store, sf.WithSyncTimeout(testSyncTimeout))
 		if err != nil {
 			t.Fatal(err)
 		}
-		code, err := broker.NewCodeOfferings(merged, l.Onboarding.Client, l.Platform.Client, brokerAccessNamespace,
-			broker.WithSFStore(store), broker.WithBindTimeout(codeTimeout), broker.WithCodeLogger(testenv.Logger().WithName("code")))
+		codeBackend, err := code.New(merged, l.Onboarding.Client, l.Platform.Client, brokerAccessNamespace,
+			code.WithSFStore(store), code.WithBindTimeout(codeTimeout), code.WithLogger(testenv.Logger().WithName("code")))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return serveRouter(t, sf, code)
+		return serveRouter(t, merged, sfBackend, codeBackend, auth)
 	}
 
 	// The sample provider, not opted into OSB yet, with its
@@ -199,11 +202,11 @@ func (c *codeLandscape) optIn(t *testing.T, rules string) {
 	})
 }
 
-// serveRouter serves the Router of sf and code over loopback HTTP until
-// the test ends and returns its URL.
-func serveRouter(t *testing.T, sf *broker.Server, code *broker.CodeOfferings) string {
+// serveRouter serves the handler of both backends over loopback HTTP
+// until the test ends and returns its URL.
+func serveRouter(t *testing.T, cat osb.Catalog, sfBackend *sf.Backend, codeBackend *code.Offerings, auth *osb.BasicAuth) string {
 	t.Helper()
-	rt, err := broker.NewRouter(sf, code)
+	rt, err := broker.NewHandler(cat, sfBackend, codeBackend, auth)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +267,7 @@ func TestCodeOffering(t *testing.T) {
 		if !strings.Contains(r.str("description"), serviceID) {
 			t.Errorf("description %q does not name the service id", r.str("description"))
 		}
-		assertNoNamespace(t, c.l.Onboarding.Client, broker.CodeNamespace("not-opted-in"))
+		assertNoNamespace(t, c.l.Onboarding.Client, code.Namespace("not-opted-in"))
 	})
 
 	c.optIn(t, sampleBindingRules)
@@ -311,7 +314,7 @@ func TestCodeOffering(t *testing.T) {
 			if !strings.Contains(r.str("description"), "do not match the schema") {
 				t.Errorf("%s: description %q", name, r.str("description"))
 			}
-			assertNoNamespace(t, c.l.Onboarding.Client, broker.CodeNamespace(id))
+			assertNoNamespace(t, c.l.Onboarding.Client, code.Namespace(id))
 		}
 	})
 
@@ -321,7 +324,7 @@ func TestCodeOffering(t *testing.T) {
 		// nothing created. The tenant's own MCP exists with no
 		// annotation, or one for another instance.
 		victim := &corev2alpha1.ManagedControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-b", Name: "prod",
-			Annotations: map[string]string{broker.AnnotationAllowInstance: "someone-elses-instance"}}}
+			Annotations: map[string]string{code.AnnotationAllowInstance: "someone-elses-instance"}}}
 		if err := c.l.Onboarding.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant-b"}}); err != nil {
 			t.Fatal(err)
 		}
@@ -337,10 +340,10 @@ func TestCodeOffering(t *testing.T) {
 				http.StatusBadRequest, fmt.Sprintf("provision naming ManagedControlPlane %v", ref))
 			d := strings.ReplaceAll(r.str("description"), ref["name"].(string), "NAME")
 			descriptions = append(descriptions, d)
-			if !strings.Contains(d, broker.AnnotationAllowInstance) {
+			if !strings.Contains(d, code.AnnotationAllowInstance) {
 				t.Errorf("description %q does not say what would allow it", d)
 			}
-			assertNoNamespace(t, c.l.Onboarding.Client, broker.CodeNamespace(id))
+			assertNoNamespace(t, c.l.Onboarding.Client, code.Namespace(id))
 		}
 		if descriptions[0] != descriptions[1] {
 			t.Errorf("an existing foreign MCP and a missing one are told apart:\n%s\n%s", descriptions[0], descriptions[1])
@@ -402,7 +405,7 @@ func existingControlPlane(t *testing.T, c *codeLandscape) {
 		if m.Annotations == nil {
 			m.Annotations = map[string]string{}
 		}
-		m.Annotations[broker.AnnotationAllowInstance] = value
+		m.Annotations[code.AnnotationAllowInstance] = value
 		if err := c.l.Onboarding.Client.Patch(ctx, m, patch); err != nil {
 			t.Fatal(err)
 		}
@@ -425,9 +428,9 @@ func existingControlPlane(t *testing.T, c *codeLandscape) {
 	if err := c.l.Onboarding.Client.Get(ctx, key, sample); !apierrors.IsNotFound(err) {
 		t.Errorf("the Sample after deprovision: %v, want NotFound", err)
 	}
-	assertNoNamespace(t, c.l.Onboarding.Client, broker.CodeNamespace(id2))
+	assertNoNamespace(t, c.l.Onboarding.Client, code.Namespace(id2))
 	ars := &clustersv1alpha1.AccessRequestList{}
-	if err := c.l.Platform.Client.List(ctx, ars, client.InNamespace(brokerAccessNamespace), client.MatchingLabels{broker.LabelCodeInstance: broker.CodeNamespace(id2)}); err != nil || len(ars.Items) != 0 {
+	if err := c.l.Platform.Client.List(ctx, ars, client.InNamespace(brokerAccessNamespace), client.MatchingLabels{code.LabelCodeInstance: code.Namespace(id2)}); err != nil || len(ars.Items) != 0 {
 		t.Errorf("AccessRequests of %s left behind: %d (%v)", id2, len(ars.Items), err)
 	}
 	if err := c.l.Onboarding.Client.Get(ctx, key, m); err != nil || m.DeletionTimestamp != nil {
@@ -505,7 +508,7 @@ func recreatedObject(t *testing.T, c *codeLandscape, namespace, name string, all
 	if err := oc.Get(ctx, key, got); err != nil || got.GetUID() != forged.GetUID() || got.GetDeletionTimestamp() != nil {
 		t.Errorf("the tenant's own Sample after the deprovision of %s: %v (deleting: %v); the broker must leave it alone", id, err, got.GetDeletionTimestamp() != nil)
 	}
-	assertNoNamespace(t, oc, broker.CodeNamespace(id))
+	assertNoNamespace(t, oc, code.Namespace(id))
 }
 
 // lifecycle provisions, binds, unbinds and deprovisions one instance.
@@ -513,7 +516,7 @@ func lifecycle(t *testing.T, c *codeLandscape) {
 	ctx := t.Context()
 	h := h2(t, c.base)
 	const id, bid = "6d1f8a52-0c3e-4b7a-9e21-4f5a6b7c8d90", "7e2a9b63-1d4f-4c8b-8f32-5a6b7c8d9e01"
-	nsName := broker.CodeNamespace(id)
+	nsName := code.Namespace(id)
 
 	r := h.expect(h.do(call{method: http.MethodPut, path: instancePath(id), query: "accepts_incomplete=true", body: codeProvisionBody(obj{"version": "v1"})}),
 		http.StatusAccepted, "provision")
@@ -529,7 +532,7 @@ func lifecycle(t *testing.T, c *codeLandscape) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			mcp := &corev2alpha1.ManagedControlPlane{}
-			err := c.l.Onboarding.Client.Get(context.Background(), client.ObjectKey{Namespace: nsName, Name: broker.ObjectName(id)}, mcp)
+			err := c.l.Onboarding.Client.Get(context.Background(), client.ObjectKey{Namespace: nsName, Name: sf.ObjectName(id)}, mcp)
 			t.Logf("ManagedControlPlane of the instance: %v %+v", err, mcp.Status)
 		}
 	})
@@ -570,7 +573,7 @@ func lifecycle(t *testing.T, c *codeLandscape) {
 	if err := bound.List(ctx, &corev1.SecretList{}); !apierrors.IsForbidden(err) {
 		t.Errorf("list secrets (not declared) with the binding's kubeconfig: %v, want 403 Forbidden", err)
 	}
-	arKey := client.ObjectKey{Namespace: brokerAccessNamespace, Name: broker.BindingAccessRequestName(bid)}
+	arKey := client.ObjectKey{Namespace: brokerAccessNamespace, Name: code.BindingAccessRequestName(bid)}
 	if err := c.l.Platform.Client.Get(ctx, arKey, &clustersv1alpha1.AccessRequest{}); err != nil {
 		t.Errorf("the binding's AccessRequest: %v", err)
 	}
@@ -608,11 +611,11 @@ func lifecycle(t *testing.T, c *codeLandscape) {
 	// Only this instance's: the other subtests bind in the same namespace
 	// at the same time.
 	ars := &clustersv1alpha1.AccessRequestList{}
-	if err := c.l.Platform.Client.List(ctx, ars, client.InNamespace(brokerAccessNamespace), client.MatchingLabels{broker.LabelCodeInstance: nsName}); err != nil || len(ars.Items) != 0 {
+	if err := c.l.Platform.Client.List(ctx, ars, client.InNamespace(brokerAccessNamespace), client.MatchingLabels{code.LabelCodeInstance: nsName}); err != nil || len(ars.Items) != 0 {
 		t.Errorf("AccessRequests left behind: %d (%v)", len(ars.Items), err)
 	}
 	mcps := &corev2alpha1.ManagedControlPlaneList{}
-	if err := c.l.Onboarding.Client.List(ctx, mcps, client.MatchingLabels{broker.LabelCodeInstance: nsName}); err != nil || len(mcps.Items) != 0 {
+	if err := c.l.Onboarding.Client.List(ctx, mcps, client.MatchingLabels{code.LabelCodeInstance: nsName}); err != nil || len(mcps.Items) != 0 {
 		t.Errorf("ManagedControlPlanes left behind: %d (%v)", len(mcps.Items), err)
 	}
 	samples := &unstructured.UnstructuredList{}
@@ -670,7 +673,7 @@ func failedProvision(t *testing.T, c *codeLandscape) {
 	r = h.expect(h.do(call{method: http.MethodDelete, path: instancePath(id), query: codeDeleteQuery()}), http.StatusAccepted, "deprovision")
 	poll(t, c.base, call{method: http.MethodGet, path: instancePath(id) + "/last_operation", query: "operation=" + r.str("operation")}, codeTimeout,
 		"deprovision finished", func(r reply) bool { return r.status == http.StatusGone })
-	assertNoNamespace(t, c.l.Onboarding.Client, broker.CodeNamespace(id))
+	assertNoNamespace(t, c.l.Onboarding.Client, code.Namespace(id))
 }
 
 // whileProvisioning checks the answers to fetch and update while the
@@ -710,12 +713,12 @@ func fetchBinding(t *testing.T, c *codeLandscape, id, bid, kubeconfig string) {
 	// cluster). Its owner knows the binding id and asks through it.
 	const otherID = "other-tenant-instance"
 	ref := fmt.Sprintf(`{"apiVersion":"sample.services.openmcp.cloud/v1alpha1","kind":"Sample","namespace":%q,"name":%q}`,
-		broker.CodeNamespace(otherID), broker.ObjectName(otherID))
+		code.Namespace(otherID), sf.ObjectName(otherID))
 	record := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name:   broker.CodeNamespace(otherID),
-		Labels: map[string]string{broker.LabelManagedBy: broker.ManagedByBroker, broker.LabelCodeInstance: broker.CodeNamespace(otherID)},
-		Annotations: map[string]string{broker.AnnotationInstanceID: otherID, broker.AnnotationServiceID: catalog.OfferingServiceID(sampleOffering),
-			broker.AnnotationPlanID: samplePlanID, broker.AnnotationObject: ref, broker.AnnotationOwnsControlPlane: "true"},
+		Name:   code.Namespace(otherID),
+		Labels: map[string]string{sf.LabelManagedBy: sf.ManagedByBroker, code.LabelCodeInstance: code.Namespace(otherID)},
+		Annotations: map[string]string{sf.AnnotationInstanceID: otherID, code.AnnotationServiceID: catalog.OfferingServiceID(sampleOffering),
+			code.AnnotationPlanID: samplePlanID, code.AnnotationObject: ref, code.AnnotationOwnsControlPlane: "true"},
 	}}
 	if err := c.l.Onboarding.Client.Create(t.Context(), record); err != nil {
 		t.Fatal(err)
@@ -735,7 +738,7 @@ func updateParameters(t *testing.T, c *codeLandscape, id string) {
 	ctx := t.Context()
 	h := h2(t, c.base)
 	serviceID := catalog.OfferingServiceID(sampleOffering)
-	key := client.ObjectKey{Namespace: broker.CodeNamespace(id), Name: broker.ObjectName(id)}
+	key := client.ObjectKey{Namespace: code.Namespace(id), Name: sf.ObjectName(id)}
 	sample := func() *unstructured.Unstructured {
 		t.Helper()
 		s := &unstructured.Unstructured{}
@@ -861,14 +864,14 @@ func TestCodePlanChange(t *testing.T) {
 			},
 		},
 	}
-	code := catalog.BuildCode([]marketplacev1alpha1.Offering{offering})
+	codeSnap := catalog.BuildCode([]marketplacev1alpha1.Offering{offering})
 	serviceID := catalog.OfferingServiceID(offering.Name)
 	small, large := catalog.OfferingPlanID(offering.Name, "example.org", "Small"), catalog.OfferingPlanID(offering.Name, "example.org", "Large")
-	if code.Plan(small) == nil || code.Plan(large) == nil {
-		t.Fatalf("the offering's plans are not served: %v", code.Problems)
+	if codeSnap.Plan(small) == nil || codeSnap.Plan(large) == nil {
+		t.Fatalf("the offering's plans are not served: %v", codeSnap.Problems)
 	}
 	empty := catalog.Empty()
-	merged := broker.NewMergedCatalog(broker.CatalogFn(func() *catalog.Snapshot { return empty }), func() *catalog.CodeSnapshot { return code }, testenv.Logger())
+	merged := broker.NewMergedCatalog(osb.CatalogFn(func() *catalog.Snapshot { return empty }), func() *catalog.CodeSnapshot { return codeSnap }, testenv.Logger())
 	storeCache, err := cache.New(env.onboarding.Config, kubestore.CacheOptions(cache.Options{Scheme: env.onboarding.Scheme}))
 	if err != nil {
 		t.Fatal(err)
@@ -881,28 +884,28 @@ func TestCodePlanChange(t *testing.T) {
 	if !storeCache.WaitForCacheSync(ctx) {
 		t.Fatal("store cache did not sync")
 	}
-	auth, err := broker.NewBasicAuth(testUser, testPassword)
+	auth, err := osb.NewBasicAuth(testUser, testPassword)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sf, err := broker.New(merged, store, auth)
+	sfBackend, err := sf.New(merged, store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	backend, err := broker.NewCodeOfferings(merged, oc, env.platform.Client, brokerAccessNamespace)
+	backend, err := code.New(merged, oc, env.platform.Client, brokerAccessNamespace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := serveRouter(t, sf, backend)
+	base := serveRouter(t, merged, sfBackend, backend, auth)
 
 	// The record of an instance of plan Small, as a provision writes it.
 	const id = "plan-change-1"
-	ref := fmt.Sprintf(`{"apiVersion":"example.org/v1","kind":"Small","namespace":%q,"name":%q}`, broker.CodeNamespace(id), broker.ObjectName(id))
+	ref := fmt.Sprintf(`{"apiVersion":"example.org/v1","kind":"Small","namespace":%q,"name":%q}`, code.Namespace(id), sf.ObjectName(id))
 	record := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name:   broker.CodeNamespace(id),
-		Labels: map[string]string{broker.LabelManagedBy: broker.ManagedByBroker, broker.LabelCodeInstance: broker.CodeNamespace(id)},
-		Annotations: map[string]string{broker.AnnotationInstanceID: id, broker.AnnotationServiceID: serviceID,
-			broker.AnnotationPlanID: small, broker.AnnotationObject: ref, broker.AnnotationOwnsControlPlane: "true"},
+		Name:   code.Namespace(id),
+		Labels: map[string]string{sf.LabelManagedBy: sf.ManagedByBroker, code.LabelCodeInstance: code.Namespace(id)},
+		Annotations: map[string]string{sf.AnnotationInstanceID: id, code.AnnotationServiceID: serviceID,
+			code.AnnotationPlanID: small, code.AnnotationObject: ref, code.AnnotationOwnsControlPlane: "true"},
 	}}
 	if err := oc.Create(ctx, record); err != nil {
 		t.Fatal(err)

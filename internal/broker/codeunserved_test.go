@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +16,9 @@ import (
 	"github.com/marketplane/marketplane/api/install"
 	marketplacev1alpha1 "github.com/marketplane/marketplane/api/marketplace/v1alpha1"
 	"github.com/marketplane/marketplane/internal/broker/catalog"
+	"github.com/marketplane/marketplane/internal/broker/code"
+	"github.com/marketplane/marketplane/internal/broker/osb"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 )
 
 // TestUnservedOffering checks the answers to a bind and an update of a
@@ -30,56 +35,60 @@ func TestUnservedOffering(t *testing.T) {
 	}
 	const id, offering = "paused-1", "sp-paused"
 	serviceID := catalog.OfferingServiceID(offering)
-	record := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: CodeNamespace(id),
-		Labels: map[string]string{LabelManagedBy: ManagedByBroker, LabelCodeInstance: CodeNamespace(id)},
-		Annotations: map[string]string{AnnotationInstanceID: id, AnnotationServiceID: serviceID, AnnotationPlanID: "plan-1", AnnotationOwnsControlPlane: "true",
-			AnnotationObject: `{"apiVersion":"sample.services.openmcp.cloud/v1alpha1","kind":"Sample","namespace":"osb-paused-1","name":"paused-1"}`}}}
+	record := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: code.Namespace(id),
+		Labels: map[string]string{sf.LabelManagedBy: sf.ManagedByBroker, code.LabelCodeInstance: code.Namespace(id)},
+		Annotations: map[string]string{sf.AnnotationInstanceID: id, code.AnnotationServiceID: serviceID, code.AnnotationPlanID: "plan-1", code.AnnotationOwnsControlPlane: "true",
+			code.AnnotationObject: `{"apiVersion":"sample.services.openmcp.cloud/v1alpha1","kind":"Sample","namespace":"osb-paused-1","name":"paused-1"}`}}}
 	o := &marketplacev1alpha1.Offering{ObjectMeta: metav1.ObjectMeta{Name: offering}, Spec: marketplacev1alpha1.OfferingSpec{Ready: false}}
 	onboarding := fake.NewClientBuilder().WithScheme(scheme).WithObjects(record, o).Build()
-	empty := CatalogFn(catalog.Empty)
-	c, err := NewCodeOfferings(empty, onboarding, fake.NewClientBuilder().WithScheme(scheme).Build(), "access")
+	empty := osb.CatalogFn(catalog.Empty)
+	c, err := code.New(empty, onboarding, fake.NewClientBuilder().WithScheme(scheme).Build(), "access")
 	if err != nil {
 		t.Fatal(err)
 	}
-	send := func(fn endpointFunc, method, body string) (int, *Error) {
-		r := httptest.NewRequestWithContext(context.Background(), method, "/v2/service_instances/"+id+"/service_bindings/b-1?accepts_incomplete=true", strings.NewReader(body))
-		r.SetPathValue("instance_id", id)
-		r.SetPathValue("binding_id", "b-1")
-		status, _, err := fn(&exchange{ResponseWriter: httptest.NewRecorder(), version: Version2_14}, r)
+	call := &osb.Call{Version: osb.Version2_14, AcceptsIncomplete: true}
+	send := func(fn func() (int, any, error)) (int, *osb.Error) {
+		status, _, err := fn()
 		if err == nil {
 			return status, nil
 		}
-		e, _ := storeError(err)
+		var e *osb.Error
+		if !errors.As(err, &e) {
+			t.Fatalf("not an OSB error: %v", err)
+		}
 		return e.Status, e
 	}
-	bind := `{"service_id":"` + serviceID + `","plan_id":"plan-1"}`
-	update := `{"service_id":"` + serviceID + `","parameters":{"version":"v2"}}`
+	bind := func() (int, any, error) {
+		return c.Bind(context.Background(), call, &osb.BindRequest{InstanceID: id, BindingID: "b-1", ServiceID: serviceID, PlanID: "plan-1"})
+	}
+	update := func() (int, any, error) {
+		return c.Update(context.Background(), call, &osb.UpdateRequest{InstanceID: id, ServiceID: serviceID, Parameters: json.RawMessage(`{"version":"v2"}`)})
+	}
 
 	requests := map[string]struct {
-		fn           endpointFunc
-		method, body string
-		gone         int
+		fn   func() (int, any, error)
+		gone int
 	}{
-		"Bind":   {c.bind, http.MethodPut, bind, http.StatusBadRequest},
-		"Update": {c.update, http.MethodPatch, update, http.StatusUnprocessableEntity},
+		"Bind":   {bind, http.StatusBadRequest},
+		"Update": {update, http.StatusUnprocessableEntity},
 	}
 	for name, rq := range requests {
-		status, e := send(rq.fn, rq.method, rq.body)
+		status, e := send(rq.fn)
 		if status != http.StatusServiceUnavailable || e.RetryAfter <= 0 || !strings.Contains(e.Description, offering) {
 			t.Errorf("%s while the provider is not Ready: %d %+v, want 503 with Retry-After naming %s", name, status, e, offering)
 		}
 	}
-	// A provision through the Router: the offering is no SF service
+	// A provision through the handler: the offering is no SF service
 	// either, so without the check the SF backend answered 400.
-	auth, err := NewBasicAuth("u", "p")
+	auth, err := osb.NewBasicAuth("u", "p")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sf, err := New(empty, newFakeStore(true), auth)
+	sfBackend, err := sf.New(empty, newFakeStore(true))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := NewRouter(sf, c)
+	rt, err := NewHandler(empty, sfBackend, c, auth)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +96,7 @@ func TestUnservedOffering(t *testing.T) {
 		r := httptest.NewRequestWithContext(context.Background(), http.MethodPut, "/v2/service_instances/paused-2?accepts_incomplete=true",
 			strings.NewReader(`{"service_id":"`+serviceID+`","plan_id":"plan-1","organization_guid":"o","space_guid":"s"}`))
 		r.SetBasicAuth("u", "p")
-		r.Header.Set(HeaderAPIVersion, "2.13")
+		r.Header.Set(osb.HeaderAPIVersion, "2.13")
 		w := httptest.NewRecorder()
 		rt.ServeHTTP(w, r)
 		return w
@@ -103,7 +112,7 @@ func TestUnservedOffering(t *testing.T) {
 		t.Errorf("provision once the Offering is gone: %d %s, want 400", w.Code, w.Body)
 	}
 	for name, rq := range requests {
-		if status, e := send(rq.fn, rq.method, rq.body); status != rq.gone {
+		if status, e := send(rq.fn); status != rq.gone {
 			t.Errorf("%s once the Offering is gone: %d %+v, want %d", name, status, e, rq.gone)
 		}
 	}

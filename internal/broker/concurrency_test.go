@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
-	"github.com/marketplane/marketplane/internal/broker"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 )
 
 // parallelRequests is how many requests each case of TestConcurrentPuts
@@ -128,7 +128,7 @@ func TestConcurrentPuts(t *testing.T) {
 		if len(insts) != 1 {
 			t.Fatalf("%d SFServiceInstances of %s stored, want 1", len(insts), id)
 		}
-		if op := insts[0].Annotations[broker.AnnotationOperation]; op != "create-1" {
+		if op := insts[0].Annotations[sf.AnnotationOperation]; op != "create-1" {
 			t.Errorf("stored operation %q, want create-1: a joining request started another operation", op)
 		}
 		releaseInstance(t, id)
@@ -142,7 +142,7 @@ func TestConcurrentPuts(t *testing.T) {
 			t.Fatalf("statuses %v, want one 201 (the provisioning request) and %d × 200 (identical, provisioned); e.g. %s",
 				n, parallelRequests-1, someWith(replies, firstOther(n, 201, 200)))
 		}
-		if insts := storedInstances(t, id); len(insts) != 1 || insts[0].Annotations[broker.AnnotationOperation] != "create-1" {
+		if insts := storedInstances(t, id); len(insts) != 1 || insts[0].Annotations[sf.AnnotationOperation] != "create-1" {
 			t.Fatalf("%d SFServiceInstances of %s stored, want 1 with operation create-1", len(insts), id)
 		}
 	})
@@ -222,7 +222,7 @@ func TestConcurrentPuts(t *testing.T) {
 		if bnds := storedBindings(t, bid); len(bnds) != 1 {
 			t.Fatalf("%d SFServiceBindings of %s stored, want 1", len(bnds), bid)
 		}
-		release(t, broker.BindingKey(id, bid), &osbv1alpha1.SFServiceBinding{})
+		release(t, sf.BindingKey(id, bid), &osbv1alpha1.SFServiceBinding{})
 		hh.awaitBindingSucceeded(id, bid, "create-1")
 	})
 

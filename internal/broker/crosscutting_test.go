@@ -13,7 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
-	"github.com/marketplane/marketplane/internal/broker"
+	"github.com/marketplane/marketplane/internal/broker/osb"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 )
 
 // endpoints lists one request per OSB endpoint, on ids that need not
@@ -46,7 +47,7 @@ var endpoints = []struct {
 // every answer, errors included.
 func TestCrossCutting(t *testing.T) {
 	b := setup(t)
-	big := strings.Repeat("x", int(broker.DefaultMaxBodyBytes)+1)
+	big := strings.Repeat("x", int(osb.DefaultMaxBodyBytes)+1)
 	type check struct {
 		reason string
 		call   func(c call) call
@@ -180,33 +181,33 @@ func TestAuditAndTenancy(t *testing.T) {
 		if inst.Spec.InstanceID != id {
 			t.Errorf("spec.instanceId = %q, want %q", inst.Spec.InstanceID, id)
 		}
-		if want := broker.InstanceNamespace(id); inst.Namespace != want || !strings.HasPrefix(want, "sf-") {
+		if want := sf.InstanceNamespace(id); inst.Namespace != want || !strings.HasPrefix(want, "sf-") {
 			t.Errorf("instance %q in namespace %q, want %q", id, inst.Namespace, want)
 		}
 		namespaces[inst.Namespace] = true
-		if got, want := inst.Annotations[broker.AnnotationOriginatingIdentity], `cloudfoundry {"user_id":"user-`+strconv.Itoa(len(id))+`"}`; got != want {
+		if got, want := inst.Annotations[sf.AnnotationOriginatingIdentity], `cloudfoundry {"user_id":"user-`+strconv.Itoa(len(id))+`"}`; got != want {
 			t.Errorf("originating identity annotation = %q, want %q", got, want)
 		}
-		if got := inst.Annotations[broker.AnnotationRequestIdentity]; got != "request-"+strconv.Itoa(len(id)) {
+		if got := inst.Annotations[sf.AnnotationRequestIdentity]; got != "request-"+strconv.Itoa(len(id)) {
 			t.Errorf("request identity annotation = %q", got)
 		}
 		ns := &corev1.Namespace{}
 		if err := env.onboarding.Client.Get(ctx, client.ObjectKey{Name: inst.Namespace}, ns); err != nil {
 			t.Fatal(err)
 		}
-		if ns.Labels[broker.LabelManagedBy] != broker.ManagedByBroker || ns.Annotations[broker.AnnotationInstanceID] != id {
+		if ns.Labels[sf.LabelManagedBy] != sf.ManagedByBroker || ns.Annotations[sf.AnnotationInstanceID] != id {
 			t.Errorf("namespace %s labels %v annotations %v", ns.Name, ns.Labels, ns.Annotations)
 		}
 	}
 	if len(namespaces) != len(ids) {
 		t.Errorf("instances share namespaces: %v", namespaces)
 	}
-	if broker.ObjectName(ids[2]) == ids[2] {
+	if sf.ObjectName(ids[2]) == ids[2] {
 		t.Errorf("%q is no Kubernetes name and must be hashed", ids[2])
 	}
 	hh.expect(hh.bind("tenant-a", "bind-a", planSmall, nil, false), 201, "bind")
 	bnd := &osbv1alpha1.SFServiceBinding{}
-	if err := env.onboarding.Client.Get(ctx, broker.BindingKey("tenant-a", "bind-a"), bnd); err != nil {
+	if err := env.onboarding.Client.Get(ctx, sf.BindingKey("tenant-a", "bind-a"), bnd); err != nil {
 		t.Fatalf("the binding is not in its instance's namespace: %v", err)
 	}
 	if bnd.Namespace != instance(t, "tenant-a").Namespace || bnd.Spec.InstanceID != "tenant-a" {

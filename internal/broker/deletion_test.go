@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 )
 
 // TestFastDeletionFailureKept deletes an instance and a binding whose
@@ -30,11 +31,11 @@ func TestFastDeletionFailureKept(t *testing.T) {
 	}
 	// The provisioner holds both objects with a finalizer of its own.
 	for _, o := range []client.Object{&osbv1alpha1.SFServiceInstance{}, &osbv1alpha1.SFServiceBinding{}} {
-		key := InstanceKey("fast-fail")
+		key := sf.InstanceKey("fast-fail")
 		if _, ok := o.(*osbv1alpha1.SFServiceBinding); ok {
-			key = BindingKey("fast-fail", "fast-fail-b")
+			key = sf.BindingKey("fast-fail", "fast-fail-b")
 		}
-		if err := store.Get(ctx, key, o, Fresh); err != nil {
+		if err := store.Get(ctx, key, o, sf.Fresh); err != nil {
 			t.Fatal(err)
 		}
 		o.SetFinalizers(append(o.GetFinalizers(), "provisioner"))

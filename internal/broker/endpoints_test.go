@@ -9,7 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
-	"github.com/marketplane/marketplane/internal/broker"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 )
 
 // endpointCase is one row of TestEndpointStatusCodes: run brings the
@@ -306,7 +306,7 @@ func TestEndpointStatusCodes(t *testing.T) {
 				return h.do(call{method: "PUT", path: instancePath(id), body: body})
 			},
 			check: func(t *testing.T, _ reply, id string) {
-				if got := instance(t, id).Annotations[broker.AnnotationMaintenanceVersion]; got != "1.0.0" {
+				if got := instance(t, id).Annotations[sf.AnnotationMaintenanceVersion]; got != "1.0.0" {
 					t.Errorf("maintenance version %q, want the plan's 1.0.0", got)
 				}
 			},
@@ -342,7 +342,7 @@ func TestEndpointStatusCodes(t *testing.T) {
 			check: func(t *testing.T, r reply, id string) {
 				wantBody(obj{"dashboard_url": "https://dashboard.example.com/" + id})(t, r, id)
 				inst := instance(t, id)
-				if inst.DeletionTimestamp != nil || inst.Annotations[broker.AnnotationOperation] != "create-3" || string(inst.Spec.Parameters.Raw) != `{"size":2}` {
+				if inst.DeletionTimestamp != nil || inst.Annotations[sf.AnnotationOperation] != "create-3" || string(inst.Spec.Parameters.Raw) != `{"size":2}` {
 					t.Errorf("the stored instance is not the new one of create-3 with the new parameters: deletion %v, annotations %v, parameters %s",
 						inst.DeletionTimestamp, inst.Annotations, inst.Spec.Parameters.Raw)
 				}
@@ -930,10 +930,10 @@ func TestEndpointStatusCodes(t *testing.T) {
 			check: func(t *testing.T, r reply, id string) {
 				wantCredentials(t, r, id)
 				b := &osbv1alpha1.SFServiceBinding{}
-				if err := env.onboarding.Client.Get(context.Background(), broker.BindingKey(id, "b"), b); err != nil {
+				if err := env.onboarding.Client.Get(context.Background(), sf.BindingKey(id, "b"), b); err != nil {
 					t.Fatal(err)
 				}
-				if b.DeletionTimestamp != nil || b.Annotations[broker.AnnotationOperation] != "create-3" {
+				if b.DeletionTimestamp != nil || b.Annotations[sf.AnnotationOperation] != "create-3" {
 					t.Errorf("the stored binding is not the new one of create-3: deletion %v, annotations %v", b.DeletionTimestamp, b.Annotations)
 				}
 			},

@@ -17,9 +17,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 )
 
-// fakeStore is an in-memory Store with the API server's semantics that the
+// fakeStore is an in-memory sf.Store with the API server's semantics that the
 // broker relies on: resourceVersion preconditions, status written only
 // through UpdateStatus, generation bumped on spec changes and on deletion,
 // finalizers holding deleted objects. With instant set it also plays an
@@ -43,7 +44,7 @@ type fakeStore struct {
 	namespaces map[string]*corev1.Namespace
 }
 
-var _ Store = &fakeStore{}
+var _ sf.Store = &fakeStore{}
 
 func newFakeStore(instant bool) *fakeStore {
 	return &fakeStore{objects: map[string]client.Object{}, prev: map[string]client.Object{}, namespaces: map[string]*corev1.Namespace{}, instant: instant, response: []byte(`{"credentials":{"user":"u","password":"p"}}`)}
@@ -64,14 +65,14 @@ func copyInto(dst, src client.Object) {
 	reflect.ValueOf(dst).Elem().Set(reflect.ValueOf(src.DeepCopyObject()).Elem())
 }
 
-func (f *fakeStore) Get(_ context.Context, key client.ObjectKey, obj client.Object, read Read) error {
+func (f *fakeStore) Get(_ context.Context, key client.ObjectKey, obj client.Object, read sf.Read) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	stored, ok := f.objects[storeKey(obj, key)]
 	if !ok {
 		return apierrors.NewNotFound(resourceOf(obj), key.Name)
 	}
-	if p, ok := f.prev[storeKey(obj, key)]; ok && f.lag && read != Fresh {
+	if p, ok := f.prev[storeKey(obj, key)]; ok && f.lag && read != sf.Fresh {
 		stored = p
 	}
 	copyInto(obj, stored)
@@ -95,14 +96,14 @@ func (f *fakeStore) Create(_ context.Context, obj client.Object) error {
 	}
 	if inst, ok := obj.(*osbv1alpha1.SFServiceInstance); ok {
 		ns, exists := f.namespaces[inst.Namespace]
-		if exists && !OwnsNamespace(ns, inst.Spec.InstanceID) {
-			return NamespaceNotOwned(inst.Namespace)
+		if exists && !sf.OwnsNamespace(ns, inst.Spec.InstanceID) {
+			return sf.NamespaceNotOwned(inst.Namespace)
 		}
 		if !exists {
 			f.namespaces[inst.Namespace] = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 				Name:        inst.Namespace,
-				Labels:      map[string]string{LabelManagedBy: ManagedByBroker},
-				Annotations: map[string]string{AnnotationInstanceID: inst.Spec.InstanceID},
+				Labels:      map[string]string{sf.LabelManagedBy: sf.ManagedByBroker},
+				Annotations: map[string]string{sf.AnnotationInstanceID: inst.Spec.InstanceID},
 			}}
 		}
 	}
@@ -294,3 +295,9 @@ func checkJSON(obj client.Object) error {
 	}
 	return nil
 }
+
+// The resources of the objects the fake store keeps, for its errors.
+var (
+	instanceResource = osbv1alpha1.GroupVersion.WithResource("sfserviceinstances").GroupResource()
+	bindingResource  = osbv1alpha1.GroupVersion.WithResource("sfservicebindings").GroupResource()
+)

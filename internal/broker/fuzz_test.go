@@ -18,6 +18,8 @@ import (
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	"github.com/marketplane/marketplane/internal/broker/catalog"
+	"github.com/marketplane/marketplane/internal/broker/osb"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 )
 
 // loadTestCatalog builds the snapshot of testdata/catalog.yaml.
@@ -69,18 +71,33 @@ var fuzzRequests = []struct{ method, path, body string }{
 	{http.MethodPut, "/v2/service_instances/inst-a?accepts_incomplete=true", `{"service_id":"svc-async","plan_id":"plan-async","organization_guid":"o","space_guid":"s"}`},
 }
 
-func newFuzzServer(t testing.TB, store *fakeStore) *Server {
+// fuzzServer is the broker's handler over a store that a test can swap.
+type fuzzServer struct {
+	http.Handler
+	store *swapStore
+}
+
+// swapStore is a Store whose backing store a test can replace.
+type swapStore struct{ sf.Store }
+
+func newFuzzServer(t testing.TB, store *fakeStore) *fuzzServer {
 	t.Helper()
 	snap := loadTestCatalog(t)
-	auth, err := NewBasicAuth(fuzzUser, fuzzPassword)
+	auth, err := osb.NewBasicAuth(fuzzUser, fuzzPassword)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(CatalogFn(func() *catalog.Snapshot { return snap }), store, auth,
-		WithSyncTimeout(2*time.Second), WithPollInterval(time.Millisecond), WithMaxBodyBytes(64<<10))
+	cat := osb.CatalogFn(func() *catalog.Snapshot { return snap })
+	swap := &swapStore{Store: store}
+	backend, err := sf.New(cat, swap, sf.WithSyncTimeout(2*time.Second), sf.WithPollInterval(time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
+	h, err := NewHandler(cat, backend, nil, auth, osb.WithMaxBodyBytes(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &fuzzServer{Handler: h, store: swap}
 	for _, r := range fuzzRequests {
 		if code := serve(s, r.method, r.path, "", "", []byte(r.body)).Code; code >= 300 {
 			t.Fatalf("%s %s: %d", r.method, r.path, code)
@@ -89,7 +106,7 @@ func newFuzzServer(t testing.TB, store *fakeStore) *Server {
 	return s
 }
 
-func serve(s *Server, method, path, rawQuery, identity string, body []byte) *httptest.ResponseRecorder {
+func serve(s http.Handler, method, path, rawQuery, identity string, body []byte) *httptest.ResponseRecorder {
 	u, err := url.Parse(path)
 	if err != nil {
 		u = &url.URL{Path: path}
@@ -102,10 +119,10 @@ func serve(s *Server, method, path, rawQuery, identity string, body []byte) *htt
 	r.RequestURI = u.RequestURI()
 	r.ContentLength = int64(len(body))
 	r.SetBasicAuth(fuzzUser, fuzzPassword)
-	r.Header.Set(HeaderAPIVersion, "2.17")
+	r.Header.Set(osb.HeaderAPIVersion, "2.17")
 	r.Header.Set("Content-Type", "application/json")
 	if identity != "" {
-		r.Header.Set(HeaderOriginatingIdentity, identity)
+		r.Header.Set(osb.HeaderOriginatingIdentity, identity)
 	}
 	w := httptest.NewRecorder()
 	s.ServeHTTP(w, r)

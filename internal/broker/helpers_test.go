@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
-	"github.com/marketplane/marketplane/internal/broker"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 )
 
 // Plans of testdata/catalog.yaml.
@@ -177,14 +177,14 @@ func release(t *testing.T, key client.ObjectKey, o client.Object) {
 
 func releaseInstance(t *testing.T, id string) {
 	t.Helper()
-	release(t, broker.InstanceKey(id), &osbv1alpha1.SFServiceInstance{})
+	release(t, sf.InstanceKey(id), &osbv1alpha1.SFServiceInstance{})
 }
 
 // instance reads the stored SFServiceInstance of id.
 func instance(t *testing.T, id string) *osbv1alpha1.SFServiceInstance {
 	t.Helper()
 	inst := &osbv1alpha1.SFServiceInstance{}
-	if err := env.onboarding.Client.Get(context.Background(), broker.InstanceKey(id), inst); err != nil {
+	if err := env.onboarding.Client.Get(context.Background(), sf.InstanceKey(id), inst); err != nil {
 		t.Fatalf("get instance %s: %v", id, err)
 	}
 	return inst

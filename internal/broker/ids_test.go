@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
-	"github.com/marketplane/marketplane/internal/broker"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 )
 
 // TestIDCharacters sends instance and binding ids with NUL, other control
@@ -79,17 +79,17 @@ func TestIDCharacters(t *testing.T) {
 	// Nothing was stored under any of the refused ids.
 	ctx := context.Background()
 	for name, id := range bad {
-		err := env.onboarding.Client.Get(ctx, broker.InstanceKey(id), &osbv1alpha1.SFServiceInstance{})
+		err := env.onboarding.Client.Get(ctx, sf.InstanceKey(id), &osbv1alpha1.SFServiceInstance{})
 		if !apierrors.IsNotFound(err) {
 			t.Errorf("%s: an instance was stored for a refused id: %v", name, err)
 		}
-		err = env.onboarding.Client.Get(ctx, broker.BindingKey(good, id), &osbv1alpha1.SFServiceBinding{})
+		err = env.onboarding.Client.Get(ctx, sf.BindingKey(good, id), &osbv1alpha1.SFServiceBinding{})
 		if !apierrors.IsNotFound(err) {
 			t.Errorf("%s: a binding was stored for a refused id: %v", name, err)
 		}
 	}
 	list := &osbv1alpha1.SFServiceBindingList{}
-	if err := env.onboarding.Client.List(ctx, list, client.InNamespace(broker.InstanceNamespace(good))); err != nil || len(list.Items) != 0 {
+	if err := env.onboarding.Client.List(ctx, list, client.InNamespace(sf.InstanceNamespace(good))); err != nil || len(list.Items) != 0 {
 		t.Errorf("bindings of %s after refused binds: %d (%v); want none", good, len(list.Items), err)
 	}
 

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 )
 
 // TestLastOperationBehindCache checks last_operation against a cache that
@@ -18,7 +19,7 @@ import (
 func TestLastOperationBehindCache(t *testing.T) {
 	store := newFakeStore(false)
 	s := newFuzzServer(t, newFakeStore(true))
-	s.store = store
+	s.store.Store = store
 	const path = "/v2/service_instances/lagging"
 	w := serve(s, http.MethodPut, path, "accepts_incomplete=true", "", []byte(`{"service_id":"svc-async","plan_id":"plan-async","organization_guid":"o","space_guid":"s"}`))
 	if w.Code != http.StatusAccepted {
@@ -26,7 +27,7 @@ func TestLastOperationBehindCache(t *testing.T) {
 	}
 	// The provisioner adds its finalizer and finishes; the cache sees it.
 	inst := &osbv1alpha1.SFServiceInstance{}
-	if err := store.Get(context.Background(), InstanceKey("lagging"), inst, Fresh); err != nil {
+	if err := store.Get(context.Background(), sf.InstanceKey("lagging"), inst, sf.Fresh); err != nil {
 		t.Fatal(err)
 	}
 	inst.Finalizers = append(inst.Finalizers, "provisioner")

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
-	"github.com/marketplane/marketplane/internal/broker"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 )
 
 // TestAsyncLifecycle runs an asynchronous plan through its whole life as a
@@ -75,7 +75,7 @@ func TestAsyncLifecycle(t *testing.T) {
 		t.Errorf("deprovision operation %q, want delete-2", delOp)
 	}
 	hh.awaitInstance(id, delOp, "succeeded")
-	if inst := instance(t, id); !broker.IsTombstone(inst) || inst.Annotations[broker.AnnotationOperation] != delOp {
+	if inst := instance(t, id); !sf.IsTombstone(inst) || inst.Annotations[sf.AnnotationOperation] != delOp {
 		t.Fatalf("after the deletion the instance should be a tombstone of %s: finalizers %v, annotations %v", delOp, inst.Finalizers, inst.Annotations)
 	}
 
@@ -97,7 +97,7 @@ func TestAsyncLifecycle(t *testing.T) {
 		3*ttl, "instance 410", func(r reply) bool { return r.status == 410 })
 	hh.expect(hh.do(call{method: "DELETE", path: instancePath(id), query: deleteQuery(planAsync, true)}), 410, "deprovision again")
 	hh.expect(hh.do(call{method: "GET", path: instancePath(id)}), 404, "fetch after deletion")
-	waitNamespaceDeleted(t, broker.InstanceNamespace(id))
+	waitNamespaceDeleted(t, sf.InstanceNamespace(id))
 }
 
 // waitNamespaceDeleted waits until the namespace is gone or terminating
@@ -140,7 +140,7 @@ func TestSyncLifecycle(t *testing.T) {
 	hh.expect(hh.do(call{method: "DELETE", path: instancePath(id), query: deleteQuery(planSmall, false)}), 200, "deprovision")
 	hh.expect(hh.do(call{method: "DELETE", path: instancePath(id), query: deleteQuery(planSmall, false)}), 410, "deprovision again")
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*testTombstoneTTL, true, func(ctx context.Context) (bool, error) {
-		err := env.onboarding.Client.Get(ctx, broker.InstanceKey(id), &osbv1alpha1.SFServiceInstance{})
+		err := env.onboarding.Client.Get(ctx, sf.InstanceKey(id), &osbv1alpha1.SFServiceInstance{})
 		return apierrors.IsNotFound(err), nil
 	})
 	if err != nil {
@@ -204,7 +204,7 @@ func TestGracefulShutdown(t *testing.T) {
 	// Wait until the request is recorded and waiting, then stop.
 	err = wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		inst := &osbv1alpha1.SFServiceInstance{}
-		err := env.onboarding.Client.Get(ctx, broker.InstanceKey(id), inst)
+		err := env.onboarding.Client.Get(ctx, sf.InstanceKey(id), inst)
 		return err == nil && inst.Status.State == osbv1alpha1.StateInProgress, nil
 	})
 	if err != nil {
@@ -336,7 +336,7 @@ func TestAPIServerOutage(t *testing.T) {
 		t.Errorf("last_operation during the outage (from the cache): %s", r)
 	}
 	// Nothing was written.
-	if err := env.onboarding.Client.Get(context.Background(), broker.InstanceKey(during), &osbv1alpha1.SFServiceInstance{}); !apierrors.IsNotFound(err) {
+	if err := env.onboarding.Client.Get(context.Background(), sf.InstanceKey(during), &osbv1alpha1.SFServiceInstance{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the refused provision left an object behind: %v", err)
 	}
 	if inst := instance(t, before); inst.DeletionTimestamp != nil || inst.Status.State != osbv1alpha1.StateSucceeded {

@@ -14,8 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	osb "sigs.k8s.io/go-open-service-broker-client/v2"
 
-	"github.com/marketplane/marketplane/internal/broker"
 	"github.com/marketplane/marketplane/internal/broker/app"
+	brokerosb "github.com/marketplane/marketplane/internal/broker/osb"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 )
 
 // The tests in this file drive the broker through Kubernetes
@@ -83,7 +84,7 @@ func versionProxy(t *testing.T, base, version string) string {
 	}
 	proxy := httputil.NewSingleHostReverseProxy(u)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Header.Set(broker.HeaderAPIVersion, version)
+		r.Header.Set(brokerosb.HeaderAPIVersion, version)
 		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
@@ -204,7 +205,7 @@ func realClientSync(t *testing.T, c osb.Client, v osbVersion, id string) {
 	if err != nil || p.Async {
 		t.Fatalf("provision: %v (async %v)", err, p != nil && p.Async)
 	}
-	if got := instance(t, id).Annotations[broker.AnnotationOriginatingIdentity]; !strings.HasPrefix(got, "cloudfoundry ") || !strings.Contains(got, "683ea748") {
+	if got := instance(t, id).Annotations[sf.AnnotationOriginatingIdentity]; !strings.HasPrefix(got, "cloudfoundry ") || !strings.Contains(got, "683ea748") {
 		t.Errorf("originating identity recorded as %q", got)
 	}
 	u, err := c.UpdateInstance(&osb.UpdateInstanceRequest{InstanceID: id, ServiceID: sid, Parameters: map[string]any{"size": 4}})
@@ -370,7 +371,7 @@ func TestBindResponseByVersion(t *testing.T) {
 	hh.expect(hh.provision(id, planSmall, nil, false), 201, "provision")
 	hh.expect(hh.bind(id, bid, planSmall, nil, false), 201, "bind")
 	for version, want := range map[string]bool{"2.13": false, "2.14": false, "2.15": true, "2.17": true} {
-		r := hh.expect(hh.do(call{method: "GET", path: bindingPath(id, bid), header: map[string]string{broker.HeaderAPIVersion: version}}), 200, "fetch binding at "+version)
+		r := hh.expect(hh.do(call{method: "GET", path: bindingPath(id, bid), header: map[string]string{brokerosb.HeaderAPIVersion: version}}), 200, "fetch binding at "+version)
 		endpoints, ok := r.body["endpoints"].([]any)
 		if ok != want {
 			t.Errorf("at %s: endpoints %v, want present=%v", version, r.body["endpoints"], want)

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
-	"github.com/marketplane/marketplane/internal/broker"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 )
 
 // squatRuns makes the ids of TestForeignInstanceNamespace unique per run,
@@ -46,13 +46,13 @@ func TestForeignInstanceNamespace(t *testing.T) {
 	emptyID := fmt.Sprintf("squatted-empty-%d", run)
 
 	// The platform gave the tenant these namespaces; the tenant fills one.
-	for _, name := range []string{broker.InstanceNamespace(id), broker.InstanceNamespace(emptyID)} {
+	for _, name := range []string{sf.InstanceNamespace(id), sf.InstanceNamespace(emptyID)} {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"tenant": "b"}}}
 		if err := c.Create(ctx, ns); err != nil {
 			t.Fatalf("create the tenant's namespace %s: %v", name, err)
 		}
 	}
-	key := broker.InstanceKey(id)
+	key := sf.InstanceKey(id)
 	req := provisionBody(planSmall, nil)
 	inst := &osbv1alpha1.SFServiceInstance{
 		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
@@ -65,7 +65,7 @@ func TestForeignInstanceNamespace(t *testing.T) {
 	if err := c.Create(ctx, inst); err != nil {
 		t.Fatalf("create the tenant's instance: %v", err)
 	}
-	bkey := broker.BindingKey(id, bid)
+	bkey := sf.BindingKey(id, bid)
 	bnd := &osbv1alpha1.SFServiceBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: bkey.Namespace, Name: bkey.Name},
 		Spec: osbv1alpha1.SFServiceBindingSpec{
@@ -132,12 +132,12 @@ func TestForeignInstanceNamespace(t *testing.T) {
 			t.Errorf("the broker changed the tenant's %s (resourceVersion %s, now %s)", what, rv, after[what])
 		}
 	}
-	for _, name := range []string{key.Namespace, broker.InstanceNamespace(emptyID)} {
+	for _, name := range []string{key.Namespace, sf.InstanceNamespace(emptyID)} {
 		ns := &corev1.Namespace{}
 		if err := c.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
 			t.Fatalf("the tenant's namespace %s: %v", name, err)
 		}
-		if ns.DeletionTimestamp != nil || ns.Labels[broker.LabelManagedBy] != "" || ns.Annotations[broker.AnnotationInstanceID] != "" {
+		if ns.DeletionTimestamp != nil || ns.Labels[sf.LabelManagedBy] != "" || ns.Annotations[sf.AnnotationInstanceID] != "" {
 			t.Errorf("the broker changed the tenant's namespace %s: labels %v, annotations %v, deleting %v", name, ns.Labels, ns.Annotations, ns.DeletionTimestamp != nil)
 		}
 		var instances osbv1alpha1.SFServiceInstanceList

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
-	"github.com/marketplane/marketplane/internal/broker"
 	"github.com/marketplane/marketplane/internal/broker/app"
 	"github.com/marketplane/marketplane/internal/broker/kubestore"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 )
 
 // apiCounter counts the requests a broker sends to the onboarding API
@@ -119,9 +119,9 @@ func TestWatchDrivenBroker(t *testing.T) {
 	t.Run("sync requests wake on notifications and read only the Secret", func(t *testing.T) {
 		hh := h{t: t, base: b.url}
 		const id, bid = "watch-sync", "watch-sync-b"
-		ns := broker.InstanceKey(id).Namespace
-		instPath := "/apis/osb.servicefabrik.io/v1alpha1/namespaces/" + ns + "/sfserviceinstances/" + broker.InstanceKey(id).Name
-		bindPath := "/apis/osb.servicefabrik.io/v1alpha1/namespaces/" + ns + "/sfservicebindings/" + broker.BindingKey(id, bid).Name
+		ns := sf.InstanceKey(id).Namespace
+		instPath := "/apis/osb.servicefabrik.io/v1alpha1/namespaces/" + ns + "/sfserviceinstances/" + sf.InstanceKey(id).Name
+		bindPath := "/apis/osb.servicefabrik.io/v1alpha1/namespaces/" + ns + "/sfservicebindings/" + sf.BindingKey(id, bid).Name
 		m := counter.mark()
 		_, d := timed("sync provision", 201, func() reply { return hh.provision(id, planSmall, nil, false) })
 		reqs := counter.since(m, ns)
@@ -139,7 +139,7 @@ func TestWatchDrivenBroker(t *testing.T) {
 		// The binding carries the provisioner's finalizer from its
 		// create on, which spares the provisioner a write.
 		stored := &osbv1alpha1.SFServiceBinding{}
-		if err := env.onboarding.Client.Get(context.Background(), broker.BindingKey(id, bid), stored); err != nil {
+		if err := env.onboarding.Client.Get(context.Background(), sf.BindingKey(id, bid), stored); err != nil {
 			t.Fatalf("get binding: %v", err)
 		}
 		if !slices.Contains(stored.Finalizers, osbv1alpha1.FinalizerProvisioner) || !slices.Contains(stored.Finalizers, osbv1alpha1.FinalizerBroker) {
@@ -264,7 +264,7 @@ func TestLastOperationWaitsForTheCache(t *testing.T) {
 	hh := h{t: t, base: b.url}
 	poll := func(id string) (reply, []string, time.Duration) {
 		t.Helper()
-		ns := broker.InstanceKey(id).Namespace
+		ns := sf.InstanceKey(id).Namespace
 		r := hh.expect(hh.provision(id, planAsync, nil, true), 202, "provision "+id)
 		m := counter.mark()
 		start := time.Now()
@@ -276,14 +276,14 @@ func TestLastOperationWaitsForTheCache(t *testing.T) {
 		return lo, counter.since(m, ns), d
 	}
 	instGet := func(id string) string {
-		k := broker.InstanceKey(id)
+		k := sf.InstanceKey(id)
 		return "GET /apis/osb.servicefabrik.io/v1alpha1/namespaces/" + k.Namespace + "/sfserviceinstances/" + k.Name
 	}
 
 	// The namespace check (an instance is served only from the broker's
 	// namespace) never reads the API server for a namespace this broker
 	// created, however far its cache is behind.
-	nsGet := func(id string) string { return "GET /api/v1/namespaces/" + broker.InstanceKey(id).Namespace }
+	nsGet := func(id string) string { return "GET /api/v1/namespaces/" + sf.InstanceKey(id).Namespace }
 
 	const caughtUp = "lastop-cache"
 	lo, reqs, d := poll(caughtUp)

@@ -7,7 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/marketplane/marketplane/internal/broker"
+	"github.com/marketplane/marketplane/internal/broker/osb"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 )
 
 // The requests real OSB platforms send, read from their sources
@@ -92,12 +93,12 @@ var platforms = map[string]platform{
 
 // headers returns the platform's headers for one call.
 func (p platform) headers(catalog bool) map[string]string {
-	h := map[string]string{broker.HeaderAPIVersion: p.version, broker.HeaderRequestIdentity: "", "Content-Type": ""}
+	h := map[string]string{osb.HeaderAPIVersion: p.version, osb.HeaderRequestIdentity: "", "Content-Type": ""}
 	if catalog && p.catalogVersion != "" {
-		h[broker.HeaderAPIVersion] = p.catalogVersion
+		h[osb.HeaderAPIVersion] = p.catalogVersion
 	}
 	if p.identity != "" && (!catalog || p.identityOnCatalog) {
-		h[broker.HeaderOriginatingIdentity] = p.identity + " " + base64.StdEncoding.EncodeToString([]byte(p.identityJSON))
+		h[osb.HeaderOriginatingIdentity] = p.identity + " " + base64.StdEncoding.EncodeToString([]byte(p.identityJSON))
 	}
 	for k, v := range p.extra {
 		h[k] = v
@@ -155,7 +156,7 @@ func TestPlatformRequests(t *testing.T) {
 			awaitOp(instancePath(id), r)
 			inst := instance(t, id)
 			if p.identity != "" {
-				if got, want := inst.Annotations[broker.AnnotationOriginatingIdentity], p.identity+" "+p.identityJSON; got != want {
+				if got, want := inst.Annotations[sf.AnnotationOriginatingIdentity], p.identity+" "+p.identityJSON; got != want {
 					t.Errorf("originating identity recorded as %q, want %q", got, want)
 				}
 			}
@@ -245,9 +246,9 @@ type edenCatalog struct {
 func TestRefusedCatalogIsNoCatalog(t *testing.T) {
 	b := setup(t)
 	for name, c := range map[string]call{
-		"WrongPassword": {auth: [2]string{testUser, "wrong"}, header: map[string]string{broker.HeaderAPIVersion: "2.13"}},
-		"OldVersion":    {header: map[string]string{broker.HeaderAPIVersion: "2.10"}},
-		"NoVersion":     {header: map[string]string{broker.HeaderAPIVersion: ""}},
+		"WrongPassword": {auth: [2]string{testUser, "wrong"}, header: map[string]string{osb.HeaderAPIVersion: "2.13"}},
+		"OldVersion":    {header: map[string]string{osb.HeaderAPIVersion: "2.10"}},
+		"NoVersion":     {header: map[string]string{osb.HeaderAPIVersion: ""}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c.method, c.path = "GET", "/v2/catalog"

@@ -10,7 +10,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
-	"github.com/marketplane/marketplane/internal/broker"
+	"github.com/marketplane/marketplane/internal/broker/osb"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
@@ -73,9 +74,9 @@ func TestOnboardingAPIServerRestart(t *testing.T) {
 	} {
 		start := time.Now()
 		r := hh.do(c)
-		if r.status != 503 || r.header.Get("Retry-After") != "5" || r.str("error") != broker.CodeStorageUnavailable || r.str("description") == "" {
+		if r.status != 503 || r.header.Get("Retry-After") != "5" || r.str("error") != osb.CodeStorageUnavailable || r.str("description") == "" {
 			t.Errorf("%s while the API server is down: %s, Retry-After %q; want 503 with Retry-After 5, error %s and a description",
-				what, r, r.header.Get("Retry-After"), broker.CodeStorageUnavailable)
+				what, r, r.header.Get("Retry-After"), osb.CodeStorageUnavailable)
 		}
 		if took := time.Since(start); took > testSyncTimeout {
 			t.Errorf("%s while the API server is down took %s: an outage should be answered at once, not after waiting", what, took)
@@ -99,12 +100,12 @@ func TestOnboardingAPIServerRestart(t *testing.T) {
 
 	// Nothing was written while it was down.
 	inst := &osbv1alpha1.SFServiceInstance{}
-	if err := onboarding.Client.Get(ctx, broker.InstanceKey(before), inst); err != nil {
+	if err := onboarding.Client.Get(ctx, sf.InstanceKey(before), inst); err != nil {
 		t.Fatal(err)
 	}
-	if inst.DeletionTimestamp != nil || inst.Generation != 1 || inst.Annotations[broker.AnnotationOperation] != "create-1" {
+	if inst.DeletionTimestamp != nil || inst.Generation != 1 || inst.Annotations[sf.AnnotationOperation] != "create-1" {
 		t.Errorf("the refused requests changed the instance: deleting %v, generation %d, operation %q",
-			inst.DeletionTimestamp != nil, inst.Generation, inst.Annotations[broker.AnnotationOperation])
+			inst.DeletionTimestamp != nil, inst.Generation, inst.Annotations[sf.AnnotationOperation])
 	}
 
 	// The same process writes again at once, and provisions: a re-sent
@@ -123,7 +124,7 @@ func TestOnboardingAPIServerRestart(t *testing.T) {
 	// makes (the held instance finishes) reaches last_operation, which
 	// reads from the cache.
 	patch := client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"annotations":{"`+annotationRelease+`":"true"}}}`))
-	key := broker.InstanceKey(held)
+	key := sf.InstanceKey(held)
 	heldObj := &osbv1alpha1.SFServiceInstance{}
 	heldObj.Name, heldObj.Namespace = key.Name, key.Namespace
 	if err := onboarding.Client.Patch(ctx, heldObj, patch); err != nil {

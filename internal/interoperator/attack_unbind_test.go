@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
-	"github.com/marketplane/marketplane/internal/broker"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 	"github.com/marketplane/marketplane/internal/interoperator/provisioner"
 )
 
@@ -48,7 +48,7 @@ func TestAttackCredentialsAfterUnbind(t *testing.T) {
 	// tombstones of its last run.
 	run := randomHex(t, 6)
 	id, bid := "6f1e2d3c-0000-4000-8000-"+run, "7a2b3c4d-0000-4000-8000-"+run
-	e := newEnv(t, envOptions{namespace: broker.InstanceNamespace(id)})
+	e := newEnv(t, envOptions{namespace: sf.InstanceNamespace(id)})
 	applySamplePlanSmall(t, e)
 	ctx := context.Background()
 	osb := startBroker(t, e.catalog, "platform", randomHex(t, 24), logr.Discard())
@@ -157,7 +157,7 @@ func TestAttackCredentialsAfterUnbind(t *testing.T) {
 	// The broker keeps the SFServiceBinding as a tombstone for a while
 	// (last_operation answers "succeeded" from it): deleted, with no
 	// response and no finalizer but the broker's.
-	key := broker.BindingKey(id, bid)
+	key := sf.BindingKey(id, bid)
 	b := &osbv1alpha1.SFServiceBinding{}
 	if err := onboarding.Client.Get(ctx, key, b); err == nil {
 		if b.DeletionTimestamp == nil || b.Status.Response != nil || !slices.Equal(b.Finalizers, []string{osbv1alpha1.FinalizerBroker}) {

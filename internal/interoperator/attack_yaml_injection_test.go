@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
-	"github.com/marketplane/marketplane/internal/broker"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 	"github.com/marketplane/marketplane/internal/interoperator/apply"
 	"github.com/marketplane/marketplane/internal/interoperator/provisioner"
 	"github.com/marketplane/marketplane/pkg/testenv"
@@ -88,9 +88,9 @@ func TestAttackYAMLInjection(t *testing.T) {
 	refusedID, smallID, valueID, keyID, scalarID, quotedID := id(1), id(2), id(3), id(4), id(5), id(6)
 	var watched []string
 	for _, i := range []string{valueID, keyID, scalarID, quotedID} {
-		watched = append(watched, broker.InstanceNamespace(i))
+		watched = append(watched, sf.InstanceNamespace(i))
 	}
-	e := newEnv(t, envOptions{namespace: broker.InstanceNamespace(smallID), namespaces: watched})
+	e := newEnv(t, envOptions{namespace: sf.InstanceNamespace(smallID), namespaces: watched})
 	applySamplePlanSmall(t, e)
 	svc := e.createService(t, "careless")
 	e.createPlan(t, "careless-unquoted", svc.Spec.ID, []osbv1alpha1.TemplateSpec{gotemplate(osbv1alpha1.ActionProvision, carelessUnquoted)},
@@ -140,7 +140,7 @@ func TestAttackYAMLInjection(t *testing.T) {
 				t.Errorf("%s: provision answered %d %s, want 400 naming the plan's schema", name, code, body)
 			}
 		}
-		if err := onboarding.Client.Get(ctx, broker.InstanceKey(refusedID), &osbv1alpha1.SFServiceInstance{}); !apierrors.IsNotFound(err) {
+		if err := onboarding.Client.Get(ctx, sf.InstanceKey(refusedID), &osbv1alpha1.SFServiceInstance{}); !apierrors.IsNotFound(err) {
 			t.Errorf("an instance was stored for refused provisions: %v", err)
 		}
 	})
@@ -222,12 +222,12 @@ func TestAttackYAMLInjection(t *testing.T) {
 		}
 		must(t, json.Unmarshal(body, &op))
 		waitBrokerInstance(t, scalarID, osbv1alpha1.StateSucceeded)
-		expectGreeting(t, broker.InstanceNamespace(scalarID), value)
+		expectGreeting(t, sf.InstanceNamespace(scalarID), value)
 	})
 	t.Run("QuotedIsData", func(t *testing.T) {
 		osb.expect(http.MethodPut, "/v2/service_instances/"+quotedID, provision(svc.Spec.ID, "careless-quoted", map[string]any{"greeting": everything}), http.StatusCreated)
 		deprovision(quotedID, svc.Spec.ID, "careless-quoted")
-		expectGreeting(t, broker.InstanceNamespace(quotedID), everything)
+		expectGreeting(t, sf.InstanceNamespace(quotedID), everything)
 
 		// The careless bind template: refused, nothing applied.
 		bid := "7a2b3c4d-0000-4000-8000-0002" + run
@@ -239,7 +239,7 @@ func TestAttackYAMLInjection(t *testing.T) {
 		if b := brokerBinding(t, quotedID, bid); len(b.Status.Resources) != 0 {
 			t.Errorf("the refused binding applied %+v", b.Status.Resources)
 		}
-		if err := target.Client.Get(ctx, client.ObjectKey{Namespace: broker.InstanceNamespace(quotedID), Name: "binding-" + broker.ObjectName(bid)}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		if err := target.Client.Get(ctx, client.ObjectKey{Namespace: sf.InstanceNamespace(quotedID), Name: "binding-" + sf.ObjectName(bid)}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 			t.Errorf("the refused binding's ConfigMap exists (%v)", err)
 		}
 	})
@@ -248,8 +248,8 @@ func TestAttackYAMLInjection(t *testing.T) {
 	// that hold a value verbatim, each in its instance's own namespace.
 	got := objectsMentioning(t, target, marker)
 	want := []string{
-		"ConfigMap " + broker.InstanceNamespace(quotedID) + "/settings",
-		"ConfigMap " + broker.InstanceNamespace(scalarID) + "/settings",
+		"ConfigMap " + sf.InstanceNamespace(quotedID) + "/settings",
+		"ConfigMap " + sf.InstanceNamespace(scalarID) + "/settings",
 	}
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
@@ -262,7 +262,7 @@ func TestAttackYAMLInjection(t *testing.T) {
 func brokerInstance(t *testing.T, id string) *osbv1alpha1.SFServiceInstance {
 	t.Helper()
 	inst := &osbv1alpha1.SFServiceInstance{}
-	must(t, onboarding.Client.Get(context.Background(), broker.InstanceKey(id), inst))
+	must(t, onboarding.Client.Get(context.Background(), sf.InstanceKey(id), inst))
 	return inst
 }
 
@@ -283,7 +283,7 @@ func waitBrokerInstance(t *testing.T, id string, state osbv1alpha1.State) *osbv1
 func brokerBinding(t *testing.T, id, bid string) *osbv1alpha1.SFServiceBinding {
 	t.Helper()
 	b := &osbv1alpha1.SFServiceBinding{}
-	must(t, onboarding.Client.Get(context.Background(), broker.BindingKey(id, bid), b))
+	must(t, onboarding.Client.Get(context.Background(), sf.BindingKey(id, bid), b))
 	return b
 }
 

@@ -33,8 +33,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
-	"github.com/marketplane/marketplane/internal/broker"
 	"github.com/marketplane/marketplane/internal/broker/app"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 	"github.com/marketplane/marketplane/internal/cli"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
@@ -57,7 +57,7 @@ func TestLifecycleSecretsNeverLeak(t *testing.T) {
 		user     = "platform"
 		identity = "lifecycle-secrets"
 	)
-	e := newEnv(t, envOptions{namespace: broker.InstanceNamespace(id)})
+	e := newEnv(t, envOptions{namespace: sf.InstanceNamespace(id)})
 	applySamplePlanSmall(t, e)
 	ctx := context.Background()
 

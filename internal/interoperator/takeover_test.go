@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
-	"github.com/marketplane/marketplane/internal/broker"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 	"github.com/marketplane/marketplane/internal/interoperator/provisioner"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
@@ -35,7 +35,7 @@ func TestSameNameTakeoverThroughBroker(t *testing.T) {
 	id := uniqueName("victim2-")
 	bidA, bidB := uniqueName("bind-a-"), uniqueName("bind-b-")
 	nsB := uniqueName("tenant-b-")
-	e := newEnv(t, envOptions{namespace: broker.InstanceNamespace(id), moreNamespaces: []string{nsB}})
+	e := newEnv(t, envOptions{namespace: sf.InstanceNamespace(id), moreNamespaces: []string{nsB}})
 	applySamplePlanSmall(t, e)
 	ctx := context.Background()
 	osb := startBroker(t, e.catalog, "osb-platform", randomHex(t, 16), testenv.Logger().WithName("broker"))

@@ -28,8 +28,8 @@ import (
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	"github.com/marketplane/marketplane/charts"
-	"github.com/marketplane/marketplane/internal/broker"
 	"github.com/marketplane/marketplane/internal/broker/app"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 	"github.com/marketplane/marketplane/internal/operator/deploy/process"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
@@ -518,7 +518,7 @@ func osbProvision(t *testing.T, osb *osbClient, p *testProvisioner) {
 	}
 
 	inst := &osbv1alpha1.SFServiceInstance{}
-	p.await(t, "the SFServiceInstance", broker.InstanceKey(brokerInstanceID), inst, func() (bool, string) { return true, "" })
+	p.await(t, "the SFServiceInstance", sf.InstanceKey(brokerInstanceID), inst, func() (bool, string) { return true, "" })
 	if inst.Spec.PlanID != brokerPlanID || inst.Spec.InstanceID != brokerInstanceID {
 		t.Fatalf("SFServiceInstance %s: spec %+v does not record the request", inst.Name, inst.Spec)
 	}
@@ -574,7 +574,7 @@ func osbBind(t *testing.T, osb *osbClient, p *testProvisioner) {
 		"bind_resource": map[string]any{"app_guid": "app-guid"},
 	})
 	b := &osbv1alpha1.SFServiceBinding{}
-	p.await(t, "the SFServiceBinding", broker.BindingKey(brokerInstanceID, brokerBindingID), b, func() (bool, string) { return true, "" })
+	p.await(t, "the SFServiceBinding", sf.BindingKey(brokerInstanceID, brokerBindingID), b, func() (bool, string) { return true, "" })
 	p.accept(t, b)
 	resp, err := json.Marshal(testBindResponse)
 	if err != nil {
@@ -629,7 +629,7 @@ func checkBindCredentials(t *testing.T, what string, a osbAnswer) {
 func osbUnbind(t *testing.T, osb *osbClient, p *testProvisioner) {
 	req := osb.start(t, http.MethodDelete, osbBindingPath+"?"+osbIDsQuery, nil)
 	b := &osbv1alpha1.SFServiceBinding{}
-	p.await(t, "the SFServiceBinding being deleted", broker.BindingKey(brokerInstanceID, brokerBindingID), b, func() (bool, string) {
+	p.await(t, "the SFServiceBinding being deleted", sf.BindingKey(brokerInstanceID, brokerBindingID), b, func() (bool, string) {
 		return b.DeletionTimestamp != nil, fmt.Sprintf("finalizers %q", b.Finalizers)
 	})
 	if err := p.c.Client.Delete(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: b.Namespace, Name: "sf-" + b.Name}}); err != nil {
@@ -647,7 +647,7 @@ func osbDeprovision(t *testing.T, osb *osbClient, p *testProvisioner) {
 	a := osb.call(t, http.MethodDelete, osbInstancePath+"?accepts_incomplete=true&"+osbIDsQuery, nil)
 	expectStatus(t, "deprovision", a, http.StatusAccepted)
 	op, _ := a.Body["operation"].(string)
-	key := broker.InstanceKey(brokerInstanceID)
+	key := sf.InstanceKey(brokerInstanceID)
 	inst := &osbv1alpha1.SFServiceInstance{}
 	p.await(t, "the SFServiceInstance being deleted", key, inst, func() (bool, string) {
 		return inst.DeletionTimestamp != nil, fmt.Sprintf("finalizers %q", inst.Finalizers)
@@ -660,7 +660,7 @@ func osbDeprovision(t *testing.T, osb *osbClient, p *testProvisioner) {
 		if err := p.c.Client.Get(ctx, key, &osbv1alpha1.SFServiceInstance{}); !apierrors.IsNotFound(err) {
 			return false, fmt.Sprintf("SFServiceInstance still there (%v)", err), nil
 		}
-		if err := p.c.Client.Get(ctx, broker.BindingKey(brokerInstanceID, brokerBindingID), &osbv1alpha1.SFServiceBinding{}); !apierrors.IsNotFound(err) {
+		if err := p.c.Client.Get(ctx, sf.BindingKey(brokerInstanceID, brokerBindingID), &osbv1alpha1.SFServiceBinding{}); !apierrors.IsNotFound(err) {
 			return false, fmt.Sprintf("SFServiceBinding still there (%v)", err), nil
 		}
 		ns := &corev1.Namespace{}

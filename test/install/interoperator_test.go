@@ -28,7 +28,7 @@ import (
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
 	"github.com/marketplane/marketplane/charts"
-	"github.com/marketplane/marketplane/internal/broker"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 	"github.com/marketplane/marketplane/internal/operator/clusters"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
@@ -629,10 +629,10 @@ func provisionAndBind(t *testing.T, c *testenv.Cluster, catalog string, running 
 			}},
 	})
 
-	instKey, bindKey := broker.InstanceKey(instanceID), broker.BindingKey(instanceID, bindingID)
+	instKey, bindKey := sf.InstanceKey(instanceID), sf.BindingKey(instanceID, bindingID)
 	create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: instKey.Namespace,
-		Labels:      map[string]string{broker.LabelManagedBy: broker.ManagedByBroker},
-		Annotations: map[string]string{broker.AnnotationInstanceID: instanceID}}})
+		Labels:      map[string]string{sf.LabelManagedBy: sf.ManagedByBroker},
+		Annotations: map[string]string{sf.AnnotationInstanceID: instanceID}}})
 	inst := &osbv1alpha1.SFServiceInstance{
 		ObjectMeta: metav1.ObjectMeta{Namespace: instKey.Namespace, Name: instKey.Name, Finalizers: []string{osbv1alpha1.FinalizerBroker}},
 		Spec: osbv1alpha1.SFServiceInstanceSpec{InstanceID: instanceID, ServiceID: serviceID, PlanID: planID,

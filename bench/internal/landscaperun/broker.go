@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
-	"github.com/marketplane/marketplane/internal/broker"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 	"github.com/marketplane/marketplane/internal/landscape/stack"
 )
 
@@ -86,7 +86,7 @@ func provisionOne(ctx context.Context, info stack.BrokerInfo, id string) error {
 func (l *Landscape) CountIDs(ctx context.Context, ids []string) (succeeded, failed int, err error) {
 	want := make(map[string]bool, len(ids))
 	for _, id := range ids {
-		want[broker.InstanceKey(id).String()] = true
+		want[sf.InstanceKey(id).String()] = true
 	}
 	list := &osbv1alpha1.SFServiceInstanceList{}
 	if err := l.Onboarding.List(ctx, list); err != nil {

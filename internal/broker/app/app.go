@@ -27,7 +27,10 @@ import (
 	"github.com/marketplane/marketplane/api/install"
 	"github.com/marketplane/marketplane/internal/broker"
 	"github.com/marketplane/marketplane/internal/broker/catalog"
+	"github.com/marketplane/marketplane/internal/broker/code"
 	"github.com/marketplane/marketplane/internal/broker/kubestore"
+	"github.com/marketplane/marketplane/internal/broker/osb"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 	"github.com/marketplane/marketplane/pkg/contract"
 	"github.com/marketplane/marketplane/pkg/metricsauth"
 	"github.com/marketplane/marketplane/pkg/version"
@@ -116,7 +119,7 @@ type Options struct {
 	Logger *logr.Logger
 	// Ready, when set, is called once the broker serves.
 	Ready func()
-	// RecheckInterval, when set, replaces broker.DefaultRecheckInterval:
+	// RecheckInterval, when set, replaces sf.DefaultRecheckInterval:
 	// how often a request waiting for the provisioner re-reads the object
 	// without a change notification.
 	RecheckInterval time.Duration
@@ -136,9 +139,9 @@ func DefaultOptions() Options {
 		MetricsBindAddress: metricsauth.DefaultBindAddress,
 		MetricsSecure:      true,
 		CredentialsRefresh: 30 * time.Second,
-		MinAPIVersion:      broker.DefaultMinAPIVersion.String(),
-		MaxBodyBytes:       broker.DefaultMaxBodyBytes,
-		SyncTimeout:        broker.DefaultSyncTimeout,
+		MinAPIVersion:      osb.DefaultMinAPIVersion.String(),
+		MaxBodyBytes:       osb.DefaultMaxBodyBytes,
+		SyncTimeout:        sf.DefaultSyncTimeout,
 		TombstoneTTL:       kubestore.DefaultTombstoneTTL,
 		ReadHeaderTimeout:  10 * time.Second,
 		ReadTimeout:        30 * time.Second,
@@ -203,8 +206,8 @@ $` + EnvPassword + `, or --username/--password. They are never logged.`,
 }
 
 // validate checks the options and fills derived defaults.
-func (o *Options) validate() (broker.APIVersion, error) {
-	v, err := broker.ParseAPIVersion(o.MinAPIVersion)
+func (o *Options) validate() (osb.APIVersion, error) {
+	v, err := osb.ParseAPIVersion(o.MinAPIVersion)
 	if err != nil {
 		return v, fmt.Errorf("--min-api-version: %w", err)
 	}
@@ -307,24 +310,18 @@ func Run(ctx context.Context, o Options) error {
 	// The broker serves its own registry, not controller-runtime's: the
 	// build information is registered here too.
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), version.Collector())
-	metrics, err := broker.NewMetrics(reg)
+	metrics, err := osb.NewMetrics(reg)
 	if err != nil {
 		return err
 	}
 	watcher := catalog.NewWatcher(catalogCache, o.CatalogNamespace, catalog.WithLogger(log.WithName("catalog")))
 	store := kubestore.New(storeCache, onboardingClient)
 	reaper := kubestore.NewReaper(storeCache, onboardingClient, o.TombstoneTTL, kubestore.WithReaperLogger(log.WithName("reaper")))
-	serverOpts := []broker.Option{
-		broker.WithLogger(log),
-		broker.WithMetrics(metrics),
-		broker.WithMinAPIVersion(minVersion),
-		broker.WithMaxBodyBytes(o.MaxBodyBytes),
-		broker.WithSyncTimeout(o.SyncTimeout),
-	}
+	sfOpts := []sf.Option{sf.WithLogger(log), sf.WithSyncTimeout(o.SyncTimeout)}
 	if o.RecheckInterval > 0 {
-		serverOpts = append(serverOpts, broker.WithRecheckInterval(o.RecheckInterval))
+		sfOpts = append(sfOpts, sf.WithRecheckInterval(o.RecheckInterval))
 	}
-	var cat broker.Catalog = watcher
+	var cat osb.Catalog = watcher
 	var offeringCache cache.Cache
 	var offerings *catalog.OfferingWatcher
 	if o.CodeOfferingsNamespace != "" {
@@ -334,20 +331,21 @@ func Run(ctx context.Context, o Options) error {
 		offerings = catalog.NewOfferingWatcher(offeringCache, log.WithName("offerings"))
 		cat = broker.NewMergedCatalog(watcher, offerings.Snapshot, log.WithName("catalog"))
 	}
-	sfHandler, err := broker.New(cat, store, auth, serverOpts...)
+	sfBackend, err := sf.New(cat, store, sfOpts...)
 	if err != nil {
 		return err
 	}
-	var handler http.Handler = sfHandler
+	var codeBackend *code.Offerings
 	if offerings != nil {
-		code, err := broker.NewCodeOfferings(cat, onboardingClient, platformClient, o.CodeOfferingsNamespace,
-			broker.WithSFStore(store), broker.WithBindTimeout(o.SyncTimeout), broker.WithCodeLogger(log.WithName("code")))
-		if err != nil {
+		if codeBackend, err = code.New(cat, onboardingClient, platformClient, o.CodeOfferingsNamespace,
+			code.WithSFStore(store), code.WithBindTimeout(o.SyncTimeout), code.WithLogger(log.WithName("code"))); err != nil {
 			return err
 		}
-		if handler, err = broker.NewRouter(sfHandler, code); err != nil {
-			return err
-		}
+	}
+	handler, err := broker.NewHandler(cat, sfBackend, codeBackend, auth,
+		osb.WithLogger(log), osb.WithMetrics(metrics), osb.WithMinAPIVersion(minVersion), osb.WithMaxBodyBytes(o.MaxBodyBytes))
+	if err != nil {
+		return err
 	}
 
 	// The caches, the catalog watcher and the reaper outlive ctx: on
@@ -485,15 +483,15 @@ func waitFor(ctx context.Context, cond func() bool) bool {
 
 // initialCredentials builds the authenticator from the Secret or the
 // options. The Secret must be readable at start.
-func initialCredentials(ctx context.Context, o Options, c client.Client) (*broker.BasicAuth, error) {
+func initialCredentials(ctx context.Context, o Options, c client.Client) (*osb.BasicAuth, error) {
 	if o.CredentialsSecret == "" {
-		return broker.NewBasicAuth(o.Username, o.Password)
+		return osb.NewBasicAuth(o.Username, o.Password)
 	}
 	user, pass, err := readCredentials(ctx, o.CredentialsSecret, c)
 	if err != nil {
 		return nil, err
 	}
-	return broker.NewBasicAuth(user, pass)
+	return osb.NewBasicAuth(user, pass)
 }
 
 func readCredentials(ctx context.Context, ref string, c client.Client) (string, string, error) {
@@ -512,7 +510,7 @@ func readCredentials(ctx context.Context, ref string, c client.Client) (string, 
 // refreshCredentials re-reads the credentials Secret until ctx ends, so
 // that rotated credentials take effect without a restart. A failed read
 // keeps the current credentials.
-func refreshCredentials(ctx context.Context, o Options, c client.Client, auth *broker.BasicAuth, log logr.Logger) {
+func refreshCredentials(ctx context.Context, o Options, c client.Client, auth *osb.BasicAuth, log logr.Logger) {
 	t := time.NewTicker(o.CredentialsRefresh)
 	defer t.Stop()
 	for {

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
-	"github.com/marketplane/marketplane/internal/broker"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 )
 
 // DefaultTombstoneTTL is how long a finished deletion stays visible to
@@ -82,7 +82,7 @@ func (r *Reaper) sweep(ctx context.Context) {
 	now := r.now()
 	present := map[types.UID]bool{}
 	visit := func(obj client.Object, instanceID string) {
-		if !broker.IsTombstone(obj) || !r.ownedNamespace(ctx, obj.GetNamespace(), instanceID) {
+		if !sf.IsTombstone(obj) || !r.ownedNamespace(ctx, obj.GetNamespace(), instanceID) {
 			return
 		}
 		present[obj.GetUID()] = true
@@ -131,7 +131,7 @@ func (r *Reaper) ownedNamespace(ctx context.Context, name, instanceID string) bo
 	if err := r.cache.Get(ctx, client.ObjectKey{Name: name}, ns, client.UnsafeDisableDeepCopy); err != nil {
 		return false
 	}
-	return broker.OwnsNamespace(ns, instanceID)
+	return sf.OwnsNamespace(ns, instanceID)
 }
 
 // release removes the broker's finalizer from a tombstone, read fresh, and
@@ -141,7 +141,7 @@ func (r *Reaper) release(ctx context.Context, cached client.Object) error {
 	if err := r.client.Get(ctx, client.ObjectKeyFromObject(cached), obj); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if obj.GetUID() != cached.GetUID() || !broker.IsTombstone(obj) {
+	if obj.GetUID() != cached.GetUID() || !sf.IsTombstone(obj) {
 		return nil
 	}
 	if controllerutil.RemoveFinalizer(obj, osbv1alpha1.FinalizerBroker) {
@@ -163,7 +163,7 @@ func (r *Reaper) deleteNamespace(ctx context.Context, inst *osbv1alpha1.SFServic
 	if err := r.client.Get(ctx, client.ObjectKey{Name: inst.Namespace}, ns); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if !broker.OwnsNamespace(ns, inst.Spec.InstanceID) || ns.DeletionTimestamp != nil {
+	if !sf.OwnsNamespace(ns, inst.Spec.InstanceID) || ns.DeletionTimestamp != nil {
 		return nil
 	}
 	var others osbv1alpha1.SFServiceInstanceList

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
-	"github.com/marketplane/marketplane/internal/broker"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 	"github.com/marketplane/marketplane/internal/notify"
 )
 
@@ -28,7 +28,7 @@ import (
 // fresh (read-your-writes) once the cache did not catch up within
 // CacheCatchUp; fresh reads, writes and Secret reads go to the API server.
 // The informers' events wake the requests waiting for an object
-// (broker.Notifier).
+// (sf.Notifier).
 type Store struct {
 	cache  cache.Cache
 	client client.Client
@@ -60,8 +60,8 @@ func refOf(key client.ObjectKey, obj client.Object) objectRef {
 }
 
 var (
-	_ broker.Store    = &Store{}
-	_ broker.Notifier = &Store{}
+	_ sf.Store    = &Store{}
+	_ sf.Notifier = &Store{}
 )
 
 // CacheOptions returns the options of the cache a Store reads from: every
@@ -76,7 +76,7 @@ func CacheOptions(opts cache.Options) cache.Options {
 		byObject[o] = b
 	}
 	byObject[&corev1.Namespace{}] = cache.ByObject{
-		Label: labels.SelectorFromSet(labels.Set{broker.LabelManagedBy: broker.ManagedByBroker}),
+		Label: labels.SelectorFromSet(labels.Set{sf.LabelManagedBy: sf.ManagedByBroker}),
 	}
 	opts.ByObject = byObject
 	return opts
@@ -158,7 +158,7 @@ func atLeast(a, b string) bool {
 	return err == nil && c >= 0
 }
 
-// Notify implements broker.Notifier.
+// Notify implements sf.Notifier.
 func (s *Store) Notify(key client.ObjectKey, obj client.Object) (<-chan struct{}, func()) {
 	return s.waiters.Notify(refOf(key, obj))
 }
@@ -196,13 +196,13 @@ func (s *Store) current(ref objectRef, rv string) bool {
 	return !ok || atLeast(rv, known)
 }
 
-// Get implements broker.Store.
-func (s *Store) Get(ctx context.Context, key client.ObjectKey, obj client.Object, read broker.Read) error {
+// Get implements sf.Store.
+func (s *Store) Get(ctx context.Context, key client.ObjectKey, obj client.Object, read sf.Read) error {
 	ref := refOf(key, obj)
 	switch read {
-	case broker.CacheOnly:
+	case sf.CacheOnly:
 		return s.cache.Get(ctx, key, obj, client.UnsafeDisableDeepCopy)
-	case broker.Cached:
+	case sf.Cached:
 		err := s.cache.Get(ctx, key, obj, client.UnsafeDisableDeepCopy)
 		if (err == nil || apierrors.IsNotFound(err)) && !s.current(ref, obj.GetResourceVersion()) && s.awaitCache(ctx, ref) {
 			// The cache lagged behind this Store's own write and caught
@@ -263,7 +263,7 @@ func resetObject(obj client.Object) {
 	}
 }
 
-// Create implements broker.Store: for an instance it creates the
+// Create implements sf.Store: for an instance it creates the
 // instance's namespace when missing (labelled as the broker's, so that it
 // goes with the instance) and checks that an existing one is the broker's
 // for this instance, then it creates the object.
@@ -283,7 +283,7 @@ func (s *Store) Create(ctx context.Context, obj client.Object) error {
 // namespace of a new instance never exists. A namespace that exists must
 // be the one the broker created for this instance; any other (a tenant's
 // namespace that happens to be called sf-<id>) is refused with
-// broker.NamespaceNotOwned and left as it is. A binding's namespace is its
+// sf.NamespaceNotOwned and left as it is. A binding's namespace is its
 // instance's, which the broker checked when it read the instance.
 func (s *Store) ensureNamespace(ctx context.Context, obj client.Object) error {
 	inst, ok := obj.(*osbv1alpha1.SFServiceInstance)
@@ -292,8 +292,8 @@ func (s *Store) ensureNamespace(ctx context.Context, obj client.Object) error {
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name:        obj.GetNamespace(),
-		Labels:      map[string]string{broker.LabelManagedBy: broker.ManagedByBroker},
-		Annotations: map[string]string{broker.AnnotationInstanceID: inst.Spec.InstanceID},
+		Labels:      map[string]string{sf.LabelManagedBy: sf.ManagedByBroker},
+		Annotations: map[string]string{sf.AnnotationInstanceID: inst.Spec.InstanceID},
 	}}
 	err := s.client.Create(ctx, ns)
 	switch {
@@ -307,8 +307,8 @@ func (s *Store) ensureNamespace(ctx context.Context, obj client.Object) error {
 	if err != nil {
 		return fmt.Errorf("read namespace %s: %w", ns.Name, err)
 	}
-	if !broker.OwnsNamespace(existing, inst.Spec.InstanceID) {
-		return broker.NamespaceNotOwned(ns.Name)
+	if !sf.OwnsNamespace(existing, inst.Spec.InstanceID) {
+		return sf.NamespaceNotOwned(ns.Name)
 	}
 	return nil
 }
@@ -326,7 +326,7 @@ func (s *Store) noteNamespace(ctx context.Context, ns *corev1.Namespace) {
 	s.created[ns.Name] = ns
 }
 
-// Namespace implements broker.Store: from the cache, which holds only the
+// Namespace implements sf.Store: from the cache, which holds only the
 // namespaces labelled as the broker's; a namespace this Store created that
 // the cache has not seen yet as created; any other from the API server
 // (one that is not the broker's).
@@ -352,7 +352,7 @@ func (s *Store) Namespace(ctx context.Context, name string) (*corev1.Namespace, 
 	return ns, nil
 }
 
-// Update implements broker.Store.
+// Update implements sf.Store.
 func (s *Store) Update(ctx context.Context, obj client.Object) error {
 	if err := s.client.Update(ctx, obj); err != nil {
 		return err
@@ -361,7 +361,7 @@ func (s *Store) Update(ctx context.Context, obj client.Object) error {
 	return nil
 }
 
-// UpdateStatus implements broker.Store.
+// UpdateStatus implements sf.Store.
 func (s *Store) UpdateStatus(ctx context.Context, obj client.Object) error {
 	if err := s.client.Status().Update(ctx, obj); err != nil {
 		return err
@@ -370,7 +370,7 @@ func (s *Store) UpdateStatus(ctx context.Context, obj client.Object) error {
 	return nil
 }
 
-// Delete implements broker.Store. The UID precondition makes sure a
+// Delete implements sf.Store. The UID precondition makes sure a
 // re-created object of the same name is not deleted in its place.
 func (s *Store) Delete(ctx context.Context, obj client.Object) error {
 	uid := obj.GetUID()
@@ -381,12 +381,12 @@ func (s *Store) Delete(ctx context.Context, obj client.Object) error {
 	return s.client.Delete(ctx, obj, opts...)
 }
 
-// List implements broker.Store.
+// List implements sf.Store.
 func (s *Store) List(ctx context.Context, namespace string, list client.ObjectList) error {
 	return s.client.List(ctx, list, client.InNamespace(namespace))
 }
 
-// BindResponse implements broker.Store. The Secret is read from the API
+// BindResponse implements sf.Store. The Secret is read from the API
 // server each time and never cached or logged.
 func (s *Store) BindResponse(ctx context.Context, namespace, secretName string) ([]byte, error) {
 	sec := &corev1.Secret{}

@@ -1,54 +1,52 @@
-package broker
+package osb
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
-
-	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // maxJSONDepth bounds the nesting of free-form objects (parameters, context,
 // bind_resource). Deeper documents are refused with 400 rather than stored.
 const maxJSONDepth = 64
 
-// objectField checks a free-form field of a request: absent or null gives
+// ObjectField checks a free-form field of a request: absent or null gives
 // nil; otherwise it must be a JSON object nested at most maxJSONDepth deep.
 // The result is compact JSON.
-func objectField(raw json.RawMessage, field string) (json.RawMessage, error) {
+func ObjectField(raw json.RawMessage, field string) (json.RawMessage, error) {
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		return nil, nil
 	}
 	if trimmed[0] != '{' {
-		return nil, badRequest("%s must be a JSON object.", field)
+		return nil, BadRequest("%s must be a JSON object.", field)
 	}
 	if depth(trimmed) > maxJSONDepth {
-		return nil, badRequest("%s is nested more than %d levels deep.", field, maxJSONDepth)
+		return nil, BadRequest("%s is nested more than %d levels deep.", field, maxJSONDepth)
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, trimmed); err != nil {
-		return nil, badRequest("%s is not valid JSON.", field)
+		return nil, BadRequest("%s is not valid JSON.", field)
 	}
 	return buf.Bytes(), nil
 }
 
-// maintenanceField checks the maintenance_info of a provision or update
+// MaintenanceField checks the maintenance_info of a provision or update
 // request. Absent, null and an empty object give nil: the OSB checker's
 // generated Go client sends {} on every PUT and PATCH, and an object with
 // nothing in it asks for nothing. Any other object must carry a version.
-func maintenanceField(raw json.RawMessage) (*maintenanceInfo, error) {
-	obj, err := objectField(raw, "maintenance_info")
+func MaintenanceField(raw json.RawMessage) (*MaintenanceInfo, error) {
+	obj, err := ObjectField(raw, "maintenance_info")
 	if err != nil || obj == nil || bytes.Equal(obj, []byte("{}")) {
 		return nil, err
 	}
-	mi := &maintenanceInfo{}
+	mi := &MaintenanceInfo{}
 	if err := json.Unmarshal(obj, mi); err != nil {
-		return nil, badRequest("maintenance_info.version and maintenance_info.description must be strings.")
+		return nil, BadRequest("maintenance_info.version and maintenance_info.description must be strings.")
 	}
 	if mi.Version == "" {
-		return nil, badRequest("maintenance_info.version is required when maintenance_info is sent.")
+		return nil, BadRequest("maintenance_info.version is required when maintenance_info is sent.")
 	}
 	return mi, nil
 }
@@ -82,25 +80,9 @@ func depth(doc []byte) int {
 	return maxD
 }
 
-// rawExtension wraps JSON for a spec field; nil stays nil.
-func rawExtension(raw json.RawMessage) *runtime.RawExtension {
-	if raw == nil {
-		return nil
-	}
-	return &runtime.RawExtension{Raw: append([]byte(nil), raw...)}
-}
-
-// rawBytes returns the JSON of a spec field, nil when unset.
-func rawBytes(r *runtime.RawExtension) json.RawMessage {
-	if r == nil || len(r.Raw) == 0 {
-		return nil
-	}
-	return r.Raw
-}
-
-// sameObject reports whether two free-form objects are equal as JSON
+// SameObject reports whether two free-form objects are equal as JSON
 // values. Absent, null and {} are the same: no parameters.
-func sameObject(a, b []byte) bool {
+func SameObject(a, b []byte) bool {
 	va, okA := decodeAny(a)
 	vb, okB := decodeAny(b)
 	if !okA || !okB {
@@ -124,9 +106,9 @@ func decodeAny(raw []byte) (any, bool) {
 	return v, true
 }
 
-// decodeNumbers decodes like decodeAny but keeps numbers as written, so
+// DecodeNumbers decodes like decodeAny but keeps numbers as written, so
 // that a merge does not round large integers.
-func decodeNumbers(raw []byte) (any, bool) {
+func DecodeNumbers(raw []byte) (any, bool) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return map[string]any{}, true
@@ -143,11 +125,11 @@ func decodeNumbers(raw []byte) (any, bool) {
 	return v, true
 }
 
-// withoutNulls returns the parameters of an update without the keys whose
+// WithoutNulls returns the parameters of an update without the keys whose
 // value is null: in a merge patch they remove a parameter and are not a
 // value the schema could describe.
-func withoutNulls(raw []byte) []byte {
-	v, ok := decodeNumbers(raw)
+func WithoutNulls(raw []byte) []byte {
+	v, ok := DecodeNumbers(raw)
 	if !ok {
 		return raw
 	}
@@ -172,15 +154,15 @@ func dropNulls(v any) any {
 	return out
 }
 
-// mergePatch applies patch to base as a JSON merge patch (RFC 7386): keys
+// MergePatch applies patch to base as a JSON merge patch (RFC 7386): keys
 // of patch replace those of base, objects merge recursively, null removes
 // a key. Both are JSON objects or empty.
-func mergePatch(base, patch []byte) (json.RawMessage, error) {
-	b, ok := decodeNumbers(base)
+func MergePatch(base, patch []byte) (json.RawMessage, error) {
+	b, ok := DecodeNumbers(base)
 	if !ok {
 		return nil, fmt.Errorf("stored parameters are not JSON")
 	}
-	p, ok := decodeNumbers(patch)
+	p, ok := DecodeNumbers(patch)
 	if !ok {
 		return nil, fmt.Errorf("parameters are not JSON")
 	}

@@ -1,4 +1,4 @@
-package broker
+package code
 
 import (
 	"context"
@@ -20,6 +20,8 @@ import (
 	corev2alpha1 "github.com/marketplane/marketplane/api/core/v2alpha1"
 	marketplacev1alpha1 "github.com/marketplane/marketplane/api/marketplace/v1alpha1"
 	"github.com/marketplane/marketplane/internal/broker/catalog"
+	"github.com/marketplane/marketplane/internal/broker/osb"
+	"github.com/marketplane/marketplane/internal/broker/sf"
 )
 
 // bindResponse is the body of a code-based bind: the kubeconfig of the
@@ -35,22 +37,14 @@ type bindCredentials struct {
 	Kubeconfig string `json:"kubeconfig"`
 }
 
-// bind creates an AccessRequest on the platform cluster for the
+// Bind creates an AccessRequest on the platform cluster for the
 // instance's ManagedControlPlane (its ClusterRequest) with the offering's
 // binding rules as one ClusterRole there, waits until it is granted and
 // answers 201 with its kubeconfig. An identical re-sent bind answers 200
 // with the same credentials.
-func (c *CodeOfferings) bind(x *exchange, r *http.Request) (int, any, error) {
-	call, err := parseCall(x, r, parseBinding)
-	if err != nil {
-		return 0, nil, err
-	}
-	ctx, id, bid := call.ctx, call.instanceID, call.bindingID
-	var req bindRequest
-	if err := decodeBody(r, &req); err != nil {
-		return 0, nil, err
-	}
-	if err := checkPlatform(x.identity, req.Context); err != nil {
+func (c *Offerings) Bind(ctx context.Context, x *osb.Call, req *osb.BindRequest) (int, any, error) {
+	id, bid := req.InstanceID, req.BindingID
+	if err := osb.CheckPlatform(x.Identity, req.Context); err != nil {
 		return 0, nil, err
 	}
 	rec, err := c.existingRecord(ctx, id)
@@ -58,17 +52,17 @@ func (c *CodeOfferings) bind(x *exchange, r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	if req.ServiceID != rec.serviceID || req.PlanID != rec.planID {
-		return 0, nil, badRequest("service_id and plan_id must be those of the instance.")
+		return 0, nil, osb.BadRequest("service_id and plan_id must be those of the instance.")
 	}
 	svc := c.catalog.Snapshot().Code().Service(rec.serviceID)
 	switch {
 	case svc == nil:
-		return 0, nil, c.unserved(ctx, rec.serviceID, badRequest("The service offering of instance %s is no longer in the catalog; it cannot be bound.", truncate(id, 100)))
+		return 0, nil, c.Unserved(ctx, rec.serviceID, osb.BadRequest("The service offering of instance %s is no longer in the catalog; it cannot be bound.", osb.Truncate(id, 100)))
 	case !svc.Bindable():
-		return 0, nil, badRequest("Service offering %s is not bindable.", svc.Name)
+		return 0, nil, osb.BadRequest("Service offering %s is not bindable.", svc.Name)
 	}
 	if rec.ns.DeletionTimestamp != nil {
-		return 0, nil, concurrencyError("Instance %s is being deleted.", truncate(id, 100))
+		return 0, nil, osb.ConcurrencyError("Instance %s is being deleted.", osb.Truncate(id, 100))
 	}
 	if !rec.ownsMCP {
 		// The tenant's consent is checked again: removing the annotation
@@ -81,8 +75,8 @@ func (c *CodeOfferings) bind(x *exchange, r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if st.state != stateSucceeded {
-		return 0, nil, concurrencyError("Instance %s is not ready (%s); bind it once its last operation succeeded.", truncate(id, 100), st.state)
+	if st.state != osb.StateSucceeded {
+		return 0, nil, osb.ConcurrencyError("Instance %s is not ready (%s); bind it once its last operation succeeded.", osb.Truncate(id, 100), st.state)
 	}
 
 	key := client.ObjectKey{Namespace: c.accessNamespace, Name: BindingAccessRequestName(bid)}
@@ -97,16 +91,16 @@ func (c *CodeOfferings) bind(x *exchange, r *http.Request) (int, any, error) {
 		status = http.StatusCreated
 	case err != nil:
 		return 0, nil, fmt.Errorf("get AccessRequest %s: %w", key, err)
-	case ar.Annotations[AnnotationBindingID] != bid || ar.Annotations[AnnotationInstanceID] != id:
-		return 0, nil, conflict("Binding %s already exists for another instance.", truncate(bid, 100))
+	case ar.Annotations[AnnotationBindingID] != bid || ar.Annotations[sf.AnnotationInstanceID] != id:
+		return 0, nil, osb.Conflict("Binding %s already exists for another instance.", osb.Truncate(bid, 100))
 	case ar.DeletionTimestamp != nil:
-		return 0, nil, concurrencyError("Binding %s is being deleted.", truncate(bid, 100))
+		return 0, nil, osb.ConcurrencyError("Binding %s is being deleted.", osb.Truncate(bid, 100))
 	}
 	kubeconfig, err := c.awaitGrant(ctx, key)
 	if err != nil {
 		return 0, nil, err
 	}
-	c.log.V(1).Info("Bound a code-based instance", "namespace", rec.ns.Name, "accessRequest", key.String(), "requestIdentity", x.requestID)
+	c.log.V(1).Info("Bound a code-based instance", "namespace", rec.ns.Name, "accessRequest", key.String(), "requestIdentity", x.RequestID)
 	return status, bindResponse{Credentials: bindCredentials{Kubeconfig: string(kubeconfig)}}, nil
 }
 
@@ -115,12 +109,12 @@ func (c *CodeOfferings) bind(x *exchange, r *http.Request) (int, any, error) {
 // MCP's, so the operator's access policy treats it as the platform
 // operator's; the rights it asks for are the offering's binding rules,
 // which the platform operator declared on the ServiceProvider.
-func (c *CodeOfferings) createAccessRequest(ctx context.Context, rec *record, bid string, key client.ObjectKey, rules []rbacv1.PolicyRule) error {
+func (c *Offerings) createAccessRequest(ctx context.Context, rec *record, bid string, key client.ObjectKey, rules []rbacv1.PolicyRule) error {
 	mcp := &corev2alpha1.ManagedControlPlane{}
 	mcpKey := rec.object.key()
 	if err := c.onboarding.Get(ctx, mcpKey, mcp); err != nil {
 		if apierrors.IsNotFound(err) {
-			return concurrencyError("The ManagedControlPlane of instance %s is gone.", truncate(rec.id, 100))
+			return osb.ConcurrencyError("The ManagedControlPlane of instance %s is gone.", osb.Truncate(rec.id, 100))
 		}
 		return fmt.Errorf("get ManagedControlPlane %s: %w", mcpKey, err)
 	}
@@ -128,8 +122,8 @@ func (c *CodeOfferings) createAccessRequest(ctx context.Context, rec *record, bi
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   key.Namespace,
 			Name:        key.Name,
-			Labels:      map[string]string{LabelManagedBy: ManagedByBroker, LabelCodeInstance: rec.ns.Name},
-			Annotations: map[string]string{AnnotationInstanceID: rec.id, AnnotationBindingID: bid},
+			Labels:      map[string]string{sf.LabelManagedBy: sf.ManagedByBroker, LabelCodeInstance: rec.ns.Name},
+			Annotations: map[string]string{sf.AnnotationInstanceID: rec.id, AnnotationBindingID: bid},
 		},
 		Spec: clustersv1alpha1.AccessRequestSpec{
 			RequestRef: &common.ObjectReference{Namespace: corev2alpha1.PlatformNamespace(mcp), Name: mcp.Name},
@@ -138,7 +132,7 @@ func (c *CodeOfferings) createAccessRequest(ctx context.Context, rec *record, bi
 	}
 	if err := c.platform.Create(ctx, ar); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			return concurrencyError("Another request for binding %s is in progress; try again.", truncate(bid, 100))
+			return osb.ConcurrencyError("Another request for binding %s is in progress; try again.", osb.Truncate(bid, 100))
 		}
 		return fmt.Errorf("create AccessRequest %s: %w", key, err)
 	}
@@ -148,7 +142,7 @@ func (c *CodeOfferings) createAccessRequest(ctx context.Context, rec *record, bi
 // awaitGrant waits until the AccessRequest at key is granted and returns
 // the kubeconfig of its Secret. The kubeconfig holds a token: it is never
 // logged.
-func (c *CodeOfferings) awaitGrant(ctx context.Context, key client.ObjectKey) ([]byte, error) {
+func (c *Offerings) awaitGrant(ctx context.Context, key client.ObjectKey) ([]byte, error) {
 	var kubeconfig []byte
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, c.pollInterval, c.bindTimeout, true, func(ctx context.Context) (bool, error) {
@@ -161,7 +155,7 @@ func (c *CodeOfferings) awaitGrant(ctx context.Context, key client.ObjectKey) ([
 		}
 		switch {
 		case ar.Status.IsDenied():
-			return false, &Error{Status: http.StatusInternalServerError,
+			return false, &osb.Error{Status: http.StatusInternalServerError,
 				Description: fmt.Sprintf("The platform refused the binding's access to the control plane: %s", last)}
 		case !ar.Status.IsGranted() || ar.Status.SecretRef == nil:
 			return false, nil
@@ -171,12 +165,12 @@ func (c *CodeOfferings) awaitGrant(ctx context.Context, key client.ObjectKey) ([
 		return kubeconfig != nil, err
 	})
 	if err != nil {
-		var e *Error
+		var e *osb.Error
 		if errors.As(err, &e) {
 			return nil, e
 		}
 		if wait.Interrupted(err) && ctx.Err() == nil {
-			return nil, &Error{Status: http.StatusServiceUnavailable, RetryAfter: 5 * time.Second,
+			return nil, &osb.Error{Status: http.StatusServiceUnavailable, RetryAfter: 5 * time.Second,
 				Description: fmt.Sprintf("The binding's credentials were not issued in time (%s); send the same request again.", last)}
 		}
 		return nil, err
@@ -187,7 +181,7 @@ func (c *CodeOfferings) awaitGrant(ctx context.Context, key client.ObjectKey) ([
 // grantedKubeconfig returns the kubeconfig of ar, the granted
 // AccessRequest at key, from its Secret; nil while the Secret is missing
 // or empty. The kubeconfig holds a token: it is never logged.
-func (c *CodeOfferings) grantedKubeconfig(ctx context.Context, key client.ObjectKey, ar *clustersv1alpha1.AccessRequest) ([]byte, error) {
+func (c *Offerings) grantedKubeconfig(ctx context.Context, key client.ObjectKey, ar *clustersv1alpha1.AccessRequest) ([]byte, error) {
 	secret := &corev1.Secret{}
 	if err := c.platform.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: ar.Status.SecretRef.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -201,29 +195,25 @@ func (c *CodeOfferings) grantedKubeconfig(ctx context.Context, key client.Object
 	return nil, nil
 }
 
-// unbind deletes the binding's AccessRequest, which revokes its
+// Unbind deletes the binding's AccessRequest, which revokes its
 // credentials on the control plane, and waits until it is gone.
-func (c *CodeOfferings) unbind(x *exchange, r *http.Request) (int, any, error) {
-	call, err := parseCall(x, r, parseBinding|parseDelete)
-	if err != nil {
-		return 0, nil, err
-	}
-	ctx, id, bid := call.ctx, call.instanceID, call.bindingID
+func (c *Offerings) Unbind(ctx context.Context, x *osb.Call, req *osb.DeleteRequest) (int, any, error) {
+	id, bid := req.InstanceID, req.BindingID
 	key := client.ObjectKey{Namespace: c.accessNamespace, Name: BindingAccessRequestName(bid)}
 	ar := &clustersv1alpha1.AccessRequest{}
 	if err := c.platform.Get(ctx, key, ar); err != nil {
 		if apierrors.IsNotFound(err) {
-			return http.StatusGone, emptyObject, nil
+			return http.StatusGone, osb.EmptyObject, nil
 		}
 		return 0, nil, fmt.Errorf("get AccessRequest %s: %w", key, err)
 	}
-	if ar.Annotations[AnnotationInstanceID] != id || ar.Annotations[AnnotationBindingID] != bid {
-		return http.StatusGone, emptyObject, nil
+	if ar.Annotations[sf.AnnotationInstanceID] != id || ar.Annotations[AnnotationBindingID] != bid {
+		return http.StatusGone, osb.EmptyObject, nil
 	}
 	if err := c.platform.Delete(ctx, ar); err != nil && !apierrors.IsNotFound(err) {
 		return 0, nil, fmt.Errorf("delete AccessRequest %s: %w", key, err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, c.pollInterval, c.bindTimeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, c.pollInterval, c.bindTimeout, true, func(ctx context.Context) (bool, error) {
 		err := c.platform.Get(ctx, key, &clustersv1alpha1.AccessRequest{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
@@ -232,17 +222,17 @@ func (c *CodeOfferings) unbind(x *exchange, r *http.Request) (int, any, error) {
 	})
 	if err != nil {
 		if wait.Interrupted(err) && ctx.Err() == nil {
-			return 0, nil, &Error{Status: http.StatusServiceUnavailable, RetryAfter: 5 * time.Second,
+			return 0, nil, &osb.Error{Status: http.StatusServiceUnavailable, RetryAfter: 5 * time.Second,
 				Description: "The binding's credentials are still being revoked; send the same request again."}
 		}
 		return 0, nil, err
 	}
-	c.log.V(1).Info("Unbound a code-based instance", "accessRequest", key.String(), "requestIdentity", x.requestID)
-	return http.StatusOK, emptyObject, nil
+	c.log.V(1).Info("Unbound a code-based instance", "accessRequest", key.String(), "requestIdentity", x.RequestID)
+	return http.StatusOK, osb.EmptyObject, nil
 }
 
 // deleteBindings deletes the AccessRequests of every binding of rec.
-func (c *CodeOfferings) deleteBindings(ctx context.Context, rec *record) error {
+func (c *Offerings) deleteBindings(ctx context.Context, rec *record) error {
 	list := &clustersv1alpha1.AccessRequestList{}
 	if err := c.platform.List(ctx, list, client.InNamespace(c.accessNamespace), client.MatchingLabels{LabelCodeInstance: rec.ns.Name}); err != nil {
 		return fmt.Errorf("list the AccessRequests of instance %s: %w", rec.ns.Name, err)
@@ -259,11 +249,11 @@ func (c *CodeOfferings) deleteBindings(ctx context.Context, rec *record) error {
 // on an instance whose offering is out of the catalog for a while.
 const unservedRetryAfter = 5 * time.Second
 
-// unserved answers a request on an instance whose offering the catalog
+// Unserved answers a request on an instance whose offering the catalog
 // does not serve: 503 with Retry-After while its Offering exists and only
 // its provider is not Ready (an operator restarting or failing over on a
 // busy machine makes it so for seconds), gone otherwise (which may be nil).
-func (c *CodeOfferings) unserved(ctx context.Context, serviceID string, gone error) error {
+func (c *Offerings) Unserved(ctx context.Context, serviceID string, gone error) error {
 	list := &marketplacev1alpha1.OfferingList{}
 	if err := c.onboarding.List(ctx, list); err != nil {
 		return fmt.Errorf("list Offerings: %w", err)
@@ -271,7 +261,7 @@ func (c *CodeOfferings) unserved(ctx context.Context, serviceID string, gone err
 	for i := range list.Items {
 		o := &list.Items[i]
 		if catalog.OfferingServiceID(o.Name) == serviceID && o.DeletionTimestamp == nil && !o.Spec.Ready {
-			return &Error{Status: http.StatusServiceUnavailable, RetryAfter: unservedRetryAfter,
+			return &osb.Error{Status: http.StatusServiceUnavailable, RetryAfter: unservedRetryAfter,
 				Description: fmt.Sprintf("The service offering %s is not served at the moment: its provider is not Ready. Send the request again.", o.Name)}
 		}
 	}

@@ -1,4 +1,4 @@
-package broker
+package sf
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	"github.com/marketplane/marketplane/internal/broker/catalog"
+	"github.com/marketplane/marketplane/internal/broker/osb"
 )
 
 var bindingResource = osbv1alpha1.GroupVersion.WithResource("sfservicebindings").GroupResource()
@@ -19,7 +20,7 @@ var bindingResource = osbv1alpha1.GroupVersion.WithResource("sfservicebindings")
 // getBinding reads the binding bindingID of instance instanceID. One that
 // records other ids, or lives in a namespace the broker does not own for
 // the instance, counts as missing: its response Secret is never read.
-func (s *Server) getBinding(ctx context.Context, instanceID, bindingID string, read Read) (*osbv1alpha1.SFServiceBinding, error) {
+func (s *Backend) getBinding(ctx context.Context, instanceID, bindingID string, read Read) (*osbv1alpha1.SFServiceBinding, error) {
 	key := BindingKey(instanceID, bindingID)
 	b := &osbv1alpha1.SFServiceBinding{}
 	if err := s.store.Get(ctx, key, b, read); err != nil {
@@ -34,7 +35,7 @@ func (s *Server) getBinding(ctx context.Context, instanceID, bindingID string, r
 	return b, nil
 }
 
-func (s *Server) lookBinding(instanceID, bindingID string) func(context.Context, Read) (client.Object, Operation, progress, error) {
+func (s *Backend) lookBinding(instanceID, bindingID string) func(context.Context, Read) (client.Object, Operation, progress, error) {
 	return func(ctx context.Context, read Read) (client.Object, Operation, progress, error) {
 		b, err := s.getBinding(ctx, instanceID, bindingID, read)
 		if err != nil {
@@ -45,7 +46,7 @@ func (s *Server) lookBinding(instanceID, bindingID string) func(context.Context,
 	}
 }
 
-func (s *Server) refreshBinding(instanceID, bindingID string) func() (client.Object, error) {
+func (s *Backend) refreshBinding(instanceID, bindingID string) func() (client.Object, error) {
 	return func() (client.Object, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
 		defer cancel()
@@ -55,55 +56,51 @@ func (s *Server) refreshBinding(instanceID, bindingID string) func() (client.Obj
 
 // bindInput is a bind request, checked against itself and the catalog.
 type bindInput struct {
-	req                           bindRequest
+	req                           *osb.BindRequest
 	appGUID                       string
 	ctxJSON, params, resourceJSON json.RawMessage
 	plan                          *catalog.Plan
 }
 
 // parseBind reads and checks the body of a bind request.
-func (s *Server) parseBind(c *osbCall, r *http.Request) (*bindInput, error) {
-	in := &bindInput{}
-	req := &in.req
-	if err := decodeBody(r, req); err != nil {
-		return nil, err
-	}
+func (s *Backend) parseBind(c *osbCall, req *osb.BindRequest) (*bindInput, error) {
+	in := &bindInput{req: req}
 	switch {
 	case req.ServiceID == "":
-		return nil, badRequest("service_id is required.")
+		return nil, osb.BadRequest("service_id is required.")
 	case req.PlanID == "":
-		return nil, badRequest("plan_id is required.")
+		return nil, osb.BadRequest("plan_id is required.")
 	}
 	var err error
-	if in.ctxJSON, err = objectField(req.Context, "context"); err != nil {
+	if in.ctxJSON, err = osb.ObjectField(req.Context, "context"); err != nil {
 		return nil, err
 	}
-	if in.params, err = objectField(req.Parameters, "parameters"); err != nil {
+	if in.params, err = osb.ObjectField(req.Parameters, "parameters"); err != nil {
 		return nil, err
 	}
-	if in.resourceJSON, err = objectField(req.BindResource, "bind_resource"); err != nil {
+	if in.resourceJSON, err = osb.ObjectField(req.BindResource, "bind_resource"); err != nil {
 		return nil, err
 	}
 	var res bindResource
 	if in.resourceJSON != nil {
 		if err := json.Unmarshal(in.resourceJSON, &res); err != nil {
-			return nil, badRequest("bind_resource.app_guid and bind_resource.route must be strings.")
+			return nil, osb.BadRequest("bind_resource.app_guid and bind_resource.route must be strings.")
 		}
 	}
 	if in.appGUID = res.AppGUID; in.appGUID == "" {
 		in.appGUID = req.AppGUID
 	}
-	if err := checkPlatform(c.x.identity, in.ctxJSON); err != nil {
+	if err := osb.CheckPlatform(c.x.Identity, in.ctxJSON); err != nil {
 		return nil, err
 	}
 	if in.plan, err = s.servicePlan(req.ServiceID, req.PlanID); err != nil {
 		return nil, err
 	}
 	if !in.plan.Bindable {
-		return nil, badRequest("Service plan %q is not bindable.", in.plan.Name)
+		return nil, osb.BadRequest("Service plan %q is not bindable.", in.plan.Name)
 	}
 	if req.PredecessorBindingID != "" {
-		return nil, badRequest("Service plan %q does not support binding rotation (predecessor_binding_id).", in.plan.Name)
+		return nil, osb.BadRequest("Service plan %q does not support binding rotation (predecessor_binding_id).", in.plan.Name)
 	}
 	return in, nil
 }
@@ -112,30 +109,30 @@ func (s *Server) parseBind(c *osbCall, r *http.Request) (*bindInput, error) {
 // (anew, or again after a failure).
 func (in *bindInput) checkNew(c *osbCall) error {
 	if err := in.plan.BindSchema.Validate(in.params); err != nil {
-		return badRequest("parameters do not match the plan's binding schema: %v.", err)
+		return osb.BadRequest("parameters do not match the plan's binding schema: %v.", err)
 	}
 	if in.plan.RequiresApp && in.appGUID == "" {
-		return newError(http.StatusUnprocessableEntity, CodeRequiresApp,
+		return osb.NewError(http.StatusUnprocessableEntity, osb.CodeRequiresApp,
 			"This service supports generation of credentials through binding an application only: send bind_resource.app_guid.")
 	}
 	if in.plan.AsyncBinding && !c.async {
-		return asyncBindingRequired(c.x)
+		return osb.AsyncBindingRequired(c.x)
 	}
 	return nil
 }
 
 // bindOutcome is what a bind that started or joined op answers.
-func (s *Server) bindOutcome(c *osbCall, in *bindInput, op Operation, doneStatus int) outcome {
+func (s *Backend) bindOutcome(c *osbCall, in *bindInput, op Operation, doneStatus int) outcome {
 	return outcome{
 		async:      c.async,
 		asyncOnly:  in.plan.AsyncBinding,
 		doneStatus: doneStatus,
-		accepted:   operationResponse{Operation: op.String()},
+		accepted:   osb.OperationResponse{Operation: op.String()},
 		done: func(obj client.Object) (any, error) {
-			return s.bindingBody(c.ctx, c.x.version, obj.(*osbv1alpha1.SFServiceBinding), nil)
+			return s.bindingBody(c.ctx, c.x.Version, obj.(*osbv1alpha1.SFServiceBinding), nil)
 		},
-		failed: func(p progress) *Error {
-			return newError(http.StatusInternalServerError, "", "Binding failed: %s", p.description)
+		failed: func(p progress) *osb.Error {
+			return osb.NewError(http.StatusInternalServerError, "", "Binding failed: %s", p.description)
 		},
 	}
 }
@@ -145,13 +142,13 @@ func (s *Server) bindOutcome(c *osbCall, in *bindInput, op Operation, doneStatus
 // broker's own writes of the instance): the platform binds an instance it
 // has seen provisioned, through this cache. Only a refusal is confirmed on
 // a fresh read, since the cache may lag behind the provisioner.
-func (s *Server) bindableInstance(c *osbCall, in *bindInput) error {
+func (s *Backend) bindableInstance(c *osbCall, in *bindInput) error {
 	if inst, err := s.getInstance(c.ctx, c.instanceID, Cached); err == nil && bindable(inst, in) == nil {
 		return nil
 	}
 	inst, err := s.getInstance(c.ctx, c.instanceID, Fresh)
 	if apierrors.IsNotFound(err) {
-		return notFound("The service instance does not exist.")
+		return osb.NotFound("The service instance does not exist.")
 	}
 	if err != nil {
 		return err
@@ -162,29 +159,26 @@ func (s *Server) bindableInstance(c *osbCall, in *bindInput) error {
 // bindable checks that inst can be bound by the request in now.
 func bindable(inst *osbv1alpha1.SFServiceInstance, in *bindInput) error {
 	if inst.Spec.ServiceID != in.req.ServiceID || inst.Spec.PlanID != in.req.PlanID {
-		return badRequest("service_id and plan_id must be those of the instance (plan %q).", inst.Spec.PlanID)
+		return osb.BadRequest("service_id and plan_id must be those of the instance (plan %q).", inst.Spec.PlanID)
 	}
 	op, p := instanceProgress(inst)
 	switch {
 	case p.gone:
-		return notFound("The service instance does not exist.")
+		return osb.NotFound("The service instance does not exist.")
 	case op.Type == OpDelete:
-		return concurrencyError("The instance is being deleted.")
+		return osb.ConcurrencyError("The instance is being deleted.")
 	case p.running():
-		return concurrencyError("An operation on the instance is in progress.")
-	case op.Type == OpCreate && p.state == stateFailed:
-		return unprocessable("The instance could not be provisioned, so it cannot be bound.")
+		return osb.ConcurrencyError("An operation on the instance is in progress.")
+	case op.Type == OpCreate && p.state == osb.StateFailed:
+		return osb.Unprocessable("The instance could not be provisioned, so it cannot be bound.")
 	}
 	return nil
 }
 
-// bind answers PUT /v2/service_instances/:instance_id/service_bindings/:binding_id.
-func (s *Server) bind(x *exchange, r *http.Request) (int, any, error) {
-	c, err := parseCall(x, r, parseBinding|parseAsync)
-	if err != nil {
-		return 0, nil, err
-	}
-	in, err := s.parseBind(c, r)
+// Bind answers PUT .../service_bindings/:binding_id.
+func (s *Backend) Bind(ctx context.Context, x *osb.Call, req *osb.BindRequest) (int, any, error) {
+	c := newCall(ctx, x, req.InstanceID, req.BindingID)
+	in, err := s.parseBind(c, req)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -213,7 +207,7 @@ func (s *Server) bind(x *exchange, r *http.Request) (int, any, error) {
 // bindNew creates the binding, in place of the tombstone of a deleted one
 // when there is one, continuing its count of operations (see
 // provisionNew).
-func (s *Server) bindNew(c *osbCall, t target, in *bindInput, tombstone *osbv1alpha1.SFServiceBinding, attempt int) (int, any, error) {
+func (s *Backend) bindNew(c *osbCall, t target, in *bindInput, tombstone *osbv1alpha1.SFServiceBinding, attempt int) (int, any, error) {
 	if err := in.checkNew(c); err != nil {
 		return 0, nil, err
 	}
@@ -233,23 +227,23 @@ func (s *Server) bindNew(c *osbCall, t target, in *bindInput, tombstone *osbv1al
 // bindExisting answers a bind request for a binding that exists: a
 // re-sent request joins the binding or binds again after a failure; an
 // identical request for a created binding gets its response again.
-func (s *Server) bindExisting(c *osbCall, t target, in *bindInput, b *osbv1alpha1.SFServiceBinding) (int, any, error) {
+func (s *Backend) bindExisting(c *osbCall, t target, in *bindInput, b *osbv1alpha1.SFServiceBinding) (int, any, error) {
 	if b.DeletionTimestamp != nil {
-		return 0, nil, concurrencyError("The binding is being deleted.")
+		return 0, nil, osb.ConcurrencyError("The binding is being deleted.")
 	}
 	if !sameBinding(b, in) {
-		return 0, nil, conflict("A binding with this id already exists with different attributes.")
+		return 0, nil, osb.Conflict("A binding with this id already exists with different attributes.")
 	}
 	op, p := bindingProgress(b)
 	switch {
 	case op.Type == OpDelete:
-		return 0, nil, concurrencyError("The binding is being deleted.")
+		return 0, nil, osb.ConcurrencyError("The binding is being deleted.")
 	case p.running():
 		if in.plan.AsyncBinding && !c.async {
-			return 0, nil, asyncBindingRequired(c.x)
+			return 0, nil, osb.AsyncBindingRequired(c.x)
 		}
 		return s.finish(c.ctx, op, s.bindOutcome(c, in, op, http.StatusOK), t)
-	case p.state == stateFailed:
+	case p.state == osb.StateFailed:
 		if err := in.checkNew(c); err != nil {
 			return 0, nil, err
 		}
@@ -260,7 +254,7 @@ func (s *Server) bindExisting(c *osbCall, t target, in *bindInput, b *osbv1alpha
 		s.logDecision(c, t, "Bind restarted after a failure", "operation", next.String())
 		return s.finish(c.ctx, next, s.bindOutcome(c, in, next, http.StatusCreated), t)
 	}
-	body, err := s.bindingBody(c.ctx, c.x.version, b, nil)
+	body, err := s.bindingBody(c.ctx, c.x.Version, b, nil)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -303,28 +297,28 @@ func newBinding(c *osbCall, in *bindInput, op Operation) *osbv1alpha1.SFServiceB
 func sameBinding(b *osbv1alpha1.SFServiceBinding, in *bindInput) bool {
 	sp := &b.Spec
 	return sp.ServiceID == in.req.ServiceID && sp.PlanID == in.req.PlanID && sp.AppGUID == in.appGUID &&
-		sameObject(rawBytes(sp.BindResource), in.resourceJSON) &&
-		sameObject(rawBytes(sp.Context), in.ctxJSON) &&
-		sameObject(rawBytes(sp.Parameters), in.params)
+		osb.SameObject(rawBytes(sp.BindResource), in.resourceJSON) &&
+		osb.SameObject(rawBytes(sp.Context), in.ctxJSON) &&
+		osb.SameObject(rawBytes(sp.Parameters), in.params)
 }
 
 // bindingBody builds the body of a bind response or fetched binding from
 // the provisioner's response Secret: the OSB fields it holds, and the
 // binding's parameters when withParameters is set. It fails when the
 // Secret is missing or unreadable; its content is never logged.
-func (s *Server) bindingBody(ctx context.Context, v APIVersion, b *osbv1alpha1.SFServiceBinding, withParameters json.RawMessage) (any, error) {
+func (s *Backend) bindingBody(ctx context.Context, v osb.APIVersion, b *osbv1alpha1.SFServiceBinding, withParameters json.RawMessage) (any, error) {
 	out := map[string]json.RawMessage{}
 	if b.Status.Response != nil && b.Status.Response.SecretRef != "" {
 		data, err := s.store.BindResponse(ctx, b.Namespace, b.Status.Response.SecretRef)
 		if err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil, &Error{Status: http.StatusInternalServerError, Description: "The binding's response Secret is missing; see the provisioner."}
+				return nil, &osb.Error{Status: http.StatusInternalServerError, Description: "The binding's response Secret is missing; see the provisioner."}
 			}
 			return nil, err
 		}
 		var resp map[string]json.RawMessage
 		if err := json.Unmarshal(data, &resp); err != nil {
-			return nil, &Error{Status: http.StatusInternalServerError, Description: "The binding's response Secret does not hold a JSON object; see the provisioner."}
+			return nil, &osb.Error{Status: http.StatusInternalServerError, Description: "The binding's response Secret does not hold a JSON object; see the provisioner."}
 		}
 		for _, f := range bindingFields {
 			if since, ok := bindingFieldSince[f]; ok && v.Less(since) {
@@ -341,85 +335,80 @@ func (s *Server) bindingBody(ctx context.Context, v APIVersion, b *osbv1alpha1.S
 	return out, nil
 }
 
-// fetchBinding answers GET .../service_bindings/:binding_id.
-func (s *Server) fetchBinding(x *exchange, r *http.Request) (int, any, error) {
-	c, err := parseCall(x, r, parseBinding|parseHints)
-	if err != nil {
-		return 0, nil, err
-	}
+// FetchBinding answers GET .../service_bindings/:binding_id.
+func (s *Backend) FetchBinding(ctx context.Context, x *osb.Call, req *osb.FetchRequest) (int, any, error) {
+	c := newCall(ctx, x, req.InstanceID, req.BindingID)
 	b, err := s.getBinding(c.ctx, c.instanceID, c.bindingID, Fresh)
 	if apierrors.IsNotFound(err) {
-		return 0, nil, notFound("The service binding does not exist.")
+		return 0, nil, osb.NotFound("The service binding does not exist.")
 	}
 	if err != nil {
 		return 0, nil, err
 	}
 	if svc := s.catalog.Snapshot().Service(b.Spec.ServiceID); svc != nil && !svc.BindingsRetrievable {
-		return 0, nil, badRequest("The service offering does not support fetching bindings (bindings_retrievable is false).")
+		return 0, nil, osb.BadRequest("The service offering does not support fetching bindings (bindings_retrievable is false).")
 	}
 	op, p := bindingProgress(b)
 	switch {
 	case op.Type == OpDelete:
-		return 0, nil, notFound("The service binding is being deleted.")
+		return 0, nil, osb.NotFound("The service binding is being deleted.")
 	case p.running():
-		return 0, nil, notFound("The service binding is still being created.")
-	case p.state == stateFailed:
-		return 0, nil, notFound("The service binding could not be created.")
+		return 0, nil, osb.NotFound("The service binding is still being created.")
+	case p.state == osb.StateFailed:
+		return 0, nil, osb.NotFound("The service binding could not be created.")
 	}
 	params := rawBytes(b.Spec.Parameters)
 	if params == nil {
 		params = json.RawMessage("{}")
 	}
-	body, err := s.bindingBody(c.ctx, c.x.version, b, params)
+	body, err := s.bindingBody(c.ctx, c.x.Version, b, params)
 	if err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, body, nil
 }
 
-// unbind answers DELETE .../service_bindings/:binding_id.
-func (s *Server) unbind(x *exchange, r *http.Request) (int, any, error) {
-	c, err := parseCall(x, r, parseBinding|parseDelete|parseAsync)
-	if err != nil {
-		return 0, nil, err
-	}
+// Unbind answers DELETE .../service_bindings/:binding_id.
+func (s *Backend) Unbind(ctx context.Context, x *osb.Call, req *osb.DeleteRequest) (int, any, error) {
+	c := newCall(ctx, x, req.InstanceID, req.BindingID)
+	c.serviceID = req.ServiceID
 	snap := s.catalog.Snapshot()
 	t := s.bindingTarget(c.instanceID, c.bindingID)
 	return retryConflicts(func(int) (int, any, error) {
 		b, err := s.getBinding(c.ctx, c.instanceID, c.bindingID, Fresh)
 		if apierrors.IsNotFound(err) {
-			return http.StatusGone, emptyObject, nil
+			return http.StatusGone, osb.EmptyObject, nil
 		}
 		if err != nil {
 			return 0, nil, err
 		}
 		if b.Spec.ServiceID != c.serviceID {
-			return 0, nil, badRequest("service_id %q is not the service offering of the binding.", truncate(c.serviceID, 100))
+			return 0, nil, osb.BadRequest("service_id %q is not the service offering of the binding.", osb.Truncate(c.serviceID, 100))
 		}
 		op, p := bindingProgress(b)
 		if p.gone {
-			return http.StatusGone, emptyObject, nil
+			return http.StatusGone, osb.EmptyObject, nil
 		}
 		plan := snap.Plan(b.Spec.PlanID)
 		asyncOnly := plan != nil && plan.AsyncBinding
 		if asyncOnly && !c.async {
-			return 0, nil, asyncBindingRequired(c.x)
+			return 0, nil, osb.AsyncBindingRequired(c.x)
 		}
-		o := deleteOutcome(c.async, asyncOnly, func(p progress) *Error {
-			return newError(http.StatusInternalServerError, "", "Unbinding failed: %s", p.description)
+		o := deleteOutcome(c.async, asyncOnly, func(p progress) *osb.Error {
+			return osb.NewError(http.StatusInternalServerError, "", "Unbinding failed: %s", p.description)
 		})
 		if b.DeletionTimestamp != nil {
 			return s.rejoinDeletion(c, t, b, op, p, o)
 		}
 		if op.Type == OpCreate && p.running() {
-			return 0, nil, concurrencyError("The binding is still being created; unbind it once that finished.")
+			return 0, nil, osb.ConcurrencyError("The binding is still being created; unbind it once that finished.")
 		}
 		inst, err := s.getInstance(c.ctx, c.instanceID, Fresh)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return 0, nil, err
 		}
 		if inst != nil && inst.DeletionTimestamp != nil {
-			return 0, nil, concurrencyError("The instance of the binding is being deleted.")
+			return 0, nil, osb.ConcurrencyError("The instance of the binding is being deleted.")
 		}
 		return s.startDeletion(c, t, b, op, o, "Unbind accepted")
 	})

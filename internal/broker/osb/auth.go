@@ -1,4 +1,4 @@
-package broker
+package osb
 
 import (
 	"crypto/sha256"

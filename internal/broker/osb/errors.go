@@ -1,4 +1,4 @@
-package broker
+package osb
 
 import (
 	"context"
@@ -80,60 +80,68 @@ type errorBody struct {
 	Services string `json:"services,omitempty"`
 }
 
-func newError(status int, code, format string, args ...any) *Error {
+// NewError returns an OSB error with status, code (empty for none) and a
+// formatted description.
+func NewError(status int, code, format string, args ...any) *Error {
 	return &Error{Status: status, Code: code, Description: fmt.Sprintf(format, args...)}
 }
 
-func badRequest(format string, args ...any) *Error {
-	return newError(http.StatusBadRequest, "", format, args...)
+// BadRequest is a 400 with a formatted description.
+func BadRequest(format string, args ...any) *Error {
+	return NewError(http.StatusBadRequest, "", format, args...)
 }
 
-func unprocessable(format string, args ...any) *Error {
-	return newError(http.StatusUnprocessableEntity, "", format, args...)
+// Unprocessable is a 422 without an OSB error code.
+func Unprocessable(format string, args ...any) *Error {
+	return NewError(http.StatusUnprocessableEntity, "", format, args...)
 }
 
-func concurrencyError(format string, args ...any) *Error {
-	return newError(http.StatusUnprocessableEntity, CodeConcurrencyError, format, args...)
+// ConcurrencyError is a 422 ConcurrencyError: another operation runs.
+func ConcurrencyError(format string, args ...any) *Error {
+	return NewError(http.StatusUnprocessableEntity, CodeConcurrencyError, format, args...)
 }
 
-func asyncRequired(what string) *Error {
-	return newError(http.StatusUnprocessableEntity, CodeAsyncRequired,
+// AsyncRequired is a 422 AsyncRequired for what (a "service plan", say).
+func AsyncRequired(what string) *Error {
+	return NewError(http.StatusUnprocessableEntity, CodeAsyncRequired,
 		"This %s requires client support for asynchronous operations: add accepts_incomplete=true to the request.", what)
 }
 
-// asyncBindingRequired answers a bind or unbind of a plan whose bindings
+// AsyncBindingRequired answers a bind or unbind of a plan whose bindings
 // are only asynchronous, sent without accepts_incomplete=true: 422
 // AsyncRequired, or 412 to a caller whose version (before 2.14) has no
 // asynchronous bindings to offer, with the version that has them.
-func asyncBindingRequired(x *exchange) *Error {
-	if !x.asyncBindings() {
-		return newError(http.StatusPreconditionFailed, "",
+func AsyncBindingRequired(x *Call) *Error {
+	if !x.AsyncBindings() {
+		return NewError(http.StatusPreconditionFailed, "",
 			"The bindings of this service plan are asynchronous, which OSB %s introduced; %s %s cannot bind it: send %s %s or later with accepts_incomplete=true.",
-			Version2_14, HeaderAPIVersion, x.version, HeaderAPIVersion, Version2_14)
+			Version2_14, HeaderAPIVersion, x.Version, HeaderAPIVersion, Version2_14)
 	}
-	return asyncRequired("service binding")
+	return AsyncRequired("service binding")
 }
 
-func notFound(format string, args ...any) *Error {
-	return newError(http.StatusNotFound, "", format, args...)
+// NotFound is a 404 with a formatted description.
+func NotFound(format string, args ...any) *Error {
+	return NewError(http.StatusNotFound, "", format, args...)
 }
 
-func conflict(format string, args ...any) *Error {
-	return newError(http.StatusConflict, "", format, args...)
+// Conflict is a 409 with a formatted description.
+func Conflict(format string, args ...any) *Error {
+	return NewError(http.StatusConflict, "", format, args...)
 }
 
-// errStorageUnavailable is what a platform sees when the API server cannot
+// ErrStorageUnavailable is what a platform sees when the API server cannot
 // be reached; the detail goes to the log only.
-var errStorageUnavailable = &Error{
+var ErrStorageUnavailable = &Error{
 	Status:      http.StatusServiceUnavailable,
 	Code:        CodeStorageUnavailable,
 	Description: "The broker cannot reach its storage right now; nothing was changed by this request that a retry would not repeat. Try again later.",
 	RetryAfter:  RetryAfterUnavailable,
 }
 
-// errInternal is what a platform sees for an unexpected failure; the detail
+// ErrInternal is what a platform sees for an unexpected failure; the detail
 // goes to the log only.
-var errInternal = &Error{
+var ErrInternal = &Error{
 	Status:      http.StatusInternalServerError,
 	Description: "The broker failed to process the request; see the broker's log.",
 }
@@ -149,23 +157,24 @@ func storeError(err error) (e *Error, logDetail bool) {
 	case errors.As(err, &osb):
 		return osb, false
 	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsRequestEntityTooLargeError(err):
-		return badRequest("The request was rejected by the broker's storage: %s", apiMessage(err)), false
+		return BadRequest("The request was rejected by the broker's storage: %s", APIMessage(err)), false
 	case isNamespaceTerminating(err):
-		return concurrencyError("A previous resource with this id is still being deleted; try again later."), false
+		return ConcurrencyError("A previous resource with this id is still being deleted; try again later."), false
 	case apierrors.IsConflict(err):
-		return concurrencyError("Another request changed this resource at the same time; try again."), false
+		return ConcurrencyError("Another request changed this resource at the same time; try again."), false
 	case apierrors.IsAlreadyExists(err):
-		return conflict("A resource with this id already exists."), false
+		return Conflict("A resource with this id already exists."), false
 	case apierrors.IsNotFound(err):
-		return notFound("The resource does not exist."), false
+		return NotFound("The resource does not exist."), false
 	case unavailable(err):
-		return errStorageUnavailable, true
+		return ErrStorageUnavailable, true
 	default:
-		return errInternal, true
+		return ErrInternal, true
 	}
 }
 
-func apiMessage(err error) string {
+// APIMessage returns the message of a Kubernetes API error, or err's text.
+func APIMessage(err error) string {
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
 		if m := status.Status().Message; m != "" {

@@ -1,4 +1,4 @@
-package broker
+package sf
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/internal/broker/osb"
 )
 
 // The broker keeps every instance and its bindings in a namespace of their
@@ -30,7 +31,7 @@ func OwnsNamespace(ns *corev1.Namespace, instanceID string) bool {
 // was not created by the broker for this instance: a 409 whose description
 // names the namespace (it follows from the id, which the platform sent).
 func NamespaceNotOwned(namespace string) error {
-	return conflict("The namespace %s of this instance exists and the broker did not create it for this instance; the broker neither uses nor changes it. Choose another instance id.", namespace)
+	return osb.Conflict("The namespace %s of this instance exists and the broker did not create it for this instance; the broker neither uses nor changes it. Choose another instance id.", namespace)
 }
 
 // checkNamespace returns nil when the namespace of instanceID is the one the
@@ -49,10 +50,10 @@ func checkNamespace(ctx context.Context, store Store, instanceID string) error {
 	return nil
 }
 
-// getOwnedInstance reads the instance of id: NotFound when there is none,
+// OwnedInstance reads the instance of id: NotFound when there is none,
 // when the object under its name records another id (a hash collision), or
 // when its namespace is not the broker's for this id.
-func getOwnedInstance(ctx context.Context, store Store, id string, read Read) (*osbv1alpha1.SFServiceInstance, error) {
+func OwnedInstance(ctx context.Context, store Store, id string, read Read) (*osbv1alpha1.SFServiceInstance, error) {
 	key := InstanceKey(id)
 	inst := &osbv1alpha1.SFServiceInstance{}
 	if err := store.Get(ctx, key, inst, read); err != nil {

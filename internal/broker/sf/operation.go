@@ -1,4 +1,4 @@
-package broker
+package sf
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/internal/broker/osb"
 )
 
 // Metadata the broker writes on the objects it records.
@@ -133,7 +134,7 @@ type progress struct {
 	gone bool
 }
 
-func (p progress) running() bool { return p.state == stateInProgress }
+func (p progress) running() bool { return p.state == osb.StateInProgress }
 
 // instanceProgress returns the latest operation of inst and how far it got.
 // A terminal state the provisioner wrote for an older generation of the
@@ -143,7 +144,7 @@ func instanceProgress(inst *osbv1alpha1.SFServiceInstance) (Operation, progress)
 	st := &inst.Status
 	stale := st.ObservedGeneration != 0 && st.ObservedGeneration < inst.Generation
 	p := evaluate(inst, st.State, stale, st.Description, st.Error)
-	if p.state == stateFailed {
+	if p.state == osb.StateFailed {
 		switch op.Type {
 		case OpUpdate:
 			p.instanceUsable, p.updateRepeatable = parseFlag(st.InstanceUsable), parseFlag(st.UpdateRepeatable)
@@ -165,23 +166,23 @@ func evaluate(obj metav1.Object, state osbv1alpha1.State, stale bool, descriptio
 	if obj.GetDeletionTimestamp() != nil {
 		switch {
 		case deletionFinished(obj):
-			return progress{state: stateSucceeded, gone: true}
+			return progress{state: osb.StateSucceeded, gone: true}
 		case state == osbv1alpha1.StateFailed && !stale:
-			return progress{state: stateFailed, description: firstNonEmpty(errMsg, description, "Deletion failed.")}
+			return progress{state: osb.StateFailed, description: firstNonEmpty(errMsg, description, "Deletion failed.")}
 		}
-		return progress{state: stateInProgress, description: description}
+		return progress{state: osb.StateInProgress, description: description}
 	}
 	switch state {
 	case osbv1alpha1.StateSucceeded:
 		if !stale {
-			return progress{state: stateSucceeded, description: description}
+			return progress{state: osb.StateSucceeded, description: description}
 		}
 	case osbv1alpha1.StateFailed:
 		if !stale {
-			return progress{state: stateFailed, description: firstNonEmpty(errMsg, description, "The operation failed.")}
+			return progress{state: osb.StateFailed, description: firstNonEmpty(errMsg, description, "The operation failed.")}
 		}
 	}
-	return progress{state: stateInProgress, description: description}
+	return progress{state: osb.StateInProgress, description: description}
 }
 
 func parseFlag(s string) *bool {

@@ -1,4 +1,4 @@
-package broker
+package sf
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	"github.com/marketplane/marketplane/internal/broker/catalog"
+	"github.com/marketplane/marketplane/internal/broker/osb"
 )
 
 // maxAttempts bounds how often a request re-reads and decides again after a
@@ -20,26 +21,26 @@ const maxAttempts = 5
 // refreshTimeout bounds the fresh reads of retried writes.
 const refreshTimeout = 15 * time.Second
 
-func errTooManyConflicts() *Error {
-	return concurrencyError("The resource kept changing while the broker handled the request; try again.")
+func errTooManyConflicts() *osb.Error {
+	return osb.ConcurrencyError("The resource kept changing while the broker handled the request; try again.")
 }
 
 // markOperation sets the metadata that names obj's current operation: the
 // operation id, Service Fabrik's lastoperation label and, for audit, the
 // identities of the request.
-func markOperation(obj client.Object, op Operation, state osbv1alpha1.State, x *exchange) {
+func markOperation(obj client.Object, op Operation, state osbv1alpha1.State, x *osb.Call) {
 	ann := obj.GetAnnotations()
 	if ann == nil {
 		ann = map[string]string{}
 	}
 	ann[AnnotationOperation] = op.String()
-	if x.identity != nil {
-		ann[AnnotationOriginatingIdentity] = x.identity.annotation()
+	if x.Identity != nil {
+		ann[AnnotationOriginatingIdentity] = x.Identity.Annotation()
 	} else {
 		delete(ann, AnnotationOriginatingIdentity)
 	}
-	if x.requestID != "" {
-		ann[AnnotationRequestIdentity] = truncate(x.requestID, 253)
+	if x.RequestID != "" {
+		ann[AnnotationRequestIdentity] = osb.Truncate(x.RequestID, 253)
 	} else {
 		delete(ann, AnnotationRequestIdentity)
 	}
@@ -77,8 +78,11 @@ func resetBindingStatus(st *osbv1alpha1.SFServiceBindingStatus, state osbv1alpha
 // conflict on the status write is returned, so that the caller decides
 // again from a fresh read; the metadata write is retried on fresh reads
 // until it lands, because the status already announces the operation.
-// refresh must return a fresh copy of the object.
-func (s *Server) startOperation(ctx context.Context, obj client.Object, op Operation, state osbv1alpha1.State, x *exchange,
+// The second write is what wakes the provisioner, which reconciles on
+// generation, label and annotation changes but not on status changes;
+// when it fails, the first only makes the provisioner re-apply what it
+// already had. refresh must return a fresh copy of the object.
+func (s *Backend) startOperation(ctx context.Context, obj client.Object, op Operation, state osbv1alpha1.State, x *osb.Call,
 	setStatus func(client.Object), mutate func(client.Object) error, refresh func() (client.Object, error)) (client.Object, error) {
 	setStatus(obj)
 	if err := s.store.UpdateStatus(ctx, obj); err != nil {
@@ -102,7 +106,7 @@ func (s *Server) startOperation(ctx context.Context, obj client.Object, op Opera
 			return nil, err
 		}
 		if cur := currentOperation(obj); cur.Seq >= op.Seq {
-			return nil, concurrencyError("Another request started an operation on this resource at the same time.")
+			return nil, osb.ConcurrencyError("Another request started an operation on this resource at the same time.")
 		}
 	}
 }
@@ -114,7 +118,7 @@ func (s *Server) startOperation(ctx context.Context, obj client.Object, op Opera
 // failure is only logged. setStatus gets the generation the object had
 // before the deletion, which raises it: a status the provisioner wrote
 // for a later generation is its report on the deletion and must stay.
-func (s *Server) deleteObject(ctx context.Context, obj client.Object, op Operation, x *exchange,
+func (s *Backend) deleteObject(ctx context.Context, obj client.Object, op Operation, x *osb.Call,
 	setStatus func(o client.Object, before int64) bool, refresh func() (client.Object, error)) error {
 	if currentOperation(obj) != op {
 		markOperation(obj, op, osbv1alpha1.StateDelete, x)
@@ -162,7 +166,7 @@ type outcome struct {
 	// done builds the body of a synchronous success from the final object.
 	done func(client.Object) (any, error)
 	// failed builds the error of a synchronous failure.
-	failed func(progress) *Error
+	failed func(progress) *osb.Error
 }
 
 // finish answers a request that started or joined the operation op on
@@ -170,7 +174,7 @@ type outcome struct {
 // request waits until the operation ends (t.look reads and evaluates the
 // object) and answers its outcome, or, after the sync timeout, 202 when the
 // platform accepts it and 504 when not.
-func (s *Server) finish(ctx context.Context, op Operation, o outcome, t target) (int, any, error) {
+func (s *Backend) finish(ctx context.Context, op Operation, o outcome, t target) (int, any, error) {
 	if o.asyncOnly {
 		return http.StatusAccepted, o.accepted, nil
 	}
@@ -182,10 +186,10 @@ func (s *Server) finish(ctx context.Context, op Operation, o outcome, t target) 
 		if o.async {
 			return http.StatusAccepted, o.accepted, nil
 		}
-		return 0, nil, newError(http.StatusGatewayTimeout, "",
+		return 0, nil, osb.NewError(http.StatusGatewayTimeout, "",
 			"The operation did not finish within %s and continues in the background; the platform did not accept an asynchronous answer (accepts_incomplete=true).", s.syncTimeout)
 	}
-	if p.state == stateFailed {
+	if p.state == osb.StateFailed {
 		return 0, nil, o.failed(p)
 	}
 	body, err := o.done(obj)
@@ -208,7 +212,7 @@ func (s *Server) finish(ctx context.Context, op Operation, o outcome, t target) 
 // API request, since the notification follows when the cache sees it.
 // A delete reads with the fallback, since the object's absence is its
 // success.
-func (s *Server) await(ctx context.Context, op Operation, t target) (client.Object, progress, bool, error) {
+func (s *Backend) await(ctx context.Context, op Operation, t target) (client.Object, progress, bool, error) {
 	deadline := time.NewTimer(s.syncTimeout)
 	defer deadline.Stop()
 	notifier, notifies := s.store.(Notifier)
@@ -241,13 +245,13 @@ func (s *Server) await(ctx context.Context, op Operation, t target) (client.Obje
 			// through).
 		case apierrors.IsNotFound(err):
 			if op.Type == OpDelete {
-				return nil, progress{state: stateSucceeded, gone: true}, true, nil
+				return nil, progress{state: osb.StateSucceeded, gone: true}, true, nil
 			}
-			return nil, progress{state: stateFailed, description: "The resource was deleted while the operation ran."}, true, nil
+			return nil, progress{state: osb.StateFailed, description: "The resource was deleted while the operation ran."}, true, nil
 		case err != nil:
 			return nil, progress{}, false, err
 		case cur.Seq > op.Seq:
-			return nil, progress{state: stateFailed, description: "The operation was superseded by " + cur.String() + "."}, true, nil
+			return nil, progress{state: osb.StateFailed, description: "The operation was superseded by " + cur.String() + "."}, true, nil
 		case cur.Seq == op.Seq && !p.running():
 			return obj, p, true, nil
 		}

@@ -1,4 +1,4 @@
-package broker
+package sf
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/internal/broker/osb"
 )
 
 // Every instance and binding endpoint runs the same pipeline: parse (the
@@ -20,75 +21,22 @@ import (
 // finish). The steps that instances and bindings share live here; the
 // endpoints in instances.go and bindings.go only say what differs.
 
-// osbCall is one request to an instance or binding endpoint, parsed once.
+// osbCall is one request to an instance or binding endpoint.
 type osbCall struct {
 	ctx        context.Context
-	x          *exchange
+	x          *osb.Call
 	instanceID string
 	// bindingID is empty on instance endpoints.
 	bindingID string
-	query     request
-	// async is accepts_incomplete (parsed only with parseAsync).
+	// async is accepts_incomplete.
 	async bool
-	// serviceID is the service_id query parameter of a DELETE (parsed
-	// only with parseDelete).
+	// serviceID is the service_id query parameter of a DELETE.
 	serviceID string
 }
 
-// parseOpts says what parseCall reads besides the instance id and the
-// query string.
-type parseOpts uint8
-
-const (
-	// parseBinding reads binding_id.
-	parseBinding parseOpts = 1 << iota
-	// parseDelete requires service_id and plan_id (DELETE).
-	parseDelete
-	// parseHints checks that service_id and plan_id, when present, are
-	// not empty (GET).
-	parseHints
-	// parseAsync reads accepts_incomplete.
-	parseAsync
-)
-
-// parseCall reads the ids and the query parameters of a request, in the
-// order that decides which of several faults is reported: ids, query
-// syntax, required parameters, hints, accepts_incomplete.
-func parseCall(x *exchange, r *http.Request, opts parseOpts) (*osbCall, error) {
-	c := &osbCall{ctx: r.Context(), x: x}
-	var err error
-	if c.instanceID, err = pathID(r, "instance_id"); err != nil {
-		return nil, err
-	}
-	if opts&parseBinding != 0 {
-		if c.bindingID, err = pathID(r, "binding_id"); err != nil {
-			return nil, err
-		}
-	}
-	if c.query, err = parseQuery(r); err != nil {
-		return nil, err
-	}
-	if opts&parseDelete != 0 {
-		if c.serviceID, err = c.query.required("service_id"); err != nil {
-			return nil, err
-		}
-		if _, err := c.query.required("plan_id"); err != nil {
-			return nil, err
-		}
-	}
-	if opts&parseHints != 0 {
-		for _, h := range []string{"service_id", "plan_id"} {
-			if err := c.query.hint(h); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if opts&parseAsync != 0 {
-		if c.async, err = c.query.acceptsIncomplete(); err != nil {
-			return nil, err
-		}
-	}
-	return c, nil
+// newCall returns the osbCall of a request on instanceID (and bindingID).
+func newCall(ctx context.Context, x *osb.Call, instanceID, bindingID string) *osbCall {
+	return &osbCall{ctx: ctx, x: x, instanceID: instanceID, bindingID: bindingID, async: x.AcceptsIncomplete}
 }
 
 // lookFunc reads an object and evaluates its latest operation.
@@ -118,7 +66,7 @@ type target struct {
 	deleteState func(o client.Object, before int64) bool
 }
 
-func (s *Server) instanceTarget(id string) target {
+func (s *Backend) instanceTarget(id string) target {
 	return target{
 		keys:      []any{"instanceID", id},
 		key:       InstanceKey(id),
@@ -134,7 +82,7 @@ func (s *Server) instanceTarget(id string) target {
 	}
 }
 
-func (s *Server) bindingTarget(instanceID, bindingID string) target {
+func (s *Backend) bindingTarget(instanceID, bindingID string) target {
 	return target{
 		keys:      []any{"instanceID", instanceID, "bindingID", bindingID},
 		key:       BindingKey(instanceID, bindingID),
@@ -175,8 +123,8 @@ func retryConflicts(attempt func(n int) (int, any, error)) (int, any, error) {
 }
 
 // logDecision records a decision with the request's identity and the object's ids.
-func (s *Server) logDecision(c *osbCall, t target, msg string, kv ...any) {
-	kv = append(append(append([]any{}, t.keys...), kv...), "requestIdentity", c.x.requestID)
+func (s *Backend) logDecision(c *osbCall, t target, msg string, kv ...any) {
+	kv = append(append(append([]any{}, t.keys...), kv...), "requestIdentity", c.x.RequestID)
 	s.log.V(1).Info(msg, kv...)
 }
 
@@ -184,7 +132,7 @@ func (s *Server) logDecision(c *osbCall, t target, msg string, kv ...any) {
 // that a request can create it anew at once: it removes the broker's
 // finalizer, and the API server removes the object. Another request or the
 // reaper releasing it first is no error.
-func (s *Server) releaseTombstone(ctx context.Context, tombstone client.Object) error {
+func (s *Backend) releaseTombstone(ctx context.Context, tombstone client.Object) error {
 	if !controllerutil.RemoveFinalizer(tombstone, osbv1alpha1.FinalizerBroker) {
 		return nil
 	}
@@ -197,7 +145,7 @@ func (s *Server) releaseTombstone(ctx context.Context, tombstone client.Object) 
 // createNew stores obj, a new object. A tombstone of the same id, when given, is released first. An object that
 // appeared meanwhile makes the first attempt decide again; on a later one
 // it is another id's object under the same name (409).
-func (s *Server) createNew(c *osbCall, t target, obj, tombstone client.Object, attempt int) error {
+func (s *Backend) createNew(c *osbCall, t target, obj, tombstone client.Object, attempt int) error {
 	if tombstone != nil {
 		if err := s.releaseTombstone(c.ctx, tombstone); err != nil {
 			return err
@@ -208,7 +156,7 @@ func (s *Server) createNew(c *osbCall, t target, obj, tombstone client.Object, a
 			return err
 		}
 		if attempt > 0 {
-			return conflict("%s", t.collision)
+			return osb.Conflict("%s", t.collision)
 		}
 		return errAgain
 	}
@@ -223,19 +171,19 @@ func (s *Server) createNew(c *osbCall, t target, obj, tombstone client.Object, a
 // begin starts the operation next on an existing object: its status reset
 // to state, its spec changed by mutate (nil: unchanged). A write conflict
 // is errAgain.
-func (s *Server) begin(c *osbCall, t target, obj client.Object, next Operation, state osbv1alpha1.State, mutate func(client.Object) error) (client.Object, error) {
+func (s *Backend) begin(c *osbCall, t target, obj client.Object, next Operation, state osbv1alpha1.State, mutate func(client.Object) error) (client.Object, error) {
 	obj, err := s.startOperation(c.ctx, obj, next, state, c.x, func(o client.Object) { t.reset(o, state) }, mutate, t.refresh)
 	return obj, again(err)
 }
 
 // deleteOutcome is the outcome of a deprovision or unbind: {} when done,
 // failed building the error of a failed deletion.
-func deleteOutcome(async, asyncOnly bool, failed func(progress) *Error) outcome {
+func deleteOutcome(async, asyncOnly bool, failed func(progress) *osb.Error) outcome {
 	return outcome{
 		async:      async,
 		asyncOnly:  asyncOnly,
 		doneStatus: http.StatusOK,
-		done:       func(client.Object) (any, error) { return emptyObject, nil },
+		done:       func(client.Object) (any, error) { return osb.EmptyObject, nil },
 		failed:     failed,
 	}
 }
@@ -243,22 +191,22 @@ func deleteOutcome(async, asyncOnly bool, failed func(progress) *Error) outcome 
 // rejoinDeletion answers a DELETE of an object whose deletion started
 // before: a failed deletion is tried again as a new operation, one in
 // progress is joined.
-func (s *Server) rejoinDeletion(c *osbCall, t target, obj client.Object, op Operation, p progress, o outcome) (int, any, error) {
-	if p.state == stateFailed {
+func (s *Backend) rejoinDeletion(c *osbCall, t target, obj client.Object, op Operation, p progress, o outcome) (int, any, error) {
+	if p.state == osb.StateFailed {
 		next := op.next(OpDelete)
 		if _, err := s.begin(c, t, obj, next, osbv1alpha1.StateDelete, nil); err != nil {
 			return 0, nil, err
 		}
 		op = next
 	}
-	o.accepted = operationResponse{Operation: op.String()}
+	o.accepted = osb.OperationResponse{Operation: op.String()}
 	return s.finish(c.ctx, op, o, t)
 }
 
 // startDeletion deletes obj as the operation after op (or as op, when a
 // previous attempt recorded the delete operation but did not delete) and
 // answers its outcome.
-func (s *Server) startDeletion(c *osbCall, t target, obj client.Object, op Operation, o outcome, msg string) (int, any, error) {
+func (s *Backend) startDeletion(c *osbCall, t target, obj client.Object, op Operation, o outcome, msg string) (int, any, error) {
 	next := op.next(OpDelete)
 	if op.Type == OpDelete {
 		next = op
@@ -267,7 +215,7 @@ func (s *Server) startDeletion(c *osbCall, t target, obj client.Object, op Opera
 		return 0, nil, again(err)
 	}
 	s.logDecision(c, t, msg, "operation", next.String())
-	o.accepted = operationResponse{Operation: next.String()}
+	o.accepted = osb.OperationResponse{Operation: next.String()}
 	return s.finish(c.ctx, next, o, t)
 }
 

@@ -1,4 +1,4 @@
-package broker
+package sf
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/internal/broker/osb"
 )
 
 // Objects read by last_operation, reused: it is the endpoint platforms poll,
@@ -24,16 +25,13 @@ var (
 // evaluateFunc reads an object and evaluates its latest operation.
 type evaluateFunc func(context.Context, Read) (Operation, progress, error)
 
-// instanceLastOperation answers GET .../service_instances/:id/last_operation.
-func (s *Server) instanceLastOperation(_ *exchange, r *http.Request) (int, any, error) {
-	id, err := pathID(r, "instance_id")
-	if err != nil {
-		return 0, nil, err
-	}
+// InstanceLastOperation answers GET .../service_instances/:id/last_operation.
+func (s *Backend) InstanceLastOperation(ctx context.Context, _ *osb.Call, req *osb.LastOperationRequest) (int, any, error) {
+	id := req.InstanceID
 	key := InstanceKey(id)
 	inst := instancePool.Get().(*osbv1alpha1.SFServiceInstance)
 	defer func() { *inst = osbv1alpha1.SFServiceInstance{}; instancePool.Put(inst) }()
-	return s.lastOperation(r, "service instance", func(ctx context.Context, read Read) (Operation, progress, error) {
+	return s.lastOperation(ctx, req.Operation, "service instance", func(ctx context.Context, read Read) (Operation, progress, error) {
 		*inst = osbv1alpha1.SFServiceInstance{}
 		if err := s.store.Get(ctx, key, inst, read); err != nil {
 			return Operation{}, progress{}, err
@@ -49,20 +47,13 @@ func (s *Server) instanceLastOperation(_ *exchange, r *http.Request) (int, any, 
 	})
 }
 
-// bindingLastOperation answers GET .../service_bindings/:binding_id/last_operation.
-func (s *Server) bindingLastOperation(_ *exchange, r *http.Request) (int, any, error) {
-	instanceID, err := pathID(r, "instance_id")
-	if err != nil {
-		return 0, nil, err
-	}
-	bindingID, err := pathID(r, "binding_id")
-	if err != nil {
-		return 0, nil, err
-	}
+// BindingLastOperation answers GET .../service_bindings/:binding_id/last_operation.
+func (s *Backend) BindingLastOperation(ctx context.Context, _ *osb.Call, req *osb.LastOperationRequest) (int, any, error) {
+	instanceID, bindingID := req.InstanceID, req.BindingID
 	key := BindingKey(instanceID, bindingID)
 	b := bindingPool.Get().(*osbv1alpha1.SFServiceBinding)
 	defer func() { *b = osbv1alpha1.SFServiceBinding{}; bindingPool.Put(b) }()
-	return s.lastOperation(r, "service binding", func(ctx context.Context, read Read) (Operation, progress, error) {
+	return s.lastOperation(ctx, req.Operation, "service binding", func(ctx context.Context, read Read) (Operation, progress, error) {
 		*b = osbv1alpha1.SFServiceBinding{}
 		if err := s.store.Get(ctx, key, b, read); err != nil {
 			return Operation{}, progress{}, err
@@ -84,31 +75,20 @@ func (s *Server) bindingLastOperation(_ *exchange, r *http.Request) (int, any, e
 // 410 Gone when a delete is polled (the deletion finished and its tombstone
 // was released) and 404 otherwise; so is an object of the same id created
 // after the polled delete (the tombstone was released for the new one).
-func (s *Server) lastOperation(r *http.Request, what string, look evaluateFunc) (int, any, error) {
-	q, err := parseQuery(r)
+func (s *Backend) lastOperation(ctx context.Context, operation, what string, look evaluateFunc) (int, any, error) {
+	asked, err := askedOperation(operation)
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := q.hint("service_id"); err != nil {
-		return 0, nil, err
-	}
-	if err := q.hint("plan_id"); err != nil {
-		return 0, nil, err
-	}
-	asked, err := q.operation()
-	if err != nil {
-		return 0, nil, err
-	}
-	ctx := r.Context()
 	cur, p, err := look(ctx, Cached)
 	if err == nil && asked != nil && asked.Seq > cur.Seq {
 		cur, p, err = look(ctx, Fresh)
 	}
 	if apierrors.IsNotFound(err) {
 		if asked != nil && asked.Type == OpDelete {
-			return http.StatusGone, emptyObject, nil
+			return http.StatusGone, osb.EmptyObject, nil
 		}
-		return 0, nil, notFound("The %s does not exist.", what)
+		return 0, nil, osb.NotFound("The %s does not exist.", what)
 	}
 	if err != nil {
 		return 0, nil, err
@@ -116,21 +96,33 @@ func (s *Server) lastOperation(r *http.Request, what string, look evaluateFunc) 
 	if asked != nil {
 		switch {
 		case asked.Seq > cur.Seq || (asked.Seq == cur.Seq && asked.Type != cur.Type):
-			return 0, nil, badRequest("Operation %s is unknown for this %s (its latest is %s).", asked, what, cur)
+			return 0, nil, osb.BadRequest("Operation %s is unknown for this %s (its latest is %s).", asked, what, cur)
 		case asked.Seq < cur.Seq && asked.Type == OpDelete && cur.Type != OpDelete:
 			// Nothing but a delete follows a delete on the same object:
 			// the deletion finished and the id was provisioned or bound
 			// anew, its operations counted on from the tombstone's. The
 			// platform is told what a released tombstone tells it.
-			return http.StatusGone, emptyObject, nil
+			return http.StatusGone, osb.EmptyObject, nil
 		case asked.Seq < cur.Seq:
 			// The platform polls an operation that a later one replaced
 			// (a deprovision during provisioning, say). Its outcome is no
 			// longer known; it did not finish as asked.
-			p = progress{state: stateFailed, description: "The operation was superseded by " + cur.String() + "."}
+			p = progress{state: osb.StateFailed, description: "The operation was superseded by " + cur.String() + "."}
 		}
 	}
-	return http.StatusOK, rawJSON(appendLastOperation(make([]byte, 0, 64+len(p.description)), p)), nil
+	return http.StatusOK, osb.RawJSON(appendLastOperation(make([]byte, 0, 64+len(p.description)), p)), nil
+}
+
+// askedOperation parses the operation a poll names, nil when none.
+func askedOperation(operation string) (*Operation, error) {
+	if operation == "" {
+		return nil, nil
+	}
+	op, err := ParseOperation(operation)
+	if err != nil {
+		return nil, osb.BadRequest("operation %q: %v.", osb.Truncate(operation, 100), err)
+	}
+	return &op, nil
 }
 
 // appendLastOperation encodes the last_operation body, as

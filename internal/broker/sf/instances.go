@@ -1,4 +1,4 @@
-package broker
+package sf
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	"github.com/marketplane/marketplane/internal/broker/catalog"
+	"github.com/marketplane/marketplane/internal/broker/osb"
 )
 
 var instanceResource = osbv1alpha1.GroupVersion.WithResource("sfserviceinstances").GroupResource()
@@ -19,7 +20,7 @@ var instanceResource = osbv1alpha1.GroupVersion.WithResource("sfserviceinstances
 // lookInstance reads the instance of id and evaluates its latest
 // operation. An object under the same name for another id (a hash
 // collision) or in a namespace the broker does not own counts as missing.
-func (s *Server) lookInstance(id string) func(context.Context, Read) (client.Object, Operation, progress, error) {
+func (s *Backend) lookInstance(id string) func(context.Context, Read) (client.Object, Operation, progress, error) {
 	return func(ctx context.Context, read Read) (client.Object, Operation, progress, error) {
 		inst, err := s.getInstance(ctx, id, read)
 		if err != nil {
@@ -30,13 +31,13 @@ func (s *Server) lookInstance(id string) func(context.Context, Read) (client.Obj
 	}
 }
 
-// getInstance reads the instance of id (getOwnedInstance).
-func (s *Server) getInstance(ctx context.Context, id string, read Read) (*osbv1alpha1.SFServiceInstance, error) {
-	return getOwnedInstance(ctx, s.store, id, read)
+// getInstance reads the instance of id (OwnedInstance).
+func (s *Backend) getInstance(ctx context.Context, id string, read Read) (*osbv1alpha1.SFServiceInstance, error) {
+	return OwnedInstance(ctx, s.store, id, read)
 }
 
 // refreshInstance returns a function that reads the instance fresh.
-func (s *Server) refreshInstance(id string) func() (client.Object, error) {
+func (s *Backend) refreshInstance(id string) func() (client.Object, error) {
 	return func() (client.Object, error) {
 		// The request's context may already be done when a best-effort
 		// write retries; the reads use their own short deadline.
@@ -49,40 +50,36 @@ func (s *Server) refreshInstance(id string) func() (client.Object, error) {
 // provisionInput is a provision request, checked against itself and the
 // catalog.
 type provisionInput struct {
-	req             provisionRequest
-	maintenance     *maintenanceInfo
+	req             *osb.ProvisionRequest
+	maintenance     *osb.MaintenanceInfo
 	ctxJSON, params json.RawMessage
 	plan            *catalog.Plan
 }
 
 // parseProvision reads and checks the body of a provision request.
-func (s *Server) parseProvision(c *osbCall, r *http.Request) (*provisionInput, error) {
-	in := &provisionInput{}
-	req := &in.req
-	if err := decodeBody(r, req); err != nil {
-		return nil, err
-	}
+func (s *Backend) parseProvision(c *osbCall, req *osb.ProvisionRequest) (*provisionInput, error) {
+	in := &provisionInput{req: req}
 	switch {
 	case req.ServiceID == "":
-		return nil, badRequest("service_id is required.")
+		return nil, osb.BadRequest("service_id is required.")
 	case req.PlanID == "":
-		return nil, badRequest("plan_id is required.")
+		return nil, osb.BadRequest("plan_id is required.")
 	case req.OrganizationGUID == "":
-		return nil, badRequest("organization_guid is required (OSB v2.17 still marks it REQUIRED next to context).")
+		return nil, osb.BadRequest("organization_guid is required (OSB v2.17 still marks it REQUIRED next to context).")
 	case req.SpaceGUID == "":
-		return nil, badRequest("space_guid is required (OSB v2.17 still marks it REQUIRED next to context).")
+		return nil, osb.BadRequest("space_guid is required (OSB v2.17 still marks it REQUIRED next to context).")
 	}
 	var err error
-	if in.maintenance, err = maintenanceField(req.MaintenanceInfo); err != nil {
+	if in.maintenance, err = osb.MaintenanceField(req.MaintenanceInfo); err != nil {
 		return nil, err
 	}
-	if in.ctxJSON, err = objectField(req.Context, "context"); err != nil {
+	if in.ctxJSON, err = osb.ObjectField(req.Context, "context"); err != nil {
 		return nil, err
 	}
-	if in.params, err = objectField(req.Parameters, "parameters"); err != nil {
+	if in.params, err = osb.ObjectField(req.Parameters, "parameters"); err != nil {
 		return nil, err
 	}
-	if err := checkPlatform(c.x.identity, in.ctxJSON); err != nil {
+	if err := osb.CheckPlatform(c.x.Identity, in.ctxJSON); err != nil {
 		return nil, err
 	}
 	if in.plan, err = s.servicePlan(req.ServiceID, req.PlanID); err != nil {
@@ -92,15 +89,15 @@ func (s *Server) parseProvision(c *osbCall, r *http.Request) (*provisionInput, e
 }
 
 // servicePlan returns the catalog's plan planID of offering serviceID.
-func (s *Server) servicePlan(serviceID, planID string) (*catalog.Plan, error) {
+func (s *Backend) servicePlan(serviceID, planID string) (*catalog.Plan, error) {
 	snap := s.catalog.Snapshot()
 	svc := snap.Service(serviceID)
 	if svc == nil {
-		return nil, badRequest("service_id %q is not a service offering of this broker's catalog.", truncate(serviceID, 100))
+		return nil, osb.BadRequest("service_id %q is not a service offering of this broker's catalog.", osb.Truncate(serviceID, 100))
 	}
 	plan := snap.Plan(planID)
 	if plan == nil || plan.ServiceID != svc.ID {
-		return nil, badRequest("plan_id %q is not a plan of service offering %q.", truncate(planID, 100), svc.Name)
+		return nil, osb.BadRequest("plan_id %q is not a plan of service offering %q.", osb.Truncate(planID, 100), svc.Name)
 	}
 	return plan, nil
 }
@@ -112,10 +109,10 @@ func (in *provisionInput) checkNew(async bool) error {
 		return maintenanceConflict(in.plan)
 	}
 	if err := in.plan.CreateSchema.Validate(in.params); err != nil {
-		return badRequest("parameters do not match the plan's schema: %v.", err)
+		return osb.BadRequest("parameters do not match the plan's schema: %v.", err)
 	}
 	if in.plan.Async && !async {
-		return asyncRequired("service plan")
+		return osb.AsyncRequired("service plan")
 	}
 	return nil
 }
@@ -127,23 +124,20 @@ func (in *provisionInput) outcome(c *osbCall, op Operation, inst *osbv1alpha1.SF
 		async:      c.async,
 		asyncOnly:  plan.Async,
 		doneStatus: doneStatus,
-		accepted:   provisionResponse{DashboardURL: dashboardURL(plan, inst), Operation: op.String()},
+		accepted:   osb.ProvisionResponse{DashboardURL: dashboardURL(plan, inst), Operation: op.String()},
 		done: func(obj client.Object) (any, error) {
-			return provisionResponse{DashboardURL: dashboardURL(plan, obj.(*osbv1alpha1.SFServiceInstance))}, nil
+			return osb.ProvisionResponse{DashboardURL: dashboardURL(plan, obj.(*osbv1alpha1.SFServiceInstance))}, nil
 		},
-		failed: func(p progress) *Error {
-			return newError(http.StatusInternalServerError, "", "Provisioning failed: %s", p.description)
+		failed: func(p progress) *osb.Error {
+			return osb.NewError(http.StatusInternalServerError, "", "Provisioning failed: %s", p.description)
 		},
 	}
 }
 
-// provision answers PUT /v2/service_instances/:instance_id.
-func (s *Server) provision(x *exchange, r *http.Request) (int, any, error) {
-	c, err := parseCall(x, r, parseAsync)
-	if err != nil {
-		return 0, nil, err
-	}
-	in, err := s.parseProvision(c, r)
+// Provision answers PUT /v2/service_instances/:instance_id.
+func (s *Backend) Provision(ctx context.Context, x *osb.Call, req *osb.ProvisionRequest) (int, any, error) {
+	c := newCall(ctx, x, req.InstanceID, "")
+	in, err := s.parseProvision(c, req)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -170,7 +164,7 @@ func (s *Server) provision(x *exchange, r *http.Request) (int, any, error) {
 // deleted one when there is one. Its operations continue the tombstone's
 // count, so that a platform still polling the deletion is told it is gone
 // (410) rather than that its operation is unknown.
-func (s *Server) provisionNew(c *osbCall, t target, in *provisionInput, tombstone *osbv1alpha1.SFServiceInstance, attempt int) (int, any, error) {
+func (s *Backend) provisionNew(c *osbCall, t target, in *provisionInput, tombstone *osbv1alpha1.SFServiceInstance, attempt int) (int, any, error) {
 	if err := in.checkNew(c.async); err != nil {
 		return 0, nil, err
 	}
@@ -190,23 +184,23 @@ func (s *Server) provisionNew(c *osbCall, t target, in *provisionInput, tombston
 // provisionExisting answers a provision request for an instance that
 // exists: a re-sent request joins the provisioning or provisions again
 // after a failure; anything else is answered from the instance's state.
-func (s *Server) provisionExisting(c *osbCall, t target, in *provisionInput, inst *osbv1alpha1.SFServiceInstance) (int, any, error) {
+func (s *Backend) provisionExisting(c *osbCall, t target, in *provisionInput, inst *osbv1alpha1.SFServiceInstance) (int, any, error) {
 	if inst.DeletionTimestamp != nil {
-		return 0, nil, concurrencyError("The instance is being deleted.")
+		return 0, nil, osb.ConcurrencyError("The instance is being deleted.")
 	}
 	if !sameProvision(inst, in) {
-		return 0, nil, conflict("An instance with this id already exists with different attributes.")
+		return 0, nil, osb.Conflict("An instance with this id already exists with different attributes.")
 	}
 	op, p := instanceProgress(inst)
 	switch {
 	case op.Type == OpDelete:
-		return 0, nil, concurrencyError("The instance is being deleted.")
+		return 0, nil, osb.ConcurrencyError("The instance is being deleted.")
 	case op.Type == OpCreate && p.running():
 		if in.plan.Async && !c.async {
-			return 0, nil, asyncRequired("service plan")
+			return 0, nil, osb.AsyncRequired("service plan")
 		}
 		return s.finish(c.ctx, op, in.outcome(c, op, inst, http.StatusOK), t)
-	case op.Type == OpCreate && p.state == stateFailed:
+	case op.Type == OpCreate && p.state == osb.StateFailed:
 		// Provisioning failed: the identical request provisions again.
 		if err := in.checkNew(c.async); err != nil {
 			return 0, nil, err
@@ -219,26 +213,26 @@ func (s *Server) provisionExisting(c *osbCall, t target, in *provisionInput, ins
 		s.logDecision(c, t, "Provision restarted after a failure", "operation", next.String())
 		return s.finish(c.ctx, next, in.outcome(c, next, obj.(*osbv1alpha1.SFServiceInstance), http.StatusCreated), t)
 	case op.Type == OpUpdate && p.running():
-		return 0, nil, concurrencyError("An update of the instance is in progress.")
+		return 0, nil, osb.ConcurrencyError("An update of the instance is in progress.")
 	}
 	// Provisioned (and perhaps updated since): nothing to do.
-	return http.StatusOK, provisionResponse{DashboardURL: dashboardURL(in.plan, inst)}, nil
+	return http.StatusOK, osb.ProvisionResponse{DashboardURL: dashboardURL(in.plan, inst)}, nil
 }
 
-func maintenanceConflict(plan *catalog.Plan) *Error {
+func maintenanceConflict(plan *catalog.Plan) *osb.Error {
 	if plan.MaintenanceVersion == "" {
-		return newError(http.StatusUnprocessableEntity, CodeMaintenanceInfoConflict,
+		return osb.NewError(http.StatusUnprocessableEntity, osb.CodeMaintenanceInfoConflict,
 			"The service plan has no maintenance_info; fetch the catalog again.")
 	}
-	return newError(http.StatusUnprocessableEntity, CodeMaintenanceInfoConflict,
+	return osb.NewError(http.StatusUnprocessableEntity, osb.CodeMaintenanceInfoConflict,
 		"The maintenance information for the requested service plan has changed (the catalog has version %q); fetch the catalog again.", plan.MaintenanceVersion)
 }
 
 // newInstance builds the SFServiceInstance that records a provision
 // request, as the operation op.
-func newInstance(id string, in *provisionInput, op Operation, x *exchange) *osbv1alpha1.SFServiceInstance {
+func newInstance(id string, in *provisionInput, op Operation, x *osb.Call) *osbv1alpha1.SFServiceInstance {
 	key := InstanceKey(id)
-	req := &in.req
+	req := in.req
 	inst := &osbv1alpha1.SFServiceInstance{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        key.Name,
@@ -270,10 +264,10 @@ func newInstance(id string, in *provisionInput, op Operation, x *exchange) *osbv
 // sameProvision reports whether a provision request asks for exactly the
 // instance that is stored.
 func sameProvision(inst *osbv1alpha1.SFServiceInstance, in *provisionInput) bool {
-	sp, req := &inst.Spec, &in.req
+	sp, req := &inst.Spec, in.req
 	if sp.ServiceID != req.ServiceID || sp.PlanID != req.PlanID ||
 		sp.OrganizationGUID != req.OrganizationGUID || sp.SpaceGUID != req.SpaceGUID ||
-		!sameObject(rawBytes(sp.Context), in.ctxJSON) || !sameObject(rawBytes(sp.Parameters), in.params) {
+		!osb.SameObject(rawBytes(sp.Context), in.ctxJSON) || !osb.SameObject(rawBytes(sp.Parameters), in.params) {
 		return false
 	}
 	if mi := in.maintenance; mi != nil && mi.Version != inst.Annotations[AnnotationMaintenanceVersion] {
@@ -285,42 +279,38 @@ func sameProvision(inst *osbv1alpha1.SFServiceInstance, in *provisionInput) bool
 // updateInput is an update request, checked against itself and the
 // catalog.
 type updateInput struct {
-	req                       updateRequest
-	maintenance               *maintenanceInfo
+	req                       *osb.UpdateRequest
+	maintenance               *osb.MaintenanceInfo
 	ctxJSON, params, previous json.RawMessage
 	snap                      *catalog.Snapshot
 	svc                       *catalog.Service
 }
 
 // parseUpdate reads and checks the body of an update request.
-func (s *Server) parseUpdate(c *osbCall, r *http.Request) (*updateInput, error) {
-	in := &updateInput{}
-	req := &in.req
-	if err := decodeBody(r, req); err != nil {
-		return nil, err
-	}
+func (s *Backend) parseUpdate(c *osbCall, req *osb.UpdateRequest) (*updateInput, error) {
+	in := &updateInput{req: req}
 	if req.ServiceID == "" {
-		return nil, badRequest("service_id is required.")
+		return nil, osb.BadRequest("service_id is required.")
 	}
 	var err error
-	if in.maintenance, err = maintenanceField(req.MaintenanceInfo); err != nil {
+	if in.maintenance, err = osb.MaintenanceField(req.MaintenanceInfo); err != nil {
 		return nil, err
 	}
-	if in.ctxJSON, err = objectField(req.Context, "context"); err != nil {
+	if in.ctxJSON, err = osb.ObjectField(req.Context, "context"); err != nil {
 		return nil, err
 	}
-	if in.params, err = objectField(req.Parameters, "parameters"); err != nil {
+	if in.params, err = osb.ObjectField(req.Parameters, "parameters"); err != nil {
 		return nil, err
 	}
-	if in.previous, err = objectField(req.PreviousValues, "previous_values"); err != nil {
+	if in.previous, err = osb.ObjectField(req.PreviousValues, "previous_values"); err != nil {
 		return nil, err
 	}
-	if err := checkPlatform(c.x.identity, in.ctxJSON); err != nil {
+	if err := osb.CheckPlatform(c.x.Identity, in.ctxJSON); err != nil {
 		return nil, err
 	}
 	in.snap = s.catalog.Snapshot()
 	if in.svc = in.snap.Service(req.ServiceID); in.svc == nil {
-		return nil, badRequest("service_id %q is not a service offering of this broker's catalog.", truncate(req.ServiceID, 100))
+		return nil, osb.BadRequest("service_id %q is not a service offering of this broker's catalog.", osb.Truncate(req.ServiceID, 100))
 	}
 	return in, nil
 }
@@ -348,27 +338,27 @@ func (in *updateInput) change(inst *osbv1alpha1.SFServiceInstance) (*updateChang
 	ch.target = in.snap.Plan(ch.targetID)
 	if ch.target == nil || ch.target.ServiceID != in.svc.ID {
 		if in.req.PlanID != "" {
-			return nil, badRequest("plan_id %q is not a plan of service offering %q.", truncate(in.req.PlanID, 100), in.svc.Name)
+			return nil, osb.BadRequest("plan_id %q is not a plan of service offering %q.", osb.Truncate(in.req.PlanID, 100), in.svc.Name)
 		}
-		return nil, unprocessable("The instance's plan %q is no longer offered; change to another plan.", inst.Spec.PlanID)
+		return nil, osb.Unprocessable("The instance's plan %q is no longer offered; change to another plan.", inst.Spec.PlanID)
 	}
 	if ch.planChange = ch.targetID != inst.Spec.PlanID; ch.planChange {
 		current := in.snap.Plan(inst.Spec.PlanID)
 		if current != nil && !current.PlanUpdatable {
-			return nil, unprocessable("The instance's plan does not allow plan changes.")
+			return nil, osb.Unprocessable("The instance's plan does not allow plan changes.")
 		}
 		if preds := ch.target.UpdatePredecessors; len(preds) > 0 && !slices.Contains(preds, inst.Spec.PlanID) {
-			return nil, unprocessable("Instances of plan %q cannot change to plan %q.", inst.Spec.PlanID, ch.target.Name)
+			return nil, osb.Unprocessable("Instances of plan %q cannot change to plan %q.", inst.Spec.PlanID, ch.target.Name)
 		}
 	}
 	if mi := in.maintenance; mi != nil && mi.Version != ch.target.MaintenanceVersion {
 		return nil, maintenanceConflict(ch.target)
 	}
 	ch.maintenanceChange = in.maintenance != nil && in.maintenance.Version != ch.storedVersion
-	ch.contextChange = in.ctxJSON != nil && !sameObject(rawBytes(inst.Spec.Context), in.ctxJSON)
+	ch.contextChange = in.ctxJSON != nil && !osb.SameObject(rawBytes(inst.Spec.Context), in.ctxJSON)
 	if in.params != nil {
-		if err := ch.target.UpdateSchema.Validate(withoutNulls(in.params)); err != nil {
-			return nil, badRequest("parameters do not match the plan's schema: %v.", err)
+		if err := ch.target.UpdateSchema.Validate(osb.WithoutNulls(in.params)); err != nil {
+			return nil, osb.BadRequest("parameters do not match the plan's schema: %v.", err)
 		}
 	}
 	return ch, nil
@@ -380,7 +370,7 @@ func (in *updateInput) mutate(ch *updateChange) func(client.Object) error {
 		inst := o.(*osbv1alpha1.SFServiceInstance)
 		inst.Spec.PlanID = ch.targetID
 		if in.params != nil {
-			merged, err := mergePatch(rawBytes(inst.Spec.Parameters), in.params)
+			merged, err := osb.MergePatch(rawBytes(inst.Spec.Parameters), in.params)
 			if err != nil {
 				return err
 			}
@@ -413,13 +403,13 @@ func (in *updateInput) mutate(ch *updateChange) func(client.Object) error {
 func updatable(op Operation, p progress) error {
 	switch {
 	case p.gone:
-		return notFound("The service instance does not exist.")
+		return osb.NotFound("The service instance does not exist.")
 	case op.Type == OpDelete:
-		return concurrencyError("The instance is being deleted.")
+		return osb.ConcurrencyError("The instance is being deleted.")
 	case op.Type == OpCreate && p.running():
-		return concurrencyError("The instance is being provisioned.")
-	case op.Type == OpCreate && p.state == stateFailed:
-		return unprocessable("The instance could not be provisioned, so it cannot be updated; deprovision it.")
+		return osb.ConcurrencyError("The instance is being provisioned.")
+	case op.Type == OpCreate && p.state == osb.StateFailed:
+		return osb.Unprocessable("The instance could not be provisioned, so it cannot be updated; deprovision it.")
 	}
 	return nil
 }
@@ -430,25 +420,22 @@ func updateOutcome(c *osbCall, op Operation, target *catalog.Plan, inst *osbv1al
 		async:      c.async,
 		asyncOnly:  target.Async,
 		doneStatus: http.StatusOK,
-		accepted:   provisionResponse{DashboardURL: dashboardURL(target, inst), Operation: op.String()},
+		accepted:   osb.ProvisionResponse{DashboardURL: dashboardURL(target, inst), Operation: op.String()},
 		done: func(obj client.Object) (any, error) {
-			return provisionResponse{DashboardURL: dashboardURL(target, obj.(*osbv1alpha1.SFServiceInstance))}, nil
+			return osb.ProvisionResponse{DashboardURL: dashboardURL(target, obj.(*osbv1alpha1.SFServiceInstance))}, nil
 		},
-		failed: func(p progress) *Error {
-			e := newError(http.StatusInternalServerError, "", "The update failed: %s", p.description)
+		failed: func(p progress) *osb.Error {
+			e := osb.NewError(http.StatusInternalServerError, "", "The update failed: %s", p.description)
 			e.InstanceUsable, e.UpdateRepeatable = p.instanceUsable, p.updateRepeatable
 			return e
 		},
 	}
 }
 
-// update answers PATCH /v2/service_instances/:instance_id.
-func (s *Server) update(x *exchange, r *http.Request) (int, any, error) {
-	c, err := parseCall(x, r, parseAsync)
-	if err != nil {
-		return 0, nil, err
-	}
-	in, err := s.parseUpdate(c, r)
+// Update answers PATCH /v2/service_instances/:instance_id.
+func (s *Backend) Update(ctx context.Context, x *osb.Call, req *osb.UpdateRequest) (int, any, error) {
+	c := newCall(ctx, x, req.InstanceID, "")
+	in, err := s.parseUpdate(c, req)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -456,13 +443,13 @@ func (s *Server) update(x *exchange, r *http.Request) (int, any, error) {
 	return retryConflicts(func(int) (int, any, error) {
 		inst, err := s.getInstance(c.ctx, c.instanceID, Fresh)
 		if apierrors.IsNotFound(err) {
-			return 0, nil, notFound("The service instance does not exist.")
+			return 0, nil, osb.NotFound("The service instance does not exist.")
 		}
 		if err != nil {
 			return 0, nil, err
 		}
 		if inst.Spec.ServiceID != in.req.ServiceID {
-			return 0, nil, badRequest("service_id %q is not the service offering of the instance.", truncate(in.req.ServiceID, 100))
+			return 0, nil, osb.BadRequest("service_id %q is not the service offering of the instance.", osb.Truncate(in.req.ServiceID, 100))
 		}
 		op, p := instanceProgress(inst)
 		if err := updatable(op, p); err != nil {
@@ -481,31 +468,31 @@ func (s *Server) update(x *exchange, r *http.Request) (int, any, error) {
 
 // joinUpdate answers an update while another runs: a re-sent request gets
 // the running operation; any other update must wait for it.
-func (s *Server) joinUpdate(c *osbCall, t target, in *updateInput, ch *updateChange, inst *osbv1alpha1.SFServiceInstance, op Operation) (int, any, error) {
+func (s *Backend) joinUpdate(c *osbCall, t target, in *updateInput, ch *updateChange, inst *osbv1alpha1.SFServiceInstance, op Operation) (int, any, error) {
 	want := inst.DeepCopy()
 	if err := in.mutate(ch)(want); err != nil {
 		return 0, nil, err
 	}
 	if !sameUpdate(inst, want) {
-		return 0, nil, concurrencyError("Another update of the instance is in progress.")
+		return 0, nil, osb.ConcurrencyError("Another update of the instance is in progress.")
 	}
 	if ch.target.Async && !c.async {
-		return 0, nil, asyncRequired("service plan")
+		return 0, nil, osb.AsyncRequired("service plan")
 	}
 	return s.finish(c.ctx, op, updateOutcome(c, op, ch.target, inst), t)
 }
 
 // startUpdate starts the update as the operation after op, unless it
 // changes nothing.
-func (s *Server) startUpdate(c *osbCall, t target, in *updateInput, ch *updateChange, inst *osbv1alpha1.SFServiceInstance, op Operation) (int, any, error) {
+func (s *Backend) startUpdate(c *osbCall, t target, in *updateInput, ch *updateChange, inst *osbv1alpha1.SFServiceInstance, op Operation) (int, any, error) {
 	if ch.none(in) {
-		return http.StatusOK, emptyObject, nil
+		return http.StatusOK, osb.EmptyObject, nil
 	}
 	if ch.contextChange && !ch.planChange && in.params == nil && !ch.maintenanceChange && !in.svc.AllowContextUpdates {
-		return 0, nil, unprocessable("The service offering does not accept updates of the context alone.")
+		return 0, nil, osb.Unprocessable("The service offering does not accept updates of the context alone.")
 	}
 	if ch.target.Async && !c.async {
-		return 0, nil, asyncRequired("service plan")
+		return 0, nil, osb.AsyncRequired("service plan")
 	}
 	next := op.next(OpUpdate)
 	obj, err := s.begin(c, t, inst, next, osbv1alpha1.StateUpdate, in.mutate(ch))
@@ -521,101 +508,96 @@ func (s *Server) startUpdate(c *osbCall, t target, in *updateInput, ch *updateCh
 func sameUpdate(running, want *osbv1alpha1.SFServiceInstance) bool {
 	a, b := &running.Spec, &want.Spec
 	return a.PlanID == b.PlanID &&
-		sameObject(rawBytes(a.Parameters), rawBytes(b.Parameters)) &&
-		sameObject(rawBytes(a.Context), rawBytes(b.Context)) &&
+		osb.SameObject(rawBytes(a.Parameters), rawBytes(b.Parameters)) &&
+		osb.SameObject(rawBytes(a.Context), rawBytes(b.Context)) &&
 		running.Annotations[AnnotationMaintenanceVersion] == want.Annotations[AnnotationMaintenanceVersion]
 }
 
-// fetchInstance answers GET /v2/service_instances/:instance_id.
-func (s *Server) fetchInstance(x *exchange, r *http.Request) (int, any, error) {
-	c, err := parseCall(x, r, parseHints)
-	if err != nil {
-		return 0, nil, err
-	}
+// FetchInstance answers GET /v2/service_instances/:instance_id.
+func (s *Backend) FetchInstance(ctx context.Context, x *osb.Call, req *osb.FetchRequest) (int, any, error) {
+	c := newCall(ctx, x, req.InstanceID, "")
 	inst, err := s.getInstance(c.ctx, c.instanceID, Fresh)
 	if apierrors.IsNotFound(err) {
-		return 0, nil, notFound("The service instance does not exist.")
+		return 0, nil, osb.NotFound("The service instance does not exist.")
 	}
 	if err != nil {
 		return 0, nil, err
 	}
 	snap := s.catalog.Snapshot()
 	if svc := snap.Service(inst.Spec.ServiceID); svc != nil && !svc.InstancesRetrievable {
-		return 0, nil, badRequest("The service offering does not support fetching instances (instances_retrievable is false).")
+		return 0, nil, osb.BadRequest("The service offering does not support fetching instances (instances_retrievable is false).")
 	}
 	op, p := instanceProgress(inst)
 	switch {
 	case p.gone:
-		return 0, nil, notFound("The service instance does not exist.")
+		return 0, nil, osb.NotFound("The service instance does not exist.")
 	case op.Type == OpDelete:
-		return 0, nil, concurrencyError("The instance is being deleted.")
+		return 0, nil, osb.ConcurrencyError("The instance is being deleted.")
 	case op.Type == OpCreate && p.running():
-		return 0, nil, notFound("The service instance is still being provisioned.")
-	case op.Type == OpCreate && p.state == stateFailed:
-		return 0, nil, notFound("The service instance could not be provisioned.")
+		return 0, nil, osb.NotFound("The service instance is still being provisioned.")
+	case op.Type == OpCreate && p.state == osb.StateFailed:
+		return 0, nil, osb.NotFound("The service instance could not be provisioned.")
 	case op.Type == OpUpdate && p.running():
-		return 0, nil, concurrencyError("The instance is being updated.")
+		return 0, nil, osb.ConcurrencyError("The instance is being updated.")
 	}
 	return http.StatusOK, fetchedInstance(snap, inst), nil
 }
 
 // fetchedInstance is the body of a fetched instance.
-func fetchedInstance(snap *catalog.Snapshot, inst *osbv1alpha1.SFServiceInstance) fetchInstanceResponse {
+func fetchedInstance(snap *catalog.Snapshot, inst *osbv1alpha1.SFServiceInstance) osb.FetchInstanceResponse {
 	plan := snap.Plan(inst.Spec.PlanID)
-	resp := fetchInstanceResponse{
+	resp := osb.FetchInstanceResponse{
 		ServiceID:    inst.Spec.ServiceID,
 		PlanID:       inst.Spec.PlanID,
 		DashboardURL: dashboardURL(plan, inst),
 		Parameters:   rawBytes(inst.Spec.Parameters),
 	}
 	if v := inst.Annotations[AnnotationMaintenanceVersion]; v != "" {
-		resp.MaintenanceInfo = &maintenanceInfo{Version: v}
+		resp.MaintenanceInfo = &osb.MaintenanceInfo{Version: v}
 		if plan != nil && plan.MaintenanceVersion == v {
 			resp.MaintenanceInfo.Description = plan.MaintenanceDescription
 		}
 	}
 	if m := inst.Spec.Metadata; m != nil && (len(m.Labels) > 0 || len(m.Attributes) > 0) {
-		resp.Metadata = &instanceMeta{Labels: m.Labels, Attributes: m.Attributes}
+		resp.Metadata = &osb.InstanceMetadata{Labels: m.Labels, Attributes: m.Attributes}
 	}
 	return resp
 }
 
-// deprovision answers DELETE /v2/service_instances/:instance_id.
-func (s *Server) deprovision(x *exchange, r *http.Request) (int, any, error) {
-	c, err := parseCall(x, r, parseDelete|parseAsync)
-	if err != nil {
-		return 0, nil, err
-	}
+// Deprovision answers DELETE /v2/service_instances/:instance_id.
+func (s *Backend) Deprovision(ctx context.Context, x *osb.Call, req *osb.DeleteRequest) (int, any, error) {
+	c := newCall(ctx, x, req.InstanceID, "")
+	c.serviceID = req.ServiceID
 	snap := s.catalog.Snapshot()
 	t := s.instanceTarget(c.instanceID)
 	return retryConflicts(func(int) (int, any, error) {
 		inst, err := s.getInstance(c.ctx, c.instanceID, Fresh)
 		if apierrors.IsNotFound(err) {
-			return http.StatusGone, emptyObject, nil
+			return http.StatusGone, osb.EmptyObject, nil
 		}
 		if err != nil {
 			return 0, nil, err
 		}
 		if inst.Spec.ServiceID != c.serviceID {
-			return 0, nil, badRequest("service_id %q is not the service offering of the instance.", truncate(c.serviceID, 100))
+			return 0, nil, osb.BadRequest("service_id %q is not the service offering of the instance.", osb.Truncate(c.serviceID, 100))
 		}
 		op, p := instanceProgress(inst)
 		if p.gone {
-			return http.StatusGone, emptyObject, nil
+			return http.StatusGone, osb.EmptyObject, nil
 		}
 		// A plan removed from the catalog can still be deprovisioned;
 		// without it the broker waits as for a synchronous plan.
 		plan := snap.Plan(inst.Spec.PlanID)
 		asyncOnly := plan != nil && plan.Async
 		if asyncOnly && !c.async {
-			return 0, nil, asyncRequired("service plan")
+			return 0, nil, osb.AsyncRequired("service plan")
 		}
 		// A platform that accepts an asynchronous answer gets 202 at
 		// once, whatever the plan: a deletion ends with the provisioner's
 		// clean-up (namespaces finalizing, say), which takes seconds, and
 		// last_operation reports its progress.
-		o := deleteOutcome(c.async, asyncOnly || c.async, func(p progress) *Error {
-			e := newError(http.StatusInternalServerError, "", "Deprovisioning failed: %s", p.description)
+		o := deleteOutcome(c.async, asyncOnly || c.async, func(p progress) *osb.Error {
+			e := osb.NewError(http.StatusInternalServerError, "", "Deprovisioning failed: %s", p.description)
 			e.InstanceUsable = p.instanceUsable
 			return e
 		})
@@ -632,7 +614,7 @@ func (s *Server) deprovision(x *exchange, r *http.Request) (int, any, error) {
 // deleteBindingsOf deletes the bindings of inst that the platform did not
 // delete first: they go with the instance. A binding being created or
 // deleted makes the deprovision wait (ConcurrencyError).
-func (s *Server) deleteBindingsOf(c *osbCall, inst *osbv1alpha1.SFServiceInstance) error {
+func (s *Backend) deleteBindingsOf(c *osbCall, inst *osbv1alpha1.SFServiceInstance) error {
 	var bindings osbv1alpha1.SFServiceBindingList
 	if err := s.store.List(c.ctx, inst.Namespace, &bindings); err != nil {
 		return err
@@ -643,7 +625,7 @@ func (s *Server) deleteBindingsOf(c *osbCall, inst *osbv1alpha1.SFServiceInstanc
 			continue
 		}
 		if _, bp := bindingProgress(b); bp.running() {
-			return concurrencyError("A binding of the instance is being created or deleted.")
+			return osb.ConcurrencyError("A binding of the instance is being created or deleted.")
 		}
 	}
 	for i := range bindings.Items {

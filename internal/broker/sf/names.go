@@ -1,4 +1,4 @@
-package broker
+package sf
 
 import (
 	"crypto/sha256"

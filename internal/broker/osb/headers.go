@@ -1,4 +1,4 @@
-package broker
+package osb
 
 import (
 	"bytes"
@@ -82,19 +82,19 @@ func digits(s string) bool {
 // maxIdentityBytes bounds the decoded originating identity kept on objects.
 const maxIdentityBytes = 4096
 
-// originatingIdentity is a parsed X-Broker-API-Originating-Identity.
-type originatingIdentity struct {
+// OriginatingIdentity is a parsed X-Broker-API-Originating-Identity.
+type OriginatingIdentity struct {
 	// platform is the platform name, e.g. "cloudfoundry".
 	platform string
 	// value is the identity as compact JSON.
 	value string
 }
 
-// annotation returns the audit form "<platform> <identity JSON>".
-func (o *originatingIdentity) annotation() string { return o.platform + " " + o.value }
+// Annotation returns the audit form "<platform> <identity JSON>".
+func (o *OriginatingIdentity) Annotation() string { return o.platform + " " + o.value }
 
 // parseOriginatingIdentity parses "<platform> <base64 of a JSON object>".
-func parseOriginatingIdentity(h string) (*originatingIdentity, error) {
+func parseOriginatingIdentity(h string) (*OriginatingIdentity, error) {
 	platform, encoded, ok := strings.Cut(strings.TrimSpace(h), " ")
 	encoded = strings.TrimSpace(encoded)
 	if !ok || platform == "" || encoded == "" {
@@ -120,5 +120,5 @@ func parseOriginatingIdentity(h string) (*originatingIdentity, error) {
 	if buf.Len() > maxIdentityBytes {
 		return nil, fmt.Errorf("the identity is longer than %d bytes", maxIdentityBytes)
 	}
-	return &originatingIdentity{platform: platform, value: buf.String()}, nil
+	return &OriginatingIdentity{platform: platform, value: buf.String()}, nil
 }
