@@ -215,123 +215,176 @@ func (b *flexBool) UnmarshalJSON(data []byte) error {
 // first object by namespace/name wins. Offerings and plans are served
 // sorted by name.
 func Build(services []osbv1alpha1.SFService, plans []osbv1alpha1.SFPlan) *Snapshot {
-	snap := &Snapshot{services: map[string]*Service{}, plans: map[string]*Plan{}}
-	problem := func(format string, args ...any) {
-		snap.Problems = append(snap.Problems, fmt.Sprintf(format, args...))
+	b := &builder{
+		snap:      &Snapshot{services: map[string]*Service{}, plans: map[string]*Plan{}},
+		wires:     map[string]*wireService{},
+		names:     map[string]bool{},
+		planNames: map[string]bool{},
 	}
-
-	svcs := append([]osbv1alpha1.SFService(nil), services...)
-	sort.Slice(svcs, func(i, j int) bool { return objectKey(&svcs[i]) < objectKey(&svcs[j]) })
-	wires := map[string]*wireService{}
-	names := map[string]bool{}
+	svcs := sortedByKey(services)
 	for i := range svcs {
-		s := &svcs[i]
-		key := objectKey(s)
-		if notReady(s, s.Status.Conditions) {
-			problem("SFService %s: Ready is False; not served", key)
-			continue
-		}
-		if s.Spec.ID == "" || s.Spec.Name == "" || s.Spec.Description == "" {
-			problem("SFService %s: id, name and description must not be empty", key)
-			continue
-		}
-		if _, dup := snap.services[s.Spec.ID]; dup {
-			problem("SFService %s: service id %q is already used by another SFService", key, s.Spec.ID)
-			continue
-		}
-		if names[s.Spec.Name] {
-			problem("SFService %s: service name %q is already used by another SFService", key, s.Spec.Name)
-			continue
-		}
-		meta, err := objectJSON(s.Spec.Metadata)
-		if err != nil {
-			problem("SFService %s: metadata: %v; not served", key, err)
-			continue
-		}
-		names[s.Spec.Name] = true
-		snap.services[s.Spec.ID] = &Service{
-			ID:                   s.Spec.ID,
-			Name:                 s.Spec.Name,
-			Bindable:             s.Spec.Bindable,
-			InstancesRetrievable: s.Spec.InstancesRetrievableOrAlias(),
-			BindingsRetrievable:  s.Spec.BindingsRetrievableOrAlias(),
-			AllowContextUpdates:  s.Spec.AllowContextUpdates,
-			PlanUpdatable:        s.Spec.PlanUpdatable,
-		}
-		w := &wireService{
-			Name:                 s.Spec.Name,
-			ID:                   s.Spec.ID,
-			Description:          s.Spec.Description,
-			Tags:                 s.Spec.Tags,
-			Requires:             s.Spec.Requires,
-			Bindable:             s.Spec.Bindable,
-			InstancesRetrievable: s.Spec.InstancesRetrievableOrAlias(),
-			BindingsRetrievable:  s.Spec.BindingsRetrievableOrAlias(),
-			AllowContextUpdates:  s.Spec.AllowContextUpdates,
-			Metadata:             meta,
-			PlanUpdateable:       s.Spec.PlanUpdatable,
-			Plans:                []wirePlan{},
-		}
-		if dc := s.Spec.DashboardClient; dc != nil && dc.ID != "" {
-			w.DashboardClient = &wireDashboardClient{ID: dc.ID, Secret: dc.Secret, RedirectURI: dc.RedirectURIOrAlias()}
-		}
-		wires[s.Spec.ID] = w
+		b.addService(&svcs[i])
 	}
-
-	pls := append([]osbv1alpha1.SFPlan(nil), plans...)
-	sort.Slice(pls, func(i, j int) bool { return objectKey(&pls[i]) < objectKey(&pls[j]) })
-	planNames := map[string]bool{}
+	pls := sortedByKey(plans)
 	for i := range pls {
-		p := &pls[i]
-		key := objectKey(p)
-		if notReady(p, p.Status.Conditions) {
-			problem("SFPlan %s: Ready is False; not served", key)
-			continue
-		}
-		svc := snap.services[p.Spec.ServiceID]
-		if svc == nil {
-			problem("SFPlan %s: service %q is not in the catalog; not served", key, p.Spec.ServiceID)
-			continue
-		}
-		if p.Spec.ID == "" || p.Spec.Name == "" || p.Spec.Description == "" {
-			problem("SFPlan %s: id, name and description must not be empty", key)
-			continue
-		}
-		if _, dup := snap.plans[p.Spec.ID]; dup {
-			problem("SFPlan %s: plan id %q is already used by another SFPlan", key, p.Spec.ID)
-			continue
-		}
-		if planNames[svc.ID+"\x00"+p.Spec.Name] {
-			problem("SFPlan %s: plan name %q is already used in service %q", key, p.Spec.Name, svc.Name)
-			continue
-		}
-		plan, wire, err := buildPlan(p, svc)
-		if err != nil {
-			problem("SFPlan %s: %v; not served", key, err)
-			continue
-		}
-		planNames[svc.ID+"\x00"+p.Spec.Name] = true
-		snap.plans[plan.ID] = plan
-		svc.Plans = append(svc.Plans, plan)
-		wires[svc.ID].Plans = append(wires[svc.ID].Plans, wire)
+		b.addPlan(&pls[i])
 	}
+	b.sortPlans()
+	b.encode(svcs)
+	return b.snap
+}
 
-	for _, svc := range snap.services {
+// builder collects a Snapshot and the wire form of its services while
+// Build reads the objects.
+type builder struct {
+	snap  *Snapshot
+	wires map[string]*wireService
+	// names are the service names served; planNames the plan names per
+	// service (service id, NUL, plan name).
+	names, planNames map[string]bool
+}
+
+// problemf records why an object is left out.
+func (b *builder) problemf(format string, args ...any) {
+	b.snap.Problems = append(b.snap.Problems, fmt.Sprintf(format, args...))
+}
+
+// sortedByKey returns a copy of objs sorted by namespace/name, so that the
+// first of duplicates is always the same.
+func sortedByKey[T any, PT interface {
+	*T
+	metav1.Object
+}](objs []T) []T {
+	out := append([]T(nil), objs...)
+	sort.Slice(out, func(i, j int) bool { return objectKey(PT(&out[i])) < objectKey(PT(&out[j])) })
+	return out
+}
+
+// addService adds an SFService without plans, or records why it cannot be
+// served.
+func (b *builder) addService(s *osbv1alpha1.SFService) {
+	key := objectKey(s)
+	if reason := b.serviceProblem(s); reason != "" {
+		b.problemf("SFService %s: %s", key, reason)
+		return
+	}
+	meta, err := objectJSON(s.Spec.Metadata)
+	if err != nil {
+		b.problemf("SFService %s: metadata: %v; not served", key, err)
+		return
+	}
+	b.names[s.Spec.Name] = true
+	b.snap.services[s.Spec.ID] = &Service{
+		ID:                   s.Spec.ID,
+		Name:                 s.Spec.Name,
+		Bindable:             s.Spec.Bindable,
+		InstancesRetrievable: s.Spec.InstancesRetrievableOrAlias(),
+		BindingsRetrievable:  s.Spec.BindingsRetrievableOrAlias(),
+		AllowContextUpdates:  s.Spec.AllowContextUpdates,
+		PlanUpdatable:        s.Spec.PlanUpdatable,
+	}
+	b.wires[s.Spec.ID] = wireServiceOf(s, meta)
+}
+
+// serviceProblem says why an SFService cannot be served, or "".
+func (b *builder) serviceProblem(s *osbv1alpha1.SFService) string {
+	switch {
+	case notReady(s, s.Status.Conditions):
+		return "Ready is False; not served"
+	case s.Spec.ID == "" || s.Spec.Name == "" || s.Spec.Description == "":
+		return "id, name and description must not be empty"
+	case b.snap.services[s.Spec.ID] != nil:
+		return fmt.Sprintf("service id %q is already used by another SFService", s.Spec.ID)
+	case b.names[s.Spec.Name]:
+		return fmt.Sprintf("service name %q is already used by another SFService", s.Spec.Name)
+	}
+	return ""
+}
+
+// wireServiceOf is the catalog entry of an SFService, without plans yet.
+func wireServiceOf(s *osbv1alpha1.SFService, meta json.RawMessage) *wireService {
+	w := &wireService{
+		Name:                 s.Spec.Name,
+		ID:                   s.Spec.ID,
+		Description:          s.Spec.Description,
+		Tags:                 s.Spec.Tags,
+		Requires:             s.Spec.Requires,
+		Bindable:             s.Spec.Bindable,
+		InstancesRetrievable: s.Spec.InstancesRetrievableOrAlias(),
+		BindingsRetrievable:  s.Spec.BindingsRetrievableOrAlias(),
+		AllowContextUpdates:  s.Spec.AllowContextUpdates,
+		Metadata:             meta,
+		PlanUpdateable:       s.Spec.PlanUpdatable,
+		Plans:                []wirePlan{},
+	}
+	if dc := s.Spec.DashboardClient; dc != nil && dc.ID != "" {
+		w.DashboardClient = &wireDashboardClient{ID: dc.ID, Secret: dc.Secret, RedirectURI: dc.RedirectURIOrAlias()}
+	}
+	return w
+}
+
+// addPlan adds an SFPlan to its service, or records why it cannot be
+// served.
+func (b *builder) addPlan(p *osbv1alpha1.SFPlan) {
+	key := objectKey(p)
+	svc := b.snap.services[p.Spec.ServiceID]
+	if reason := b.planProblem(p, svc); reason != "" {
+		b.problemf("SFPlan %s: %s", key, reason)
+		return
+	}
+	plan, wire, err := buildPlan(p, svc)
+	if err != nil {
+		b.problemf("SFPlan %s: %v; not served", key, err)
+		return
+	}
+	b.planNames[svc.ID+"\x00"+p.Spec.Name] = true
+	b.snap.plans[plan.ID] = plan
+	svc.Plans = append(svc.Plans, plan)
+	b.wires[svc.ID].Plans = append(b.wires[svc.ID].Plans, wire)
+}
+
+// planProblem says why an SFPlan of svc (nil: not in the catalog) cannot
+// be served, or "".
+func (b *builder) planProblem(p *osbv1alpha1.SFPlan, svc *Service) string {
+	switch {
+	case notReady(p, p.Status.Conditions):
+		return "Ready is False; not served"
+	case svc == nil:
+		return fmt.Sprintf("service %q is not in the catalog; not served", p.Spec.ServiceID)
+	case p.Spec.ID == "" || p.Spec.Name == "" || p.Spec.Description == "":
+		return "id, name and description must not be empty"
+	case b.snap.plans[p.Spec.ID] != nil:
+		return fmt.Sprintf("plan id %q is already used by another SFPlan", p.Spec.ID)
+	case b.planNames[svc.ID+"\x00"+p.Spec.Name]:
+		return fmt.Sprintf("plan name %q is already used in service %q", p.Spec.Name, svc.Name)
+	}
+	return ""
+}
+
+// sortPlans sorts the plans of every service by name.
+func (b *builder) sortPlans() {
+	for _, svc := range b.snap.services {
 		sort.Slice(svc.Plans, func(i, j int) bool { return svc.Plans[i].Name < svc.Plans[j].Name })
-		w := wires[svc.ID]
+		w := b.wires[svc.ID]
 		sort.Slice(w.Plans, func(i, j int) bool { return w.Plans[i].Name < w.Plans[j].Name })
 	}
+}
+
+// encode drops the services without plans and writes the catalog body,
+// sorted by service name, and its ETag. svcs are the SFServices in the
+// order they were added.
+func (b *builder) encode(svcs []osbv1alpha1.SFService) {
 	out := wireCatalog{Services: []wireService{}}
 	for i := range svcs {
 		s := &svcs[i]
-		w, ok := wires[s.Spec.ID]
+		w, ok := b.wires[s.Spec.ID]
 		if !ok {
 			continue
 		}
-		delete(wires, s.Spec.ID)
+		delete(b.wires, s.Spec.ID)
 		if len(w.Plans) == 0 {
-			problem("SFService %s: no plan is served; an offering needs at least one", objectKey(s))
-			delete(snap.services, s.Spec.ID)
+			b.problemf("SFService %s: no plan is served; an offering needs at least one", objectKey(s))
+			delete(b.snap.services, s.Spec.ID)
 			continue
 		}
 		out.Services = append(out.Services, *w)
@@ -343,9 +396,8 @@ func Build(services []osbv1alpha1.SFService, plans []osbv1alpha1.SFPlan) *Snapsh
 		panic(fmt.Sprintf("marshal catalog: %v", err))
 	}
 	sum := sha256.Sum256(body)
-	snap.JSON = body
-	snap.ETag = `"` + hex.EncodeToString(sum[:12]) + `"`
-	return snap
+	b.snap.JSON = body
+	b.snap.ETag = `"` + hex.EncodeToString(sum[:12]) + `"`
 }
 
 // buildPlan reads an SFPlan into the broker's view and the catalog wire
