@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/marketplane/marketplane/internal/broker/osb"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/marketplane/marketplane/internal/broker/osb"
 )
 
 // initialCredentials builds the authenticator from the Secret or the
