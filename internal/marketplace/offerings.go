@@ -16,7 +16,7 @@ import (
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/interoperator/catalog"
-	shortnames "github.com/marketplane/marketplane/internal/names"
+	shortnames "github.com/marketplane/marketplane/pkg/names"
 	"github.com/marketplane/marketplane/internal/operator/policy"
 )
 

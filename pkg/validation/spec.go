@@ -81,8 +81,8 @@ func SpecFromFiles(files ...string) (Spec, error) {
 				cps = append(cps, where)
 				spec.ControlPlane = o
 			default:
-				if v := o.GetAnnotations()[AnnotationCluster]; v != "" && v != clusterPlatform && v != clusterOnboarding {
-					return Spec{}, fmt.Errorf("manifest %s: %s: annotation %s is %q, want %q or %q", f, where, AnnotationCluster, v, clusterPlatform, clusterOnboarding)
+				if v := o.GetAnnotations()[AnnotationCluster]; v != "" && v != ClusterPlatform && v != ClusterOnboarding {
+					return Spec{}, fmt.Errorf("manifest %s: %s: annotation %s is %q, want %q or %q", f, where, AnnotationCluster, v, ClusterPlatform, ClusterOnboarding)
 				}
 				spec.Objects = append(spec.Objects, o)
 			}
