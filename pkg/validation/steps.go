@@ -871,39 +871,63 @@ func (r *runner) domainLeftovers(ctx context.Context) ([]string, error) {
 		if !ok {
 			continue
 		}
-		c := r.domainClients[name]
-		for _, crd := range sortedKeys(added.crds) {
-			obj := &metav1.PartialObjectMetadata{}
-			obj.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
-			if err := c.Get(ctx, client.ObjectKey{Name: crd}, obj); !apierrors.IsNotFound(err) {
-				if err != nil {
-					return nil, fmt.Errorf("get CRD %s on the %s cluster: %w", crd, clusterLabel(name), err)
-				}
-				left = append(left, fmt.Sprintf("CRD %s remains on the %s cluster", crd, clusterLabel(name)))
-			}
+		l, err := clusterLeftovers(ctx, r.domainClients[name], name, added)
+		if err != nil {
+			return nil, err
 		}
-		for _, ns := range sortedKeys(added.namespaces) {
-			// A namespace being deleted counts as gone: the cluster's
-			// namespace controller finishes that without the provider
-			// (and a cluster without one, like the in-process workload
-			// cluster, never does).
-			obj := &corev1.Namespace{}
-			if err := c.Get(ctx, client.ObjectKey{Name: ns}, obj); !apierrors.IsNotFound(err) {
-				if err != nil {
-					return nil, fmt.Errorf("get namespace %s on the %s cluster: %w", ns, clusterLabel(name), err)
-				}
-				if obj.DeletionTimestamp.IsZero() {
-					left = append(left, fmt.Sprintf("namespace %s remains on the %s cluster", ns, clusterLabel(name)))
-				}
-			}
+		left = append(left, l...)
+	}
+	l, err := r.requestLeftovers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return append(left, l...), nil
+}
+
+// clusterLeftovers lists the CRDs and namespaces of added that remain on
+// the cluster name that c reads.
+func clusterLeftovers(ctx context.Context, c client.Client, name string, added *snapshot) ([]string, error) {
+	var left []string
+	for _, crd := range sortedKeys(added.crds) {
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+		err := c.Get(ctx, client.ObjectKey{Name: crd}, obj)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("get CRD %s on the %s cluster: %w", crd, clusterLabel(name), err)
+		default:
+			left = append(left, fmt.Sprintf("CRD %s remains on the %s cluster", crd, clusterLabel(name)))
 		}
 	}
+	for _, ns := range sortedKeys(added.namespaces) {
+		// A namespace being deleted counts as gone: the cluster's
+		// namespace controller finishes that without the provider (and a
+		// cluster without one, like the in-process workload cluster,
+		// never does).
+		obj := &corev1.Namespace{}
+		err := c.Get(ctx, client.ObjectKey{Name: ns}, obj)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("get namespace %s on the %s cluster: %w", ns, clusterLabel(name), err)
+		case obj.DeletionTimestamp.IsZero():
+			left = append(left, fmt.Sprintf("namespace %s remains on the %s cluster", ns, clusterLabel(name)))
+		}
+	}
+	return left, nil
+}
+
+// requestLeftovers lists the provider's AccessRequests and ClusterRequests
+// that remain for the tenants of the service objects.
+func (r *runner) requestLeftovers(ctx context.Context) ([]string, error) {
 	tenants := map[string]bool{}
 	platformNamespaces := map[string]bool{}
 	for _, obj := range r.servicesApplied {
 		tenants[obj.GetNamespace()+"/"+obj.GetName()] = true
 		platformNamespaces[corev2alpha1.StableMCPNamespace(obj.GetNamespace(), obj.GetName())] = true
 	}
+	var left []string
 	for _, l := range []struct {
 		kind string
 		list client.ObjectList
