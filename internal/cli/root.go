@@ -13,7 +13,11 @@ import (
 
 // NewRootCommand returns the marketplane command with its subcommands; output
 // goes to out.
-func NewRootCommand(out io.Writer) *cobra.Command {
+func NewRootCommand(out io.Writer, opts ...Option) *cobra.Command {
+	var cfg rootConfig
+	for _, opt := range opts {
+		opt(&cfg)
+	}
 	root := &cobra.Command{
 		Use:           "marketplane",
 		Short:         "Managed services for many tenants on Kubernetes",
@@ -28,7 +32,7 @@ func NewRootCommand(out io.Writer) *cobra.Command {
 	root.AddCommand(newOfferingsCommand())
 	root.AddCommand(newScaffoldCommand())
 	root.AddCommand(newKubeconfigFromCredentialsCommand())
-	root.AddCommand(newValidateCommand())
+	root.AddCommand(newValidateCommand(cfg.inProcessTarget))
 	root.AddCommand(newVersionCommand())
 	return root
 }

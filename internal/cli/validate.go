@@ -21,8 +21,8 @@ import (
 
 	"github.com/marketplane/marketplane/internal/landscape"
 	"github.com/marketplane/marketplane/internal/landscape/controlplane"
+	"github.com/marketplane/marketplane/internal/landscape/validationtarget"
 	"github.com/marketplane/marketplane/internal/operator/deploy/process"
-	"github.com/marketplane/marketplane/pkg/testenv"
 	"github.com/marketplane/marketplane/pkg/validation"
 )
 
@@ -62,10 +62,13 @@ type validateOptions struct {
 	timeout              time.Duration
 	output               string
 	junit                string
+	// inProcessTarget makes the target without --state-dir or
+	// --kubeconfig.
+	inProcessTarget InProcessTarget
 }
 
-func newValidateCommand() *cobra.Command {
-	o := &validateOptions{}
+func newValidateCommand(inProcessTarget InProcessTarget) *cobra.Command {
+	o := &validateOptions{inProcessTarget: inProcessTarget}
 	cmd := &cobra.Command{
 		Use:   "validate -f FILE [-f FILE...]",
 		Short: "Prove a service provider healthy: deploy it, consume its service, check, delete, and report",
@@ -207,7 +210,7 @@ func (o *validateOptions) images(provider *unstructured.Unstructured) (map[strin
 func (o *validateOptions) target() (validation.Target, error) {
 	switch {
 	case o.stateDir != "":
-		return validation.ExistingLandscape(o.stateDir), nil
+		return validationtarget.ExistingLandscape(o.stateDir), nil
 	case o.kubeconfig != "":
 		return validation.Kubeconfigs(o.kubeconfig, o.onboardingKubeconfig), nil
 	}
@@ -219,7 +222,7 @@ func (o *validateOptions) target() (validation.Target, error) {
 			}
 		}
 	}
-	if o.binDir != "" || os.Getenv(testenv.AssetsEnv) == "" {
+	if o.binDir != "" || os.Getenv(controlplane.AssetsEnv) == "" {
 		dir, err := controlplane.BinDir(o.binDir)
 		if err != nil {
 			return nil, fmt.Errorf("find etcd and kube-apiserver (or pass --bin-dir): %w", err)
@@ -228,15 +231,48 @@ func (o *validateOptions) target() (validation.Target, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--bin-dir %s: %w", dir, err)
 		}
-		if err := os.Setenv(testenv.AssetsEnv, abs); err != nil {
-			return nil, fmt.Errorf("set %s: %w", testenv.AssetsEnv, err)
+		if err := os.Setenv(controlplane.AssetsEnv, abs); err != nil {
+			return nil, fmt.Errorf("set %s: %w", controlplane.AssetsEnv, err)
 		}
 	}
-	if _, err := testenv.BinaryDir(); err != nil {
-		return nil, fmt.Errorf("find etcd and kube-apiserver (or pass --bin-dir): %w", err)
+	if o.inProcessTarget == nil {
+		return unavailableTarget{}, nil
 	}
-	return validation.InProcess(), nil
+	return o.inProcessTarget()
 }
+
+// InProcessTarget returns the target `marketplane validate` runs on without
+// --state-dir or --kubeconfig: API servers and the operator in this
+// process, found after the command put the directory of etcd and
+// kube-apiserver into $KUBEBUILDER_ASSETS. An error says what is missing.
+type InProcessTarget func() (validation.Target, error)
+
+// Option configures the root command.
+type Option func(*rootConfig)
+
+// rootConfig is what the Options set.
+type rootConfig struct {
+	inProcessTarget InProcessTarget
+}
+
+// WithInProcessTarget gives `marketplane validate` its in-process target.
+// The command's package does not link the operator and the API-server
+// harness itself; cmd/marketplane does.
+func WithInProcessTarget(f InProcessTarget) Option {
+	return func(c *rootConfig) { c.inProcessTarget = f }
+}
+
+// unavailableTarget stands in for the in-process target of a root command
+// built without WithInProcessTarget: it fails the setup step.
+type unavailableTarget struct{}
+
+func (unavailableTarget) Name() string { return "in-process" }
+
+func (unavailableTarget) Start(context.Context, validation.Spec) (*validation.Clusters, error) {
+	return nil, errors.New("this build of marketplane has no in-process target: use --state-dir or --kubeconfig")
+}
+
+func (unavailableTarget) Stop(context.Context) error { return nil }
 
 // runValidate checks the flags, reads the spec, runs the flow with
 // progress and writes the report.

@@ -23,6 +23,7 @@ import (
 	"github.com/marketplane/marketplane/internal/landscape"
 	"github.com/marketplane/marketplane/internal/landscape/controlplane"
 	"github.com/marketplane/marketplane/internal/landscape/stack"
+	"github.com/marketplane/marketplane/internal/landscape/validationtarget"
 	"github.com/marketplane/marketplane/internal/operator/deploy/process"
 	"github.com/marketplane/marketplane/pkg/testenv"
 	"github.com/marketplane/marketplane/pkg/validation"
@@ -62,7 +63,7 @@ func fakeProvider(addr string, args []string) int {
 // its ProviderConfig (whose CRD the provider's init installs) and must
 // become Ready with the provider Ready; the second starts without it, and
 // the validation flow then deploys, uses and removes the provider there
-// (validation.ExistingLandscape). Both run on ports of their own; then both
+// (validationtarget.ExistingLandscape). Both run on ports of their own; then both
 // go down cleanly.
 func TestTwoLandscapes(t *testing.T) {
 	requireBinaries(t)
@@ -180,7 +181,7 @@ func validateOn(t *testing.T, dir, image string) {
 	// The control plane is an API server the landscape starts while the
 	// rest of the suite runs: CI saw its ClusterRequest pending for more
 	// than 2 minutes at load average 54, with two landscapes up.
-	rep := validation.Validate(t, spec, validation.ExistingLandscape(dir), validation.WithCheck(check), validation.WithTimeout(2*time.Minute),
+	rep := validation.Validate(t, spec, validationtarget.ExistingLandscape(dir), validation.WithCheck(check), validation.WithTimeout(2*time.Minute),
 		validation.WithStepTimeout("control-plane", 6*time.Minute))
 	for _, s := range rep.Steps {
 		if s.Result != validation.ResultPassed {

@@ -3,7 +3,7 @@ package marketplace
 import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	shortnames "github.com/marketplane/marketplane/internal/names"
+	shortnames "github.com/marketplane/marketplane/pkg/names"
 )
 
 // maxNameLength is the longest Offering name: names are kept to a DNS

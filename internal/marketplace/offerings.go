@@ -16,8 +16,8 @@ import (
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/interoperator/catalog"
-	shortnames "github.com/marketplane/marketplane/internal/names"
 	"github.com/marketplane/marketplane/internal/operator/policy"
+	shortnames "github.com/marketplane/marketplane/pkg/names"
 )
 
 // Reasons of an Offering's Ready condition that the controller chooses

@@ -23,4 +23,8 @@
 // which frees its cluster for the next one. An MCP cluster is reused, not
 // recreated: what one test leaves there, the next test with an MCP on the
 // same cluster sees.
+//
+// InProcess and InProcessLandscape are targets of the validation flow
+// (pkg/validation) on such a landscape. This package runs the operator, so
+// it is the one package under pkg/ that imports internal/ packages.
 package providertest

@@ -9,7 +9,7 @@ import (
 	"os/exec"
 	"strings"
 
-	"github.com/marketplane/marketplane/pkg/testenv"
+	"github.com/marketplane/marketplane/pkg/syncbuf"
 )
 
 // checkOutputLines is how many lines of a command's output an error of
@@ -37,16 +37,16 @@ func CommandCheck(command string) CheckFunc {
 		cmd := exec.CommandContext(ctx, "sh", "-c", command)
 		kubeconfig := env.Kubeconfigs["mcp"]
 		if kubeconfig == "" {
-			kubeconfig = env.Kubeconfigs[clusterOnboarding]
+			kubeconfig = env.Kubeconfigs[ClusterOnboarding]
 		}
 		cmd.Env = append(os.Environ(),
 			"KUBECONFIG="+kubeconfig,
-			EnvPlatformKubeconfig+"="+env.Kubeconfigs[clusterPlatform],
-			EnvOnboardingKubeconfig+"="+env.Kubeconfigs[clusterOnboarding],
-			EnvWorkloadKubeconfig+"="+env.Kubeconfigs[clusterWorkload],
+			EnvPlatformKubeconfig+"="+env.Kubeconfigs[ClusterPlatform],
+			EnvOnboardingKubeconfig+"="+env.Kubeconfigs[ClusterOnboarding],
+			EnvWorkloadKubeconfig+"="+env.Kubeconfigs[ClusterWorkload],
 			EnvMCPKubeconfig+"="+env.Kubeconfigs["mcp"],
 		)
-		var out testenv.SyncBuffer
+		var out syncbuf.Buffer
 		w := io.Writer(&out)
 		if env.Out != nil {
 			w = io.MultiWriter(&out, env.Out)

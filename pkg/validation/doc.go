@@ -8,12 +8,13 @@
 // on the platform cluster (its ProviderConfig), optionally a control plane
 // (ManagedControlPlane or ControlPlane), and the service objects to create
 // on the onboarding cluster. SpecFromFiles reads them from manifests. A
-// Target is where the flow runs: InProcess starts API servers and the
-// operator's process deployer in this process (no container runtime
-// needed), InProcessLandscape runs on such a landscape that the caller
-// started once for many flows (providertest), ExistingLandscape connects to
-// a running local landscape, and Kubeconfigs to real clusters whose
-// operator deploys the provider.
+// Target is where the flow runs: Kubeconfigs connects to real clusters
+// whose operator deploys the provider; providertest.InProcess starts API
+// servers and the operator's process deployer in this process (no
+// container runtime needed), providertest.InProcessLandscape runs on such a
+// landscape that the caller started once for many flows, and `marketplane
+// validate` also connects to a running local landscape. Other packages
+// implement Target to run the flow elsewhere.
 //
 // Run executes the steps in order (see StepIDs) and returns a Report: per
 // step what it waited for, how long it took and, for a failed step, the

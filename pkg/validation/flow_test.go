@@ -101,7 +101,7 @@ func sharedTarget(t *testing.T) validation.Target {
 		}
 		landscape, landscapeErr = providertest.New(providertest.WithProviderImages(images), providertest.WithWorkloadControllers())
 		if landscapeErr == nil {
-			target = validation.InProcessLandscape(landscape)
+			target = providertest.InProcessLandscape(landscape)
 		}
 	})
 	if landscapeErr != nil {
@@ -413,7 +413,7 @@ func TestInProcessLandscapeSetupErrors(t *testing.T) {
 		}
 		return s
 	}
-	if s := setupOf(validation.InProcessLandscape(nil)); !strings.Contains(s.Message, "no running providertest.Landscape given") {
+	if s := setupOf(providertest.InProcessLandscape(nil)); !strings.Contains(s.Message, "no running providertest.Landscape given") {
 		t.Errorf("no landscape: %q", s.Message)
 	}
 

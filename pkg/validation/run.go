@@ -14,15 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// The clusters objects are placed on (AnnotationCluster) and the names of
-// CheckEnv.Kubeconfigs.
-const (
-	clusterPlatform   = "platform"
-	clusterOnboarding = "onboarding"
-	clusterWorkload   = "workload"
-	clusterMCP        = "mcp"
-)
-
 // FieldOwner is the field manager of the objects the flow applies.
 const FieldOwner = "marketplane-validate"
 
@@ -37,7 +28,7 @@ type runner struct {
 	o      options
 	// timeout bounds the waits of the current step.
 	timeout time.Duration
-	cl      *clusters
+	cl      *Clusters
 	// tmp holds the tenant's kubeconfig file.
 	tmp string
 
@@ -235,13 +226,11 @@ func (r *runner) teardown(ctx context.Context, s *Step) error {
 	if r.target == nil {
 		return skip(s, "no target")
 	}
-	switch r.target.(type) {
-	case *inProcess:
-		s.Title = "in-process landscape stopped"
-	default:
-		s.Title = "target left running"
+	s.Title = "target left running"
+	if _, ok := r.target.(OwningTarget); ok {
+		s.Title = r.target.Name() + " landscape stopped"
 	}
-	if err := r.target.stop(ctx); err != nil {
+	if err := r.target.Stop(ctx); err != nil {
 		return fmt.Errorf("stop %s: %w", r.target.Name(), err)
 	}
 	return nil

@@ -23,8 +23,8 @@ import (
 	"github.com/marketplane/marketplane/api/common"
 	corev2alpha1 "github.com/marketplane/marketplane/api/core/v2alpha1"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
-	"github.com/marketplane/marketplane/internal/operator/provider"
-	"github.com/marketplane/marketplane/pkg/testenv"
+	"github.com/marketplane/marketplane/pkg/providerrequests"
+	"github.com/marketplane/marketplane/pkg/syncbuf"
 )
 
 // placementGrace bounds how long provider-config waits for an object's kind
@@ -51,20 +51,21 @@ func (r *runner) setup(ctx context.Context, s *Step) error {
 	}
 	s.Title = "target " + r.target.Name() + " ready"
 	s.WaitedFor = "the target's clusters"
-	if _, ok := r.target.(*inProcess); ok {
+	if t, ok := r.target.(OwningTarget); ok {
 		// Known before anything starts: fail before the API servers.
-		if err := checkBinary(imageMapOf(r.spec.Images, "Spec.Images").Binary, r.image); err != nil {
-			return failf(nil, "%v; map it to a binary in Spec.Images (marketplane validate: --binary or --image-map IMAGE=BINARY)", err)
+		binaryOf, hint := t.PlannedBinaries(r.spec)
+		if err := checkBinary(binaryOf, r.image); err != nil {
+			return failf(nil, "%v; %s", err, hint)
 		}
 	}
-	cl, err := r.target.start(ctx, r.spec)
+	cl, err := r.target.Start(ctx, r.spec)
 	r.cl = cl
 	if err != nil {
 		return failf(nil, "start %s: %v", r.target.Name(), err)
 	}
-	if cl.binaryOf != nil {
-		if err := checkBinary(cl.binaryOf, r.image); err != nil {
-			return failf(nil, "%v; %s", err, cl.imageHint)
+	if cl.BinaryOf != nil {
+		if err := checkBinary(cl.BinaryOf, r.image); err != nil {
+			return failf(nil, "%v; %s", err, cl.ImageHint)
 		}
 	}
 	if r.tmp, err = os.MkdirTemp("", "marketplane-validate-"); err != nil {
@@ -72,11 +73,11 @@ func (r *runner) setup(ctx context.Context, s *Step) error {
 	}
 	names := make([]string, 0, 3)
 	for _, c := range cl.all() {
-		names = append(names, c.name)
+		names = append(names, c.Name)
 	}
 	s.Message = "clusters: " + strings.Join(names, ", ")
-	if cl.binaryOf != nil {
-		b, _ := cl.binaryOf(r.image)
+	if cl.BinaryOf != nil {
+		b, _ := cl.BinaryOf(r.image)
 		s.Message += fmt.Sprintf("; image %s runs %s", r.image, b)
 	}
 	return nil
@@ -106,7 +107,7 @@ func (r *runner) providerObj() string { return "ServiceProvider " + r.provider }
 func (r *runner) getProvider(ctx context.Context) error {
 	sp := &unstructured.Unstructured{}
 	sp.SetGroupVersionKind(serviceProviderKind)
-	if err := r.cl.platform.client.Get(ctx, client.ObjectKey{Name: r.provider}, sp); err != nil {
+	if err := r.cl.Platform.Client.Get(ctx, client.ObjectKey{Name: r.provider}, sp); err != nil {
 		return err
 	}
 	r.sp = sp
@@ -115,7 +116,7 @@ func (r *runner) getProvider(ctx context.Context) error {
 
 // providerDir is the process deployer's directory of the provider.
 func (r *runner) providerDir() string {
-	return filepath.Join(r.cl.logDir, "serviceprovider-"+r.provider)
+	return filepath.Join(r.cl.LogDir, "serviceprovider-"+r.provider)
 }
 
 // logs returns the tails of the provider's logs (init only, or init and
@@ -124,8 +125,8 @@ func (r *runner) logs(run bool) []LogTail {
 	if r.cl == nil {
 		return nil
 	}
-	if r.cl.logDir == "" {
-		hint := r.cl.logHint
+	if r.cl.LogDir == "" {
+		hint := r.cl.LogHint
 		if hint == "" {
 			hint = logHintFor(r.provider)
 		}
@@ -143,7 +144,7 @@ func (r *runner) deniedRequests(ctx context.Context) string {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookTimeout)
 	defer cancel()
-	denied, err := provider.DeniedRequests(ctx, r.cl.platform.client, provider.ServiceProviders().Name, r.provider)
+	denied, err := providerrequests.DeniedRequests(ctx, r.cl.Platform.Client, "ServiceProvider", r.provider)
 	if err != nil {
 		return ""
 	}
@@ -156,19 +157,19 @@ func (r *runner) providerFailure(ctx context.Context, run bool) *Failure {
 	f := &Failure{Object: r.providerObj(), Logs: r.logs(run)}
 	_ = r.getProvider(ctx) // on error, the conditions last read
 	f.Conditions = conditionsOf(r.sp)
-	f.Events = eventsOf(ctx, r.cl.platform.client, serviceProviderKind.Kind, "", r.provider)
+	f.Events = eventsOf(ctx, r.cl.Platform.Client, serviceProviderKind.Kind, "", r.provider)
 	return f
 }
 
 // objectFailure is the evidence about obj on c: its last conditions and
 // events, and with logs the tails of the provider's run logs.
-func (r *runner) objectFailure(ctx context.Context, c *cluster, obj *unstructured.Unstructured, logs bool) *Failure {
-	f := &Failure{Object: describeObject(obj, c.name)}
+func (r *runner) objectFailure(ctx context.Context, c *Cluster, obj *unstructured.Unstructured, logs bool) *Failure {
+	f := &Failure{Object: describeObject(obj, c.Name)}
 	cur := obj.DeepCopy()
-	if err := c.client.Get(ctx, client.ObjectKeyFromObject(obj), cur); err == nil {
+	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(obj), cur); err == nil {
 		f.Conditions = conditionsOf(cur)
 	}
-	f.Events = eventsOf(ctx, c.client, obj.GetKind(), obj.GetNamespace(), obj.GetName())
+	f.Events = eventsOf(ctx, c.Client, obj.GetKind(), obj.GetNamespace(), obj.GetName())
 	if logs {
 		f.Logs = r.logs(true)
 	}
@@ -185,9 +186,9 @@ func describeObject(obj client.Object, clusterName string) string {
 // namespace first when it is missing (and recording that the flow created
 // it), and returns the copy: a namespaced object without a namespace gets
 // "default", as kubectl gives it.
-func (r *runner) apply(ctx context.Context, c *cluster, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (r *runner) apply(ctx context.Context, c *Cluster, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	obj = obj.DeepCopy()
-	namespaced, err := c.client.IsObjectNamespaced(obj)
+	namespaced, err := c.Client.IsObjectNamespaced(obj)
 	if err != nil {
 		return nil, fmt.Errorf("%s: kind %s: %w", objectName(obj, obj.GetKind()), obj.GroupVersionKind(), err)
 	}
@@ -201,26 +202,26 @@ func (r *runner) apply(ctx context.Context, c *cluster, obj *unstructured.Unstru
 	}
 	unstructured.RemoveNestedField(obj.Object, "status")
 	obj.SetResourceVersion("")
-	if err := c.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return nil, fmt.Errorf("apply %s: %w", describeObject(obj, c.name), err)
+	if err := c.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return nil, fmt.Errorf("apply %s: %w", describeObject(obj, c.Name), err)
 	}
 	return obj, nil
 }
 
 // ensureNamespace creates the namespace name on c when it does not exist.
-func (r *runner) ensureNamespace(ctx context.Context, c *cluster, name string) error {
-	err := c.client.Get(ctx, client.ObjectKey{Name: name}, &corev1.Namespace{})
+func (r *runner) ensureNamespace(ctx context.Context, c *Cluster, name string) error {
+	err := c.Client.Get(ctx, client.ObjectKey{Name: name}, &corev1.Namespace{})
 	if !apierrors.IsNotFound(err) {
 		return err
 	}
-	err = c.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	err = c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		return nil
 	case err != nil:
-		return fmt.Errorf("create namespace %s on the %s cluster: %w", name, c.name, err)
+		return fmt.Errorf("create namespace %s on the %s cluster: %w", name, c.Name, err)
 	}
-	r.createdNamespaces[c.name] = append(r.createdNamespaces[c.name], name)
+	r.createdNamespaces[c.Name] = append(r.createdNamespaces[c.Name], name)
 	return nil
 }
 
@@ -230,7 +231,7 @@ func (r *runner) providerInit(ctx context.Context, s *Step) error {
 	s.Title = r.providerObj() + " initialized"
 	s.WaitedFor = r.providerObj() + " Initialized=True"
 	s.Timeout = r.timeout
-	if _, err := r.apply(ctx, r.cl.platform, r.spec.Provider); err != nil {
+	if _, err := r.apply(ctx, r.cl.Platform, r.spec.Provider); err != nil {
 		return failf(nil, "%v", err)
 	}
 	r.spApplied = true
@@ -316,14 +317,14 @@ func (r *runner) providerConfig(ctx context.Context, s *Step) error {
 			return err
 		}
 		name := objectName(obj, obj.GetKind())
-		if where == clusterOnboarding {
+		if where == ClusterOnboarding {
 			r.services = append(r.services, obj)
 			onboarding = append(onboarding, name)
 			continue
 		}
-		applied, err := r.apply(ctx, r.cl.platform, obj)
+		applied, err := r.apply(ctx, r.cl.Platform, obj)
 		if err != nil {
-			return failf(&Failure{Object: describeObject(obj, clusterPlatform)}, "%v", err)
+			return failf(&Failure{Object: describeObject(obj, ClusterPlatform)}, "%v", err)
 		}
 		r.platformObjs = append(r.platformObjs, applied)
 		platform = append(platform, name)
@@ -343,21 +344,21 @@ func (r *runner) providerConfig(ctx context.Context, s *Step) error {
 // when that does. A kind served by neither within timeout is a failure.
 func (r *runner) place(ctx context.Context, obj *unstructured.Unstructured, timeout time.Duration) (string, error) {
 	if v := obj.GetAnnotations()[AnnotationCluster]; v != "" {
-		if v != clusterPlatform && v != clusterOnboarding {
-			return "", failf(nil, "%s: annotation %s is %q, want %q or %q", objectName(obj, obj.GetKind()), AnnotationCluster, v, clusterPlatform, clusterOnboarding)
+		if v != ClusterPlatform && v != ClusterOnboarding {
+			return "", failf(nil, "%s: annotation %s is %q, want %q or %q", objectName(obj, obj.GetKind()), AnnotationCluster, v, ClusterPlatform, ClusterOnboarding)
 		}
 		return v, nil
 	}
 	var where string
 	err := waitUntil(ctx, timeout, func(context.Context) (bool, string, error) {
-		for _, c := range []*cluster{r.cl.platform, r.cl.onboarding} {
-			_, err := c.client.IsObjectNamespaced(obj)
+		for _, c := range []*Cluster{r.cl.Platform, r.cl.Onboarding} {
+			_, err := c.Client.IsObjectNamespaced(obj)
 			switch {
 			case err == nil:
-				where = c.name
+				where = c.Name
 				return true, "", nil
 			case !apimeta.IsNoMatchError(err):
-				return false, "", fmt.Errorf("kind %s on the %s cluster: %w", obj.GroupVersionKind(), c.name, err)
+				return false, "", fmt.Errorf("kind %s on the %s cluster: %w", obj.GroupVersionKind(), c.Name, err)
 			}
 		}
 		return false, "served by neither cluster", nil
@@ -398,7 +399,7 @@ func (r *runner) providerReady(ctx context.Context, s *Step) error {
 	if err != nil {
 		return failf(r.providerFailure(ctx, true), "%s: %v", r.providerObj(), err)
 	}
-	if c := findCondition(conditionsOf(r.sp), string(provider.ConditionResourcesAccepted)); c != nil && c.Status == metav1.ConditionFalse {
+	if c := findCondition(conditionsOf(r.sp), string(providerv1alpha1.ConditionResourcesAccepted)); c != nil && c.Status == metav1.ConditionFalse {
 		return failf(r.providerFailure(ctx, true), "%s: the operator does not accept its registered kinds (ResourcesAccepted=False %s): %s", r.providerObj(), c.Reason, c.Message)
 	}
 	phase, _, _ := unstructuredString(r.sp, "status", "phase")
@@ -445,7 +446,7 @@ func (r *runner) controlPlane(ctx context.Context, s *Step) error {
 	s.Title = name + " Ready"
 	s.WaitedFor = fmt.Sprintf("%s Ready=True with status.access[%s]", name, token)
 	s.Timeout = r.timeout
-	obj, err := r.apply(ctx, r.cl.onboarding, obj)
+	obj, err := r.apply(ctx, r.cl.Onboarding, obj)
 	if err != nil {
 		return failf(nil, "%v", err)
 	}
@@ -453,7 +454,7 @@ func (r *runner) controlPlane(ctx context.Context, s *Step) error {
 	cur := obj.DeepCopy()
 	var secretName string
 	err = waitUntil(ctx, r.timeout, func(ctx context.Context) (bool, string, error) {
-		if err := r.cl.onboarding.client.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
+		if err := r.cl.Onboarding.Client.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
 			return false, "get: " + err.Error(), nil
 		}
 		conds := conditionsOf(cur)
@@ -468,10 +469,10 @@ func (r *runner) controlPlane(ctx context.Context, s *Step) error {
 		return true, "", nil
 	})
 	if err != nil {
-		return failf(r.objectFailure(ctx, r.cl.onboarding, obj, false), "%s: %v", name, err)
+		return failf(r.objectFailure(ctx, r.cl.Onboarding, obj, false), "%s: %v", name, err)
 	}
 	secret := &corev1.Secret{}
-	if err := r.cl.onboarding.client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: secretName}, secret); err != nil {
+	if err := r.cl.Onboarding.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: secretName}, secret); err != nil {
 		return failf(nil, "kubeconfig Secret %s/%s of %s: %v", obj.GetNamespace(), secretName, name, err)
 	}
 	kubeconfig := secret.Data[clustersv1alpha1.SecretKeyKubeconfig]
@@ -483,7 +484,7 @@ func (r *runner) controlPlane(ctx context.Context, s *Step) error {
 	if err != nil {
 		return failf(nil, "client of the MCP cluster of %s: %v", name, err)
 	}
-	path := filepath.Join(r.tmp, "mcp.kubeconfig")
+	path := filepath.Join(r.tmp, "mcp.Kubeconfig")
 	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
 		return fmt.Errorf("write the tenant's kubeconfig: %w", err)
 	}
@@ -535,10 +536,10 @@ func (r *runner) serviceReady(ctx context.Context, s *Step) error {
 	s.Timeout = r.timeout
 	r.domainClients = map[string]client.Client{}
 	if r.cp != nil {
-		r.domainClients[clusterMCP] = r.cp.Client
+		r.domainClients[ClusterMCP] = r.cp.Client
 	}
-	if r.cl.workload != nil {
-		r.domainClients[clusterWorkload] = r.cl.workload.client
+	if r.cl.Workload != nil {
+		r.domainClients[ClusterWorkload] = r.cl.Workload.Client
 	}
 	r.before = map[string]*snapshot{}
 	for name, c := range r.domainClients {
@@ -549,9 +550,9 @@ func (r *runner) serviceReady(ctx context.Context, s *Step) error {
 		r.before[name] = snap
 	}
 	for _, obj := range r.services {
-		applied, err := r.apply(ctx, r.cl.onboarding, obj)
+		applied, err := r.apply(ctx, r.cl.Onboarding, obj)
 		if err != nil {
-			return failf(&Failure{Object: describeObject(obj, clusterOnboarding)}, "%v", err)
+			return failf(&Failure{Object: describeObject(obj, ClusterOnboarding)}, "%v", err)
 		}
 		r.servicesApplied = append(r.servicesApplied, applied)
 	}
@@ -559,7 +560,7 @@ func (r *runner) serviceReady(ctx context.Context, s *Step) error {
 		name := objectName(obj, obj.GetKind())
 		cur := obj.DeepCopy()
 		err := waitUntil(ctx, r.timeout, func(ctx context.Context) (bool, string, error) {
-			if err := r.cl.onboarding.client.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
+			if err := r.cl.Onboarding.Client.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
 				return false, "get: " + err.Error(), nil
 			}
 			conds := conditionsOf(cur)
@@ -578,7 +579,7 @@ func (r *runner) serviceReady(ctx context.Context, s *Step) error {
 			return false, seen, nil
 		})
 		if err != nil {
-			return failf(r.objectFailure(ctx, r.cl.onboarding, obj, true), "%s: %v", name, err)
+			return failf(r.objectFailure(ctx, r.cl.Onboarding, obj, true), "%s: %v", name, err)
 		}
 	}
 	return nil
@@ -626,7 +627,7 @@ func takeSnapshot(ctx context.Context, c client.Client) (*snapshot, error) {
 	}
 	for _, ns := range nss.Items {
 		s.namespaces[ns.Name] = true
-		if ns.Labels[providerv1alpha1.ManagedByLabel] == provider.ManagedByValue {
+		if ns.Labels[providerv1alpha1.ManagedByLabel] == providerv1alpha1.ManagedByOperator {
 			s.infra[ns.Name] = true
 		}
 	}
@@ -635,7 +636,7 @@ func takeSnapshot(ctx context.Context, c client.Client) (*snapshot, error) {
 
 // clusterLabel names a domain cluster in messages.
 func clusterLabel(name string) string {
-	if name == clusterMCP {
+	if name == ClusterMCP {
 		return "MCP"
 	}
 	return name
@@ -651,7 +652,7 @@ func (r *runner) domainService(ctx context.Context, s *Step) error {
 	s.WaitedFor = "new CRDs and namespaces in the MCP and workload clusters"
 	r.added = map[string]*snapshot{}
 	var parts []string
-	for _, name := range []string{clusterMCP, clusterWorkload} {
+	for _, name := range []string{ClusterMCP, ClusterWorkload} {
 		c, ok := r.domainClients[name]
 		if !ok {
 			continue
@@ -754,28 +755,28 @@ func (r *runner) check(ctx context.Context, s *Step) error {
 	s.Timeout = r.timeout
 	env := CheckEnv{
 		ControlPlane: r.cp,
-		Platform:     r.cl.platform.client,
-		Onboarding:   r.cl.onboarding.client,
+		Platform:     r.cl.Platform.Client,
+		Onboarding:   r.cl.Onboarding.Client,
 		Kubeconfigs: map[string]string{
-			clusterPlatform:   r.cl.platform.kubeconfig,
-			clusterOnboarding: r.cl.onboarding.kubeconfig,
+			ClusterPlatform:   r.cl.Platform.Kubeconfig,
+			ClusterOnboarding: r.cl.Onboarding.Kubeconfig,
 		},
 	}
-	if r.cl.workload != nil {
-		env.Workload = r.cl.workload.client
-		env.Kubeconfigs[clusterWorkload] = r.cl.workload.kubeconfig
+	if r.cl.Workload != nil {
+		env.Workload = r.cl.Workload.Client
+		env.Kubeconfigs[ClusterWorkload] = r.cl.Workload.Kubeconfig
 	}
 	if r.cp != nil {
-		env.Kubeconfigs[clusterMCP] = filepath.Join(r.tmp, "mcp.kubeconfig")
+		env.Kubeconfigs[ClusterMCP] = filepath.Join(r.tmp, "mcp.Kubeconfig")
 	}
 	for _, obj := range r.servicesApplied {
 		cur := obj.DeepCopy()
-		if err := r.cl.onboarding.client.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
-			return failf(nil, "read %s: %v", describeObject(obj, clusterOnboarding), err)
+		if err := r.cl.Onboarding.Client.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
+			return failf(nil, "read %s: %v", describeObject(obj, ClusterOnboarding), err)
 		}
 		env.Services = append(env.Services, cur)
 	}
-	var out testenv.SyncBuffer
+	var out syncbuf.Buffer
 	env.Out = &out
 	cctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
@@ -805,14 +806,14 @@ func (r *runner) serviceDelete(ctx context.Context, s *Step) error {
 	s.WaitedFor = "the service objects gone"
 	s.Timeout = r.timeout
 	for _, obj := range r.servicesApplied {
-		if err := r.cl.onboarding.client.Delete(ctx, obj.DeepCopy()); client.IgnoreNotFound(err) != nil {
-			return failf(nil, "delete %s: %v", describeObject(obj, clusterOnboarding), err)
+		if err := r.cl.Onboarding.Client.Delete(ctx, obj.DeepCopy()); client.IgnoreNotFound(err) != nil {
+			return failf(nil, "delete %s: %v", describeObject(obj, ClusterOnboarding), err)
 		}
 	}
 	for _, obj := range r.servicesApplied {
-		err := waitGone(ctx, r.timeout, r.cl.onboarding.client, obj)
+		err := waitGone(ctx, r.timeout, r.cl.Onboarding.Client, obj)
 		if err != nil {
-			return failf(r.objectFailure(ctx, r.cl.onboarding, obj, true), "%s is not deleted: %v", objectName(obj, obj.GetKind()), err)
+			return failf(r.objectFailure(ctx, r.cl.Onboarding, obj, true), "%s is not deleted: %v", objectName(obj, obj.GetKind()), err)
 		}
 	}
 	return nil
@@ -865,49 +866,73 @@ func (r *runner) domainServiceGone(ctx context.Context, s *Step) error {
 // ClusterRequests for the tenants of the service objects.
 func (r *runner) domainLeftovers(ctx context.Context) ([]string, error) {
 	var left []string
-	for _, name := range []string{clusterMCP, clusterWorkload} {
+	for _, name := range []string{ClusterMCP, ClusterWorkload} {
 		added, ok := r.added[name]
 		if !ok {
 			continue
 		}
-		c := r.domainClients[name]
-		for _, crd := range sortedKeys(added.crds) {
-			obj := &metav1.PartialObjectMetadata{}
-			obj.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
-			if err := c.Get(ctx, client.ObjectKey{Name: crd}, obj); !apierrors.IsNotFound(err) {
-				if err != nil {
-					return nil, fmt.Errorf("get CRD %s on the %s cluster: %w", crd, clusterLabel(name), err)
-				}
-				left = append(left, fmt.Sprintf("CRD %s remains on the %s cluster", crd, clusterLabel(name)))
-			}
+		l, err := clusterLeftovers(ctx, r.domainClients[name], name, added)
+		if err != nil {
+			return nil, err
 		}
-		for _, ns := range sortedKeys(added.namespaces) {
-			// A namespace being deleted counts as gone: the cluster's
-			// namespace controller finishes that without the provider
-			// (and a cluster without one, like the in-process workload
-			// cluster, never does).
-			obj := &corev1.Namespace{}
-			if err := c.Get(ctx, client.ObjectKey{Name: ns}, obj); !apierrors.IsNotFound(err) {
-				if err != nil {
-					return nil, fmt.Errorf("get namespace %s on the %s cluster: %w", ns, clusterLabel(name), err)
-				}
-				if obj.DeletionTimestamp.IsZero() {
-					left = append(left, fmt.Sprintf("namespace %s remains on the %s cluster", ns, clusterLabel(name)))
-				}
-			}
+		left = append(left, l...)
+	}
+	l, err := r.requestLeftovers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return append(left, l...), nil
+}
+
+// clusterLeftovers lists the CRDs and namespaces of added that remain on
+// the cluster name that c reads.
+func clusterLeftovers(ctx context.Context, c client.Client, name string, added *snapshot) ([]string, error) {
+	var left []string
+	for _, crd := range sortedKeys(added.crds) {
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+		err := c.Get(ctx, client.ObjectKey{Name: crd}, obj)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("get CRD %s on the %s cluster: %w", crd, clusterLabel(name), err)
+		default:
+			left = append(left, fmt.Sprintf("CRD %s remains on the %s cluster", crd, clusterLabel(name)))
 		}
 	}
+	for _, ns := range sortedKeys(added.namespaces) {
+		// A namespace being deleted counts as gone: the cluster's
+		// namespace controller finishes that without the provider (and a
+		// cluster without one, like the in-process workload cluster,
+		// never does).
+		obj := &corev1.Namespace{}
+		err := c.Get(ctx, client.ObjectKey{Name: ns}, obj)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("get namespace %s on the %s cluster: %w", ns, clusterLabel(name), err)
+		case obj.DeletionTimestamp.IsZero():
+			left = append(left, fmt.Sprintf("namespace %s remains on the %s cluster", ns, clusterLabel(name)))
+		}
+	}
+	return left, nil
+}
+
+// requestLeftovers lists the provider's AccessRequests and ClusterRequests
+// that remain for the tenants of the service objects.
+func (r *runner) requestLeftovers(ctx context.Context) ([]string, error) {
 	tenants := map[string]bool{}
 	platformNamespaces := map[string]bool{}
 	for _, obj := range r.servicesApplied {
 		tenants[obj.GetNamespace()+"/"+obj.GetName()] = true
 		platformNamespaces[corev2alpha1.StableMCPNamespace(obj.GetNamespace(), obj.GetName())] = true
 	}
+	var left []string
 	for _, l := range []struct {
 		kind string
 		list client.ObjectList
 	}{{"AccessRequest", &clustersv1alpha1.AccessRequestList{}}, {"ClusterRequest", &clustersv1alpha1.ClusterRequestList{}}} {
-		if err := r.cl.platform.client.List(ctx, l.list, client.MatchingLabels{providerv1alpha1.ManagedByLabel: r.provider}); err != nil {
+		if err := r.cl.Platform.Client.List(ctx, l.list, client.MatchingLabels{providerv1alpha1.ManagedByLabel: r.provider}); err != nil {
 			return nil, fmt.Errorf("list %ss on the platform cluster: %w", l.kind, err)
 		}
 		items, err := apimeta.ExtractList(l.list)
@@ -941,31 +966,31 @@ func (r *runner) controlPlaneDelete(ctx context.Context, s *Step) error {
 	s.Title = name + " deleted"
 	s.WaitedFor = name + " gone"
 	s.Timeout = r.timeout
-	if err := r.cl.onboarding.client.Delete(ctx, r.cpObj.DeepCopy()); client.IgnoreNotFound(err) != nil {
+	if err := r.cl.Onboarding.Client.Delete(ctx, r.cpObj.DeepCopy()); client.IgnoreNotFound(err) != nil {
 		return failf(nil, "delete %s: %v", name, err)
 	}
-	if err := waitGone(ctx, r.timeout, r.cl.onboarding.client, r.cpObj); err != nil {
-		return failf(r.objectFailure(ctx, r.cl.onboarding, r.cpObj, false), "%s is not deleted: %v", name, err)
+	if err := waitGone(ctx, r.timeout, r.cl.Onboarding.Client, r.cpObj); err != nil {
+		return failf(r.objectFailure(ctx, r.cl.Onboarding, r.cpObj, false), "%s is not deleted: %v", name, err)
 	}
-	s.Message = r.deleteCreatedNamespaces(ctx, r.cl.onboarding)
+	s.Message = r.deleteCreatedNamespaces(ctx, r.cl.Onboarding)
 	return nil
 }
 
 // deleteCreatedNamespaces deletes the namespaces the flow created on c
 // (without waiting) and says which.
-func (r *runner) deleteCreatedNamespaces(ctx context.Context, c *cluster) string {
-	names := r.createdNamespaces[c.name]
+func (r *runner) deleteCreatedNamespaces(ctx context.Context, c *Cluster) string {
+	names := r.createdNamespaces[c.Name]
 	if len(names) == 0 {
 		return ""
 	}
 	var errs []string
 	for _, ns := range names {
-		if err := c.client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); client.IgnoreNotFound(err) != nil {
+		if err := c.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); client.IgnoreNotFound(err) != nil {
 			errs = append(errs, err.Error())
 		}
 	}
-	delete(r.createdNamespaces, c.name)
-	msg := fmt.Sprintf("deleted the namespaces the flow created on the %s cluster: %s", c.name, strings.Join(names, ", "))
+	delete(r.createdNamespaces, c.Name)
+	msg := fmt.Sprintf("deleted the namespaces the flow created on the %s cluster: %s", c.Name, strings.Join(names, ", "))
 	if len(errs) > 0 {
 		msg += " (errors: " + strings.Join(errs, "; ") + ")"
 	}
@@ -987,13 +1012,13 @@ func (r *runner) providerDelete(ctx context.Context, s *Step) error {
 	// provider still runs to release them.
 	for i := len(r.platformObjs) - 1; i >= 0; i-- {
 		obj := r.platformObjs[i]
-		if err := r.cl.platform.client.Delete(ctx, obj.DeepCopy()); client.IgnoreNotFound(err) != nil && !apimeta.IsNoMatchError(err) {
-			return failf(nil, "delete %s: %v", describeObject(obj, clusterPlatform), err)
+		if err := r.cl.Platform.Client.Delete(ctx, obj.DeepCopy()); client.IgnoreNotFound(err) != nil && !apimeta.IsNoMatchError(err) {
+			return failf(nil, "delete %s: %v", describeObject(obj, ClusterPlatform), err)
 		}
 	}
 	for _, obj := range r.platformObjs {
-		if err := waitGone(ctx, r.timeout, r.cl.platform.client, obj); err != nil {
-			return failf(r.objectFailure(ctx, r.cl.platform, obj, true), "%s is not deleted: %v", describeObject(obj, clusterPlatform), err)
+		if err := waitGone(ctx, r.timeout, r.cl.Platform.Client, obj); err != nil {
+			return failf(r.objectFailure(ctx, r.cl.Platform, obj, true), "%s is not deleted: %v", describeObject(obj, ClusterPlatform), err)
 		}
 	}
 	if err := r.getProvider(ctx); err != nil && !apierrors.IsNotFound(err) {
@@ -1005,10 +1030,10 @@ func (r *runner) providerDelete(ctx context.Context, s *Step) error {
 	sp := &unstructured.Unstructured{}
 	sp.SetGroupVersionKind(serviceProviderKind)
 	sp.SetName(r.provider)
-	if err := r.cl.platform.client.Delete(ctx, sp); client.IgnoreNotFound(err) != nil {
+	if err := r.cl.Platform.Client.Delete(ctx, sp); client.IgnoreNotFound(err) != nil {
 		return failf(nil, "delete %s: %v", r.providerObj(), err)
 	}
-	if err := waitGone(ctx, r.timeout, r.cl.platform.client, sp); err != nil {
+	if err := waitGone(ctx, r.timeout, r.cl.Platform.Client, sp); err != nil {
 		return failf(r.providerFailure(ctx, true), "%s is not deleted: %v", r.providerObj(), err)
 	}
 	var first string
@@ -1030,24 +1055,24 @@ func (r *runner) providerDelete(ctx context.Context, s *Step) error {
 	if kept := r.keptCRDs(ctx); len(kept) > 0 {
 		notes = append(notes, "kept by design: "+strings.Join(kept, ", "))
 	}
-	created := r.createdNamespaces[r.cl.platform.name]
-	if msg := r.deleteCreatedNamespaces(ctx, r.cl.platform); msg != "" {
+	created := r.createdNamespaces[r.cl.Platform.Name]
+	if msg := r.deleteCreatedNamespaces(ctx, r.cl.Platform); msg != "" {
 		notes = append(notes, msg)
 	}
 	s.Message = strings.Join(notes, "; ")
 	// What the provider made in them, or left a finalizer on, holds them.
-	return r.waitNamespacesGone(ctx, r.cl.platform, created)
+	return r.waitNamespacesGone(ctx, r.cl.Platform, created)
 }
 
 // waitNamespacesGone waits until the namespaces names on c are gone; a
 // namespace that stays names what its deletion waits for (the namespace
 // controller's conditions).
-func (r *runner) waitNamespacesGone(ctx context.Context, c *cluster, names []string) error {
+func (r *runner) waitNamespacesGone(ctx context.Context, c *Cluster, names []string) error {
 	var stuck *corev1.Namespace
 	err := waitUntil(ctx, r.timeout, func(ctx context.Context) (bool, string, error) {
 		for _, name := range names {
 			ns := &corev1.Namespace{}
-			err := c.client.Get(ctx, client.ObjectKey{Name: name}, ns)
+			err := c.Client.Get(ctx, client.ObjectKey{Name: name}, ns)
 			switch {
 			case apierrors.IsNotFound(err):
 				continue
@@ -1071,11 +1096,11 @@ func (r *runner) waitNamespacesGone(ctx context.Context, c *cluster, names []str
 	}
 	f := &Failure{Logs: r.logs(true)}
 	if stuck != nil {
-		f.Object = "namespace " + stuck.Name + " on the " + c.name + " cluster"
+		f.Object = "namespace " + stuck.Name + " on the " + c.Name + " cluster"
 		f.Conditions = namespaceConditions(stuck)
-		f.Events = eventsOf(ctx, c.client, "Namespace", "", stuck.Name)
+		f.Events = eventsOf(ctx, c.Client, "Namespace", "", stuck.Name)
 	}
-	return failf(f, "the namespaces the flow created on the %s cluster are not deleted (something of the provider is left in them): %v", c.name, err)
+	return failf(f, "the namespaces the flow created on the %s cluster are not deleted (something of the provider is left in them): %v", c.Name, err)
 }
 
 // namespaceConditions returns the conditions of ns in the form of the
@@ -1091,7 +1116,7 @@ func namespaceConditions(ns *corev1.Namespace) []metav1.Condition {
 // providerLeftovers lists what of the deleted provider remains.
 func (r *runner) providerLeftovers(ctx context.Context) ([]string, error) {
 	var left []string
-	selector := client.MatchingLabels{provider.LabelProviderName: r.provider}
+	selector := client.MatchingLabels{providerv1alpha1.ProviderNameLabel: r.provider}
 	for _, l := range []struct {
 		kind string
 		list client.ObjectList
@@ -1099,7 +1124,7 @@ func (r *runner) providerLeftovers(ctx context.Context) ([]string, error) {
 		if p, ok := l.list.(*metav1.PartialObjectMetadataList); ok {
 			p.SetGroupVersionKind(schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: l.kind + "List"})
 		}
-		if err := r.cl.platform.client.List(ctx, l.list, selector); err != nil {
+		if err := r.cl.Platform.Client.List(ctx, l.list, selector); err != nil {
 			return nil, fmt.Errorf("list %ss on the platform cluster: %w", l.kind, err)
 		}
 		items, err := apimeta.ExtractList(l.list)
@@ -1115,7 +1140,7 @@ func (r *runner) providerLeftovers(ctx context.Context) ([]string, error) {
 	for _, gvk := range r.resources {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		err := r.cl.onboarding.client.List(ctx, list)
+		err := r.cl.Onboarding.Client.List(ctx, list)
 		switch {
 		case apimeta.IsNoMatchError(err):
 			continue
@@ -1123,11 +1148,11 @@ func (r *runner) providerLeftovers(ctx context.Context) ([]string, error) {
 			return nil, fmt.Errorf("list %s on the onboarding cluster: %w", gvk.Kind, err)
 		}
 		for _, o := range list.Items {
-			left = append(left, fmt.Sprintf("%s remains", describeObject(&o, clusterOnboarding)))
+			left = append(left, fmt.Sprintf("%s remains", describeObject(&o, ClusterOnboarding)))
 		}
 	}
-	if r.cl.binaryOf != nil {
-		if b, err := r.cl.binaryOf(r.image); err == nil {
+	if r.cl.BinaryOf != nil {
+		if b, err := r.cl.BinaryOf(r.image); err == nil {
 			if pids := processesOf(b, r.processDir()); len(pids) > 0 {
 				left = append(left, fmt.Sprintf("processes of %s still run: %s", b, strings.Join(pids, ", ")))
 			}
@@ -1140,7 +1165,7 @@ func (r *runner) providerLeftovers(ctx context.Context) ([]string, error) {
 // its environment (the process deployer points KUBECONFIG into it), or ""
 // when the target does not say where its providers live.
 func (r *runner) processDir() string {
-	if r.cl.logDir == "" {
+	if r.cl.LogDir == "" {
 		return ""
 	}
 	return r.providerDir() + string(filepath.Separator)
@@ -1187,16 +1212,16 @@ func (r *runner) keptCRDs(ctx context.Context) []string {
 		groups[obj.GroupVersionKind().Group] = true
 	}
 	var kept []string
-	for _, c := range []*cluster{r.cl.platform, r.cl.onboarding} {
+	for _, c := range []*Cluster{r.cl.Platform, r.cl.Onboarding} {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinitionList"})
-		if err := c.client.List(ctx, list); err != nil {
+		if err := c.Client.List(ctx, list); err != nil {
 			continue
 		}
 		for _, crd := range list.Items {
 			group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
 			if groups[group] {
-				kept = append(kept, fmt.Sprintf("CRD %s on the %s cluster", crd.GetName(), c.name))
+				kept = append(kept, fmt.Sprintf("CRD %s on the %s cluster", crd.GetName(), c.Name))
 			}
 		}
 	}

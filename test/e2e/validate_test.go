@@ -35,6 +35,7 @@ import (
 	"github.com/marketplane/marketplane/internal/interoperator"
 	"github.com/marketplane/marketplane/internal/interoperator/clusters"
 	"github.com/marketplane/marketplane/internal/interoperator/provisioner"
+	"github.com/marketplane/marketplane/pkg/providertest"
 	"github.com/marketplane/marketplane/pkg/testenv"
 	"github.com/marketplane/marketplane/pkg/validation"
 )
@@ -384,7 +385,7 @@ func TestValidateInterOperator(t *testing.T) {
 			}
 		}
 	})
-	rep := validation.Validate(t, spec, validation.InProcess(), validation.WithCheck(check), validation.WithTimeout(2*time.Minute), progress)
+	rep := validation.Validate(t, spec, providertest.InProcess(), validation.WithCheck(check), validation.WithTimeout(2*time.Minute), progress)
 	for _, l := range offboarded {
 		t.Errorf("not offboarded after the instance was deleted: %s", l)
 	}

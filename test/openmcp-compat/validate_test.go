@@ -18,6 +18,7 @@ import (
 
 	"github.com/openmcp-project/openmcp-operator/lib/clusteraccess"
 
+	"github.com/marketplane/marketplane/pkg/providertest"
 	"github.com/marketplane/marketplane/pkg/validation"
 	"github.com/marketplane/marketplane/test/openmcp-compat/api/v1alpha1"
 	"github.com/marketplane/marketplane/test/openmcp-compat/internal/app"
@@ -94,7 +95,7 @@ func TestValidate(t *testing.T) {
 		t.Skip("deploys a provider on a landscape of API servers; run without -short")
 	}
 	spec := specOf(t, validateManifests)
-	validation.Validate(t, spec, validation.InProcess(), validation.WithCheck(checkGreetingAPI), validation.WithTimeout(timeout))
+	validation.Validate(t, spec, providertest.InProcess(), validation.WithCheck(checkGreetingAPI), validation.WithTimeout(timeout))
 }
 
 // TestValidateWithoutGrant: without the platform operator's grant, the
@@ -111,7 +112,7 @@ func TestValidateWithoutGrant(t *testing.T) {
 		t.Fatal("the manifests hold no grant to remove")
 	}
 	spec := specOf(t, manifests)
-	rep := validation.Run(t.Context(), spec, validation.InProcess(), validation.WithTimeout(timeout))
+	rep := validation.Run(t.Context(), spec, providertest.InProcess(), validation.WithTimeout(timeout))
 	var init *validation.Step
 	for i := range rep.Steps {
 		if rep.Steps[i].ID == validation.StepProviderInit {
@@ -172,7 +173,7 @@ func TestValidateVelero(t *testing.T) {
 		t.Skip("deploys a provider on a landscape of API servers; run without -short")
 	}
 	spec := specOf(t, veleroManifests)
-	validation.Validate(t, spec, validation.InProcess(), validation.WithCheck(checkAsVelero), validation.WithTimeout(timeout))
+	validation.Validate(t, spec, providertest.InProcess(), validation.WithCheck(checkAsVelero), validation.WithTimeout(timeout))
 }
 
 // checkAsVelero checks what the Velero-shaped provider did for the

@@ -29,6 +29,13 @@ const (
 	ConditionReady ConditionType = "Ready"
 	// ConditionUninstalled reports the clean-up during deletion.
 	ConditionUninstalled ConditionType = "Uninstalled"
+	// ConditionResourcesAccepted reports whether the operator honours every
+	// entry of the provider's status.resources and every group of its
+	// spec.accessPolicy.apiGroups (docs/operator.md "API group ownership").
+	// When False, its reason is that of the first rejected entry (sorted by
+	// group) and its message lists them all; the entries that are accepted
+	// keep working.
+	ConditionResourcesAccepted ConditionType = "ResourcesAccepted"
 
 	// ReasonInitPending means that the init Job has not been started yet.
 	ReasonInitPending ConditionReason = "InitPending"

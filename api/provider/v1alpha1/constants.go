@@ -28,6 +28,13 @@ const (
 
 	// ManagedByLabel names the controller that created and owns an object.
 	ManagedByLabel = GroupName + "/managed-by"
+	// ManagedByOperator is the value of ManagedByLabel on everything the
+	// provider operator creates.
+	ManagedByOperator = "marketplane-operator"
+	// ProviderNameLabel holds, on everything the provider operator creates
+	// for a provider, the provider's name (shortened with a hash when it
+	// does not fit a label value).
+	ProviderNameLabel = GroupName + "/provider-name"
 	// ManagedPurposeLabel tells apart objects one controller created for
 	// different purposes.
 	ManagedPurposeLabel = GroupName + "/managed-purpose"

@@ -13,7 +13,7 @@ import (
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
-	"github.com/marketplane/marketplane/internal/names"
+	"github.com/marketplane/marketplane/pkg/names"
 )
 
 // FinalizerPrefix is the prefix of the finalizer an inter-operator puts on

@@ -5,6 +5,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
+	"github.com/marketplane/marketplane/pkg/providerrequests"
 )
 
 // Kind adapts one provider kind to the generic Reconciler: what it is
@@ -38,7 +39,7 @@ type Kind[T client.Object] struct {
 func ServiceProviders() Kind[*providerv1alpha1.ServiceProvider] {
 	return Kind[*providerv1alpha1.ServiceProvider]{
 		Name:     "ServiceProvider",
-		Prefix:   "sp",
+		Prefix:   providerrequests.PrefixServiceProvider,
 		Resource: "serviceproviders",
 		New:      func() *providerv1alpha1.ServiceProvider { return &providerv1alpha1.ServiceProvider{} },
 		NewList:  func() client.ObjectList { return &providerv1alpha1.ServiceProviderList{} },
@@ -58,7 +59,7 @@ func ServiceProviders() Kind[*providerv1alpha1.ServiceProvider] {
 func ClusterProviders() Kind[*providerv1alpha1.ClusterProvider] {
 	return Kind[*providerv1alpha1.ClusterProvider]{
 		Name:     "ClusterProvider",
-		Prefix:   "cp",
+		Prefix:   providerrequests.PrefixClusterProvider,
 		Resource: "clusterproviders",
 		New:      func() *providerv1alpha1.ClusterProvider { return &providerv1alpha1.ClusterProvider{} },
 		NewList:  func() client.ObjectList { return &providerv1alpha1.ClusterProviderList{} },
@@ -75,7 +76,7 @@ func ClusterProviders() Kind[*providerv1alpha1.ClusterProvider] {
 func PlatformServices() Kind[*providerv1alpha1.PlatformService] {
 	return Kind[*providerv1alpha1.PlatformService]{
 		Name:     "PlatformService",
-		Prefix:   "ps",
+		Prefix:   providerrequests.PrefixPlatformService,
 		Resource: "platformservices",
 		New:      func() *providerv1alpha1.PlatformService { return &providerv1alpha1.PlatformService{} },
 		NewList:  func() client.ObjectList { return &providerv1alpha1.PlatformServiceList{} },

@@ -1,11 +1,11 @@
 package provider
 
 import (
-	"strings"
-
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	shortnames "github.com/marketplane/marketplane/internal/names"
+	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
+	shortnames "github.com/marketplane/marketplane/pkg/names"
+	"github.com/marketplane/marketplane/pkg/providerrequests"
 )
 
 // Labels the operator puts on everything it creates for a provider, next
@@ -14,12 +14,10 @@ import (
 const (
 	// LabelProviderKind holds the provider's kind, e.g. ServiceProvider.
 	LabelProviderKind = "openmcp.cloud/provider-kind"
-	// LabelProviderName holds the provider's name, shortened with a hash
-	// when it does not fit a label value.
-	LabelProviderName = "openmcp.cloud/provider-name"
-	// ManagedByValue is the value of providerv1alpha1.ManagedByLabel on
-	// everything the operator creates.
-	ManagedByValue = "marketplane-operator"
+	// LabelProviderName is providerv1alpha1.ProviderNameLabel.
+	LabelProviderName = providerv1alpha1.ProviderNameLabel
+	// ManagedByValue is providerv1alpha1.ManagedByOperator.
+	ManagedByValue = providerv1alpha1.ManagedByOperator
 	// PurposeImagePullSecret is the value of
 	// providerv1alpha1.ManagedPurposeLabel on the copies of a provider's
 	// image pull secrets, which tells them apart from the Secrets the
@@ -58,37 +56,16 @@ type names struct {
 func newNames(prefix, name string) names {
 	base := prefix + "-" + name
 	return names{
-		Namespace:       dnsLabel(base),
-		Init:            dnsLabel(base + "-init"),
-		Run:             dnsLabel(base),
-		MetricsService:  dnsLabel(base + "-metrics"),
+		Namespace:       providerrequests.DNSLabel(base),
+		Init:            providerrequests.DNSLabel(base + "-init"),
+		Run:             providerrequests.DNSLabel(base),
+		MetricsService:  providerrequests.DNSLabel(base + "-metrics"),
 		InitClusterRole: shortnames.Shorten("marketplane:"+base+"-init", validation.DNS1123SubdomainMaxLength),
 		RunClusterRole:  shortnames.Shorten("marketplane:"+base, validation.DNS1123SubdomainMaxLength),
 		TenantViewRole:  shortnames.Shorten("marketplane:"+base+":view", validation.DNS1123SubdomainMaxLength),
 		TenantEditRole:  shortnames.Shorten("marketplane:"+base+":edit", validation.DNS1123SubdomainMaxLength),
 		LabelValue:      shortnames.Shorten(name, validation.LabelValueMaxLength),
 	}
-}
-
-// dnsLabel turns s into a DNS-1035 label (what Namespaces and Services
-// need; Jobs and Deployments are kept as short, because their names end up
-// in pod labels and host names). Provider names are DNS subdomains and may
-// contain dots, which a label may not: they become dashes, and the name
-// then gets a hash of s so that "a.b" and "a-b" stay apart.
-func dnsLabel(s string) string {
-	if len(validation.IsDNS1035Label(s)) == 0 {
-		return s
-	}
-	clean := strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-':
-			return r
-		case r >= 'A' && r <= 'Z':
-			return r - 'A' + 'a'
-		}
-		return '-'
-	}, s)
-	return shortnames.WithHash(clean, s, validation.DNS1035LabelMaxLength)
 }
 
 // RunServiceAccount returns the namespace and name of the run

@@ -7,7 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	shortnames "github.com/marketplane/marketplane/internal/names"
+	shortnames "github.com/marketplane/marketplane/pkg/names"
 )
 
 func TestNewNames(t *testing.T) {

@@ -20,13 +20,8 @@ import (
 	"github.com/marketplane/marketplane/internal/operator/policy"
 )
 
-// ConditionResourcesAccepted reports whether the operator honours every
-// entry of the provider's status.resources and every group of its
-// spec.accessPolicy.apiGroups (docs/operator.md "API group ownership").
-// When False, its reason is that of the first rejected entry (sorted by
-// group) and its message lists them all; the entries that are accepted keep
-// working.
-const ConditionResourcesAccepted providerv1alpha1.ConditionType = "ResourcesAccepted"
+// ConditionResourcesAccepted is providerv1alpha1.ConditionResourcesAccepted.
+const ConditionResourcesAccepted = providerv1alpha1.ConditionResourcesAccepted
 
 // ReasonResourcesAccepted is the reason of ResourcesAccepted=True.
 const ReasonResourcesAccepted providerv1alpha1.ConditionReason = "ResourcesAccepted"

@@ -21,6 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/marketplane/marketplane/pkg/providertest"
 	"github.com/marketplane/marketplane/pkg/testenv"
 	"github.com/marketplane/marketplane/pkg/validation"
 
@@ -57,7 +58,7 @@ func TestValidate(t *testing.T) {
 		t.Fatalf("spec.image of the ServiceProvider: %v", err)
 	}
 	spec.Images = map[string]string{image: filepath.Join(bin, "sample")}
-	validation.Validate(t, spec, validation.InProcess(), validation.WithCheck(checkDomainServiceAPI))
+	validation.Validate(t, spec, providertest.InProcess(), validation.WithCheck(checkDomainServiceAPI))
 }
 
 // checkDomainServiceAPI checks, with the tenant's own kubeconfig, that the
