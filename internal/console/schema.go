@@ -126,7 +126,7 @@ func newField(name string, p map[string]any, required bool) field {
 
 // setEnum makes the field a select of enum's values when they are all
 // strings.
-func (fd *field) setEnum(enum []any) {
+func (f *field) setEnum(enum []any) {
 	values := make([]string, 0, len(enum))
 	for _, e := range enum {
 		s, ok := e.(string)
@@ -135,51 +135,51 @@ func (fd *field) setEnum(enum []any) {
 		}
 		values = append(values, s)
 	}
-	fd.Enum = values
-	fd.Type, fd.Input = "string", inputSelect
+	f.Enum = values
+	f.Type, f.Input = "string", inputSelect
 }
 
 // setInput picks the input for a property of type typ and its HTML5
 // constraints from the schema p.
-func (fd *field) setInput(typ string, p map[string]any) {
+func (f *field) setInput(typ string, p map[string]any) {
 	switch typ {
 	case "string":
-		fd.Type, fd.Input = typ, inputText
-		fd.MinLength = numberAttr(p["minLength"])
-		fd.MaxLength = numberAttr(p["maxLength"])
+		f.Type, f.Input = typ, inputText
+		f.MinLength = numberAttr(p["minLength"])
+		f.MaxLength = numberAttr(p["maxLength"])
 		// The HTML pattern is anchored, the schema's is not: only an
 		// anchored schema pattern means the same in both.
 		if pat, ok := p["pattern"].(string); ok && strings.HasPrefix(pat, "^") && strings.HasSuffix(pat, "$") {
-			fd.Pattern = pat
+			f.Pattern = pat
 		}
 	case "integer", "number":
-		fd.Type, fd.Input = typ, inputNumber
-		fd.Min = numberAttr(p["minimum"])
-		fd.Max = numberAttr(p["maximum"])
-		fd.Step = "any"
+		f.Type, f.Input = typ, inputNumber
+		f.Min = numberAttr(p["minimum"])
+		f.Max = numberAttr(p["maximum"])
+		f.Step = "any"
 		if typ == "integer" {
-			fd.Step = "1"
+			f.Step = "1"
 		}
 		if m := numberAttr(p["multipleOf"]); m != "" {
-			fd.Step = m
+			f.Step = m
 		}
 	case "boolean":
-		fd.Type, fd.Input = typ, inputCheckbox
+		f.Type, f.Input = typ, inputCheckbox
 	}
 }
 
 // setDefault shows the schema's default d as the field's value.
-func (fd *field) setDefault(d any) {
+func (f *field) setDefault(d any) {
 	switch v := d.(type) {
 	case bool:
-		fd.Checked = v
+		f.Checked = v
 	case string:
-		fd.Value = v
+		f.Value = v
 	case float64:
-		fd.Value = strconv.FormatFloat(v, 'f', -1, 64)
+		f.Value = strconv.FormatFloat(v, 'f', -1, 64)
 	default:
 		if b, err := json.Marshal(v); err == nil {
-			fd.Value = string(b)
+			f.Value = string(b)
 		}
 	}
 }
