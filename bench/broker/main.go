@@ -109,33 +109,11 @@ func run(c config) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	brokerURL, stopBroker, err := startBroker(ctx, kubeconfig)
 	if err != nil {
 		return false, err
 	}
-	o := app.DefaultOptions()
-	o.Kubeconfig, o.OnboardingKubeconfig = kubeconfig, kubeconfig
-	o.Username, o.Password = user, password
-	o.Listener, o.MetricsBindAddress = ln, "0"
-	o.Verbosity = "ERROR"
-	ready := make(chan struct{})
-	o.Ready = func() { close(ready) }
-	done := make(chan error, 1)
-	bctx, bcancel := context.WithCancel(ctx)
-	go func() { done <- app.Run(bctx, o) }()
-	defer func() {
-		bcancel()
-		if err := <-done; err != nil {
-			fmt.Fprintf(os.Stderr, "the broker stopped with an error: %v\n", err)
-		}
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		return false, fmt.Errorf("broker: %w", err)
-	}
-	brokerURL := "http://" + ln.Addr().String()
+	defer stopBroker()
 
 	client := newClient(c.workers * 2)
 	catalogPath := "/v2/catalog"
@@ -148,9 +126,68 @@ func run(c config) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("last_operation: %w", err)
 	}
+	bareURL, stopBare, err := startBare(catalogBody, loBody)
+	if err != nil {
+		return false, err
+	}
+	defer stopBare()
 
-	// The bare handler serves the same bytes with the same headers and
-	// server settings, without the broker's checks.
+	fmt.Printf("\nOSB broker vs bare net/http handler, same bytes, loopback, keep-alive, GOMAXPROCS=%d\n", runtimeProcs())
+	fmt.Printf("throughput: %d workers × %s × %d rounds each (alternating; median req/s and median of the per-round ratios)\n", c.workers, c.duration, c.rounds)
+	fmt.Printf("latency: %d req/s × %s × %d runs each (alternating; timed from the scheduled start; median run by p99)\n", c.rate, c.latencyDuration, c.latencyRounds)
+	fmt.Printf("catalog body %d bytes; last_operation body %d bytes\n\n", len(catalogBody), len(loBody))
+	fmt.Printf("%-15s %-7s %10s %9s %9s %9s %7s\n", "endpoint", "server", "req/s", "p50", "p99", "max", "errors")
+	if c.cpuProfile != "" {
+		stop, err := startCPUProfile(c.cpuProfile)
+		if err != nil {
+			return false, err
+		}
+		defer stop()
+	}
+	allOK := true
+	for _, ep := range []endpoint{{"catalog", catalogPath}, {"last_operation", loPath}} {
+		ok := compare(client, c, ep, bareURL, brokerURL)
+		allOK = allOK && ok
+	}
+	return allOK, nil
+}
+
+// startBroker runs the broker against kubeconfig on a free loopback port
+// and returns its URL, once it is ready, and how to stop it.
+func startBroker(ctx context.Context, kubeconfig string) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	o := app.DefaultOptions()
+	o.Kubeconfig, o.OnboardingKubeconfig = kubeconfig, kubeconfig
+	o.Username, o.Password = user, password
+	o.Listener, o.MetricsBindAddress = ln, "0"
+	o.Verbosity = "ERROR"
+	ready := make(chan struct{})
+	o.Ready = func() { close(ready) }
+	done := make(chan error, 1)
+	bctx, bcancel := context.WithCancel(ctx)
+	go func() { done <- app.Run(bctx, o) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		bcancel()
+		return "", nil, fmt.Errorf("broker: %w", err)
+	}
+	stop := func() {
+		bcancel()
+		if err := <-done; err != nil {
+			fmt.Fprintf(os.Stderr, "the broker stopped with an error: %v\n", err)
+		}
+	}
+	return "http://" + ln.Addr().String(), stop, nil
+}
+
+// startBare serves the same bytes as the broker with the same headers and
+// server settings, without the broker's checks, and returns its URL and
+// how to stop it.
+func startBare(catalogBody, loBody []byte) (string, func(), error) {
 	bare := http.NewServeMux()
 	serveBytes := func(b []byte) http.HandlerFunc {
 		return func(w http.ResponseWriter, _ *http.Request) {
@@ -162,77 +199,79 @@ func run(c config) (bool, error) {
 	bare.HandleFunc("GET /v2/service_instances/{id}/last_operation", serveBytes(loBody))
 	bln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return false, err
+		return "", nil, err
 	}
 	bareSrv := &http.Server{Handler: bare, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	go func() { _ = bareSrv.Serve(bln) }()
-	defer func() { _ = bareSrv.Close() }()
-	bareURL := "http://" + bln.Addr().String()
+	return "http://" + bln.Addr().String(), func() { _ = bareSrv.Close() }, nil
+}
 
-	fmt.Printf("\nOSB broker vs bare net/http handler, same bytes, loopback, keep-alive, GOMAXPROCS=%d\n", runtimeProcs())
-	fmt.Printf("throughput: %d workers × %s × %d rounds each (alternating; median req/s and median of the per-round ratios)\n", c.workers, c.duration, c.rounds)
-	fmt.Printf("latency: %d req/s × %s × %d runs each (alternating; timed from the scheduled start; median run by p99)\n", c.rate, c.latencyDuration, c.latencyRounds)
-	fmt.Printf("catalog body %d bytes; last_operation body %d bytes\n\n", len(catalogBody), len(loBody))
-	fmt.Printf("%-15s %-7s %10s %9s %9s %9s %7s\n", "endpoint", "server", "req/s", "p50", "p99", "max", "errors")
-	if c.cpuProfile != "" {
-		f, err := os.Create(c.cpuProfile)
-		if err != nil {
-			return false, err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return false, err
-		}
-		defer pprof.StopCPUProfile()
+// startCPUProfile writes a CPU profile to path until the returned stop.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
 	}
-	allOK := true
-	for _, ep := range []struct{ name, path string }{{"catalog", catalogPath}, {"last_operation", loPath}} {
-		// Warm up both servers (connections, caches).
-		throughput(client, bareURL+ep.path, c.workers, time.Second)
-		throughput(client, brokerURL+ep.path, c.workers, time.Second)
-		// Rounds alternate which server goes first, and each round's
-		// ratio compares two runs a few seconds apart, so that the load
-		// of other processes on the machine cancels out as far as it can.
-		var bareRuns, brokerRuns, ratios []float64
-		var bareLats, brokerLats []latencies
-		var errs [2]int64
-		for i := 0; i < c.rounds; i++ {
-			first, second := bareURL, brokerURL
-			if i%2 == 1 {
-				first, second = brokerURL, bareURL
-			}
-			r1, e1 := throughput(client, first+ep.path, c.workers, c.duration)
-			r2, e2 := throughput(client, second+ep.path, c.workers, c.duration)
-			bare, broker := r1, r2
-			if i%2 == 1 {
-				bare, broker = r2, r1
-				e1, e2 = e2, e1
-			}
-			bareRuns, brokerRuns, ratios = append(bareRuns, bare), append(brokerRuns, broker), append(ratios, broker/bare)
-			errs[0], errs[1] = errs[0]+e1, errs[1]+e2
-		}
-		for i := 0; i < c.latencyRounds; i++ {
-			bareLats = append(bareLats, latency(client, bareURL+ep.path, c.rate, c.latencyDuration))
-			brokerLats = append(brokerLats, latency(client, brokerURL+ep.path, c.rate, c.latencyDuration))
-		}
-		bareLat, brokerLat := medianLatency(bareLats), medianLatency(brokerLats)
-		printRow := func(server string, rps float64, l latencies, e int64) {
-			fmt.Printf("%-15s %-7s %10.0f %9s %9s %9s %7d\n", ep.name, server, rps, ms(l.p50), ms(l.p99), ms(l.max), e+l.errors)
-		}
-		printRow("bare", median(bareRuns), bareLat, errs[0])
-		printRow("broker", median(brokerRuns), brokerLat, errs[1])
-		ratio := median(ratios)
-		ok := ratio >= 0.8 && brokerLat.p99 <= 5*time.Millisecond && errs[1]+brokerLat.errors == 0
-		allOK = allOK && ok
-		verdict := "PASS"
-		if !ok {
-			verdict = "MISS"
-		}
-		fmt.Printf("%-15s ratio   %9.2f×  (target ≥ 0.80×); broker p99 %s at %d req/s (target ≤ 5ms)  %s\n", ep.name, ratio, ms(brokerLat.p99), c.rate, verdict)
-		fmt.Printf("%-15s rounds: req/s bare %v broker %v, ratios %v; p99 bare %v broker %v\n\n",
-			"", rounded(bareRuns), rounded(brokerRuns), twoDigits(ratios), p99s(bareLats), p99s(brokerLats))
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
 	}
-	return allOK, nil
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
+}
+
+// endpoint is one measured path of both servers.
+type endpoint struct{ name, path string }
+
+// compare measures ep on the bare server and the broker, prints a row for
+// each and the verdict, and says whether the broker met its targets.
+func compare(client *http.Client, c config, ep endpoint, bareURL, brokerURL string) bool {
+	// Warm up both servers (connections, caches).
+	throughput(client, bareURL+ep.path, c.workers, time.Second)
+	throughput(client, brokerURL+ep.path, c.workers, time.Second)
+	// Rounds alternate which server goes first, and each round's
+	// ratio compares two runs a few seconds apart, so that the load
+	// of other processes on the machine cancels out as far as it can.
+	var bareRuns, brokerRuns, ratios []float64
+	var bareLats, brokerLats []latencies
+	var errs [2]int64
+	for i := 0; i < c.rounds; i++ {
+		first, second := bareURL, brokerURL
+		if i%2 == 1 {
+			first, second = brokerURL, bareURL
+		}
+		r1, e1 := throughput(client, first+ep.path, c.workers, c.duration)
+		r2, e2 := throughput(client, second+ep.path, c.workers, c.duration)
+		bare, broker := r1, r2
+		if i%2 == 1 {
+			bare, broker = r2, r1
+			e1, e2 = e2, e1
+		}
+		bareRuns, brokerRuns, ratios = append(bareRuns, bare), append(brokerRuns, broker), append(ratios, broker/bare)
+		errs[0], errs[1] = errs[0]+e1, errs[1]+e2
+	}
+	for i := 0; i < c.latencyRounds; i++ {
+		bareLats = append(bareLats, latency(client, bareURL+ep.path, c.rate, c.latencyDuration))
+		brokerLats = append(brokerLats, latency(client, brokerURL+ep.path, c.rate, c.latencyDuration))
+	}
+	bareLat, brokerLat := medianLatency(bareLats), medianLatency(brokerLats)
+	printRow := func(server string, rps float64, l latencies, e int64) {
+		fmt.Printf("%-15s %-7s %10.0f %9s %9s %9s %7d\n", ep.name, server, rps, ms(l.p50), ms(l.p99), ms(l.max), e+l.errors)
+	}
+	printRow("bare", median(bareRuns), bareLat, errs[0])
+	printRow("broker", median(brokerRuns), brokerLat, errs[1])
+	ratio := median(ratios)
+	ok := ratio >= 0.8 && brokerLat.p99 <= 5*time.Millisecond && errs[1]+brokerLat.errors == 0
+	verdict := "PASS"
+	if !ok {
+		verdict = "MISS"
+	}
+	fmt.Printf("%-15s ratio   %9.2f×  (target ≥ 0.80×); broker p99 %s at %d req/s (target ≤ 5ms)  %s\n", ep.name, ratio, ms(brokerLat.p99), c.rate, verdict)
+	fmt.Printf("%-15s rounds: req/s bare %v broker %v, ratios %v; p99 bare %v broker %v\n\n",
+		"", rounded(bareRuns), rounded(brokerRuns), twoDigits(ratios), p99s(bareLats), p99s(brokerLats))
+	return ok
 }
 
 // seed registers the benchmark catalog and one provisioned instance, as

@@ -154,18 +154,7 @@ func round(ctx context.Context, l *landscaperun.Landscape, c config, index int, 
 	// them as the broker does, so that the figures are the victim's.
 	// Its kill comes when -kill-at of the PUTs were answered (they are
 	// answered at once, long before the instances succeed).
-	viaBroker := victim == "broker"
-	count := func() (int, int, error) { return l.Count(ctx, ns) }
-	progress := func(succeeded int) int { return succeeded }
-	createErr := make(chan error, 1)
-	if viaBroker {
-		var answered atomic.Int64
-		count = func() (int, int, error) { return l.CountIDs(ctx, names) }
-		progress = func(int) int { return int(answered.Load()) }
-		go func() { createErr <- l.ProvisionViaBroker(ctx, names, c.workers, &answered) }()
-	} else {
-		go func() { createErr <- l.CreateAll(ctx, ns, names, c.workers) }()
-	}
+	count, progress, createErr := startCreating(ctx, l, c, ns, names, victim == "broker")
 
 	var killedAt time.Time
 	var back func() (bool, error)
@@ -187,13 +176,8 @@ func round(ctx context.Context, l *landscaperun.Landscape, c config, index int, 
 			killedAt = time.Now()
 			r.killedAtProgress = r.succeeded
 		}
-		if !killedAt.IsZero() && r.backAfter == 0 {
-			if ok, err := back(); err == nil && ok {
-				r.backAfter = time.Since(killedAt)
-			}
-		}
-		if !killedAt.IsZero() && r.succeeded+r.failed == c.n && r.doneAfterKill == 0 {
-			r.doneAfterKill = time.Since(killedAt)
+		if !killedAt.IsZero() {
+			r.noteRecovery(killedAt, back, c.n)
 		}
 		if r.doneAfterKill != 0 && r.backAfter != 0 {
 			break
@@ -210,6 +194,35 @@ func round(ctx context.Context, l *landscaperun.Landscape, c config, index int, 
 	}
 	r.dups, r.missing, r.err = l.Duplicates(ctx, names)
 	return r
+}
+
+// startCreating starts ordering the instances in the background and
+// returns how to count them, how far the ordering is (what -kill-at
+// compares) and the channel that reports the end of the ordering.
+func startCreating(ctx context.Context, l *landscaperun.Landscape, c config, ns string, names []string, viaBroker bool) (func() (int, int, error), func(int) int, chan error) {
+	createErr := make(chan error, 1)
+	if viaBroker {
+		var answered atomic.Int64
+		go func() { createErr <- l.ProvisionViaBroker(ctx, names, c.workers, &answered) }()
+		return func() (int, int, error) { return l.CountIDs(ctx, names) },
+			func(int) int { return int(answered.Load()) }, createErr
+	}
+	go func() { createErr <- l.CreateAll(ctx, ns, names, c.workers) }()
+	return func() (int, int, error) { return l.Count(ctx, ns) },
+		func(succeeded int) int { return succeeded }, createErr
+}
+
+// noteRecovery records, once each, when the victim killed at killedAt ran
+// again and when all n instances were done.
+func (r *result) noteRecovery(killedAt time.Time, back func() (bool, error), n int) {
+	if r.backAfter == 0 {
+		if ok, err := back(); err == nil && ok {
+			r.backAfter = time.Since(killedAt)
+		}
+	}
+	if r.succeeded+r.failed == n && r.doneAfterKill == 0 {
+		r.doneAfterKill = time.Since(killedAt)
+	}
 }
 
 // kill kills victim with SIGKILL and returns a check of whether it runs

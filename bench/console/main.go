@@ -79,29 +79,11 @@ func main() {
 func run(n, requests, warmup int, strict bool) error {
 	ctx := context.Background()
 	start := time.Now()
-	all, err := crds.All()
-	if err != nil {
-		return err
-	}
-	sample, err := samplecrds.CRDs()
-	if err != nil {
-		return err
-	}
-	c, err := testenv.New(testenv.WithName("bench-console"), testenv.WithCRDs(append(all, sample...)...))
+	c, token, err := setUp(ctx, n)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = c.Stop() }()
-	token, err := tenant(ctx, c)
-	if err != nil {
-		return err
-	}
-	if err := offerings(ctx, c); err != nil {
-		return err
-	}
-	if err := instances(ctx, c, n); err != nil {
-		return err
-	}
 	fmt.Printf("setup: API server, %d SFServiceInstances with status in %q: %s\n", n, namespace, time.Since(start).Round(time.Millisecond))
 
 	h, err := console.New(console.Options{
@@ -121,29 +103,86 @@ func run(n, requests, warmup int, strict bool) error {
 	// under the instances page, which makes this call and renders.
 	apiClient := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsFor(c)}}
 	listURL := strings.TrimSuffix(c.Config.Host, "/") + "/apis/osb.servicefabrik.io/v1alpha1/namespaces/" + namespace + "/sfserviceinstances"
-	pages := []struct {
-		name, url, want string
-		hc              *http.Client
-		token           string
-	}{
+	pages := []page{
 		{"instances page (" + fmt.Sprint(n) + " instances)", srv.URL + "/instances?namespace=" + namespace, fmt.Sprintf("%d instances in %s", n, namespace), hc, ""},
 		{"offering page (form from the schema)", srv.URL + "/offerings/" + offering, `id="f-maxmemory"`, hc, ""},
 		{"for reference: the API server's list alone", listURL, `"instance-0999"`, apiClient, token},
 	}
 	if profile != "" {
-		f, err := os.Create(profile)
+		stop, err := startCPUProfile(profile)
 		if err != nil {
-			return fmt.Errorf("create the profile: %w", err)
+			return err
 		}
-		defer func() { _ = f.Close() }()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("start the profile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
-	failed := false
-	// The pages take turns, load by load, so that they meet the same
-	// conditions (other processes on the machine, the API server's state).
+	ds, sizes, err := load(pages, warmup, requests)
+	if err != nil {
+		return err
+	}
+	if failed := report(pages, ds, sizes); failed && strict {
+		return errors.New("a page missed the p99 target")
+	}
+	return nil
+}
+
+// setUp starts an API server with the CRDs, the tenant, the offerings and
+// n instances, and returns it with the tenant's token.
+func setUp(ctx context.Context, n int) (*testenv.Cluster, string, error) {
+	all, err := crds.All()
+	if err != nil {
+		return nil, "", err
+	}
+	sample, err := samplecrds.CRDs()
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := testenv.New(testenv.WithName("bench-console"), testenv.WithCRDs(append(all, sample...)...))
+	if err != nil {
+		return nil, "", err
+	}
+	token, err := tenant(ctx, c)
+	if err == nil {
+		err = offerings(ctx, c)
+	}
+	if err == nil {
+		err = instances(ctx, c, n)
+	}
+	if err != nil {
+		_ = c.Stop()
+		return nil, "", err
+	}
+	return c, token, nil
+}
+
+// page is one measured load: a URL, text its body must hold, and the
+// client (and bearer token, if any) to load it with.
+type page struct {
+	name, url, want string
+	hc              *http.Client
+	token           string
+}
+
+// startCPUProfile writes a CPU profile to path until the returned stop.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("create the profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("start the profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
+}
+
+// load loads each page warmup+requests times and returns the durations
+// of the measured loads and each page's size. The pages take turns, load
+// by load, so that they meet the same conditions (other processes on the
+// machine, the API server's state).
+func load(pages []page, warmup, requests int) ([][]time.Duration, []int, error) {
 	ds := make([][]time.Duration, len(pages))
 	sizes := make([]int, len(pages))
 	for i := 0; i < warmup+requests; i++ {
@@ -152,10 +191,10 @@ func run(n, requests, warmup int, strict bool) error {
 			body, err := get(p.hc, p.url, p.token)
 			d := time.Since(t0)
 			if err != nil {
-				return fmt.Errorf("%s: %w", p.name, err)
+				return nil, nil, fmt.Errorf("%s: %w", p.name, err)
 			}
 			if !strings.Contains(body, p.want) {
-				return fmt.Errorf("%s: the page lacks %q", p.name, p.want)
+				return nil, nil, fmt.Errorf("%s: the page lacks %q", p.name, p.want)
 			}
 			sizes[j] = len(body)
 			if i >= warmup {
@@ -163,6 +202,13 @@ func run(n, requests, warmup int, strict bool) error {
 			}
 		}
 	}
+	return ds, sizes, nil
+}
+
+// report prints each page's percentiles and says whether one missed the
+// p99 target.
+func report(pages []page, ds [][]time.Duration, sizes []int) bool {
+	failed := false
 	for j, p := range pages {
 		d := ds[j]
 		sort.Slice(d, func(a, b int) bool { return d[a] < d[b] })
@@ -177,10 +223,7 @@ func run(n, requests, warmup int, strict bool) error {
 		fmt.Printf("%-44s %4d loads, %7d bytes: p50 %6.1f ms, p90 %6.1f ms, p99 %6.1f ms, max %6.1f ms (%s)\n",
 			p.name, len(d), sizes[j], ms(p50), ms(p90), ms(p99), ms(d[len(d)-1]), verdict)
 	}
-	if failed && strict {
-		return errors.New("a page missed the p99 target")
-	}
-	return nil
+	return failed
 }
 
 // tlsFor trusts the API server of c.

@@ -102,15 +102,33 @@ func run(ctx context.Context, c config, out io.Writer) (bool, error) {
 		}
 	}()
 
-	// Two replicas with leader election.
+	leader, err := twoReplicas(ctx, l)
+	if err != nil {
+		return false, err
+	}
+	fmt.Fprintf(out, "two replicas run; %s (pid %d) holds the lease\n", leader.pod, leader.pid)
+
+	m := &measurement{c: c, l: l, out: out, leader: leader}
+	if err := m.provisionAndKill(ctx); err != nil {
+		return false, err
+	}
+	if err := m.check(ctx); err != nil {
+		return false, err
+	}
+	return m.report(), nil
+}
+
+// twoReplicas sets the inter-operator's ServiceProvider to two replicas
+// with leader election and returns the one holding the lease.
+func twoReplicas(ctx context.Context, l *landscaperun.Landscape) (*replica, error) {
 	sp := &providerv1alpha1.ServiceProvider{}
 	if err := l.Platform.Get(ctx, client.ObjectKey{Name: provider}, sp); err != nil {
-		return false, fmt.Errorf("get ServiceProvider %s: %w", provider, err)
+		return nil, fmt.Errorf("get ServiceProvider %s: %w", provider, err)
 	}
 	patch := client.MergeFrom(sp.DeepCopy())
 	sp.Spec.RunReplicas = 2
 	if err := l.Platform.Patch(ctx, sp, patch); err != nil {
-		return false, fmt.Errorf("set runReplicas 2: %w", err)
+		return nil, fmt.Errorf("set runReplicas 2: %w", err)
 	}
 	var leader *replica
 	if err := landscaperun.Poll(ctx, 2*time.Minute, "two replicas of the inter-operator, one holding the lease", func() (bool, error) {
@@ -118,109 +136,153 @@ func run(ctx context.Context, c config, out io.Writer) (bool, error) {
 		leader = r
 		return err == nil && r != nil, nil
 	}); err != nil {
-		return false, err
+		return nil, err
 	}
-	fmt.Fprintf(out, "two replicas run; %s (pid %d) holds the lease\n", leader.pod, leader.pid)
+	return leader, nil
+}
 
-	names := make([]string, c.n)
-	for i := range names {
-		names[i] = fmt.Sprintf("fo-%04d", i)
+// measurement is one failover run: what was killed when, and what the
+// landscape did after.
+type measurement struct {
+	c      config
+	l      *landscaperun.Landscape
+	out    io.Writer
+	leader *replica // the inter-operator's leader before the kill
+	names  []string
+
+	killed              *replica
+	killedAt            time.Time
+	oldHolder           string
+	takeover, restarted time.Duration
+	providerBack        time.Duration
+	succeeded, failed   int
+	dups, missing       int
+	total               time.Duration
+}
+
+// provisionAndKill creates the instances, kills the victim's leader once
+// -kill-at of them succeeded and waits until every instance is done and
+// another replica took over.
+func (m *measurement) provisionAndKill(ctx context.Context) error {
+	m.names = make([]string, m.c.n)
+	for i := range m.names {
+		m.names[i] = fmt.Sprintf("fo-%04d", i)
 	}
 	start := time.Now()
 	createErr := make(chan error, 1)
-	go func() { createErr <- l.CreateAll(ctx, instanceNS, names, c.workers) }()
+	go func() { createErr <- m.l.CreateAll(ctx, instanceNS, m.names, m.c.workers) }()
 
-	var killedAt time.Time
-	var killed *replica
-	var oldHolder string
-	var takeover, restarted time.Duration
-	var succeeded, failed int
-	deadline := time.Now().Add(c.timeout)
+	deadline := time.Now().Add(m.c.timeout)
 	for {
 		if time.Now().After(deadline) {
-			return false, fmt.Errorf("after %s: %d of %d instances succeeded, %d failed", c.timeout, succeeded, c.n, failed)
+			return fmt.Errorf("after %s: %d of %d instances succeeded, %d failed", m.c.timeout, m.succeeded, m.c.n, m.failed)
 		}
-		if succeeded, failed, err = l.Count(ctx, instanceNS); err != nil {
-			return false, err
+		var err error
+		if m.succeeded, m.failed, err = m.l.Count(ctx, instanceNS); err != nil {
+			return err
 		}
-		if killed == nil && float64(succeeded) >= c.killAt*float64(c.n) {
-			if oldHolder, err = holder(ctx, l, c.victim); err != nil {
-				return false, err
-			}
-			if killed, err = victimLeader(l, c.victim); err != nil || killed == nil {
-				return false, fmt.Errorf("find the leader: %w", err)
-			}
-			if err := syscall.Kill(killed.pid, syscall.SIGKILL); err != nil {
-				return false, fmt.Errorf("kill the leader %s (pid %d): %w", killed.pod, killed.pid, err)
-			}
-			killedAt = time.Now()
-			fmt.Fprintf(out, "killed the leader %s (pid %d) with SIGKILL at %d/%d succeeded\n", killed.pod, killed.pid, succeeded, c.n)
-		}
-		if killed != nil && takeover == 0 {
-			h, err := holder(ctx, l, c.victim)
-			if err == nil && h != "" && h != oldHolder {
-				takeover = time.Since(killedAt)
-				fmt.Fprintf(out, "another replica took the lease %s after the kill\n", takeover.Round(10*time.Millisecond))
+		if m.killed == nil && float64(m.succeeded) >= m.c.killAt*float64(m.c.n) {
+			if err := m.killLeader(ctx); err != nil {
+				return err
 			}
 		}
-		if killed != nil && restarted == 0 && c.victim == victimOperator {
-			// Seen here, within the loop's 100 ms, not after it.
-			if p, err := l.Process(killed.pod); err == nil && p.Restarts > killed.restarts {
-				restarted = time.Since(killedAt)
-			}
+		if m.killed != nil {
+			m.watchTakeover(ctx)
 		}
-		if succeeded+failed == c.n && takeover != 0 && (c.victim != victimOperator || restarted != 0) {
+		if m.succeeded+m.failed == m.c.n && m.takeover != 0 && (m.c.victim != victimOperator || m.restarted != 0) {
 			break
 		}
 		select {
 		case err := <-createErr:
 			if err != nil {
-				return false, err
+				return err
 			}
 			createErr = nil
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	total := time.Since(start)
+	m.total = time.Since(start)
+	return nil
+}
 
-	dups, missing, err := l.Duplicates(ctx, names)
-	if err != nil {
-		return false, err
+// killLeader kills the victim's leading replica with SIGKILL.
+func (m *measurement) killLeader(ctx context.Context) error {
+	var err error
+	if m.oldHolder, err = holder(ctx, m.l, m.c.victim); err != nil {
+		return err
 	}
-	var providerBack time.Duration
-	if c.victim == victimOperator {
-		if providerBack, err = restartedAfter(l, leader.pod, killedAt); err != nil {
-			return false, err
+	if m.killed, err = victimLeader(m.l, m.c.victim); err != nil || m.killed == nil {
+		return fmt.Errorf("find the leader: %w", err)
+	}
+	if err := syscall.Kill(m.killed.pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill the leader %s (pid %d): %w", m.killed.pod, m.killed.pid, err)
+	}
+	m.killedAt = time.Now()
+	fmt.Fprintf(m.out, "killed the leader %s (pid %d) with SIGKILL at %d/%d succeeded\n", m.killed.pod, m.killed.pid, m.succeeded, m.c.n)
+	return nil
+}
+
+// watchTakeover records when another replica took the lease and, for the
+// operator, when the landscape started the killed replica again.
+func (m *measurement) watchTakeover(ctx context.Context) {
+	if m.takeover == 0 {
+		h, err := holder(ctx, m.l, m.c.victim)
+		if err == nil && h != "" && h != m.oldHolder {
+			m.takeover = time.Since(m.killedAt)
+			fmt.Fprintf(m.out, "another replica took the lease %s after the kill\n", m.takeover.Round(10*time.Millisecond))
 		}
-	} else if restarted, err = restartedAfter(l, killed.pod, killedAt); err != nil {
-		return false, err
 	}
+	if m.restarted == 0 && m.c.victim == victimOperator {
+		// Seen here, within the loop's 100 ms, not after it.
+		if p, err := m.l.Process(m.killed.pod); err == nil && p.Restarts > m.killed.restarts {
+			m.restarted = time.Since(m.killedAt)
+		}
+	}
+}
 
-	ok := succeeded == c.n && dups == 0 && missing == 0 && takeover <= takeoverGoal
+// check counts the instances' objects on the workload cluster and when
+// the killed process (or, for the operator, the inter-operator) ran again.
+func (m *measurement) check(ctx context.Context) error {
+	var err error
+	if m.dups, m.missing, err = m.l.Duplicates(ctx, m.names); err != nil {
+		return err
+	}
+	if m.c.victim == victimOperator {
+		m.providerBack, err = restartedAfter(m.l, m.leader.pod, m.killedAt)
+		return err
+	}
+	m.restarted, err = restartedAfter(m.l, m.killed.pod, m.killedAt)
+	return err
+}
+
+// report prints the figures and says whether every target was met.
+func (m *measurement) report() bool {
+	c, out := m.c, m.out
+	ok := m.succeeded == c.n && m.dups == 0 && m.missing == 0 && m.takeover <= takeoverGoal
 	fmt.Fprintf(out, "\nfailover of the %s (2 replicas, leader killed with SIGKILL at %.0f%%):\n", c.victim, c.killAt*100)
-	fmt.Fprintf(out, "  succeeded: %d / %d (failed %d)\n", succeeded, c.n, failed)
-	fmt.Fprintf(out, "  duplicate resources on the workload cluster: %d (target 0); missing: %d\n", dups, missing)
-	fmt.Fprintf(out, "  takeover (kill → another replica holds the lease): %s (target ≤ %s) %s\n", takeover.Round(10*time.Millisecond), takeoverGoal, verdict(takeover <= takeoverGoal))
+	fmt.Fprintf(out, "  succeeded: %d / %d (failed %d)\n", m.succeeded, c.n, m.failed)
+	fmt.Fprintf(out, "  duplicate resources on the workload cluster: %d (target 0); missing: %d\n", m.dups, m.missing)
+	fmt.Fprintf(out, "  takeover (kill → another replica holds the lease): %s (target ≤ %s) %s\n", m.takeover.Round(10*time.Millisecond), takeoverGoal, verdict(m.takeover <= takeoverGoal))
 	starter := "the operator"
 	if c.victim == victimOperator {
 		starter = "the landscape"
 	}
-	if restarted > 0 {
-		fmt.Fprintf(out, "  %s started the killed replica again %s after the kill\n", starter, restarted.Round(10*time.Millisecond))
+	if m.restarted > 0 {
+		fmt.Fprintf(out, "  %s started the killed replica again %s after the kill\n", starter, m.restarted.Round(10*time.Millisecond))
 	} else {
 		fmt.Fprintf(out, "  %s did not start the killed replica again\n", starter)
 		ok = false
 	}
 	if c.victim == victimOperator {
-		if providerBack > 0 {
-			fmt.Fprintf(out, "  the new leader started the inter-operator (%s) again %s after the kill\n", leader.pod, providerBack.Round(10*time.Millisecond))
+		if m.providerBack > 0 {
+			fmt.Fprintf(out, "  the new leader started the inter-operator (%s) again %s after the kill\n", m.leader.pod, m.providerBack.Round(10*time.Millisecond))
 		} else {
 			fmt.Fprintf(out, "  the new leader did not start the inter-operator again\n")
 			ok = false
 		}
 	}
-	fmt.Fprintf(out, "  all %d instances done %s after the first create (%.1f instances/s)\n", c.n, total.Round(100*time.Millisecond), float64(c.n)/total.Seconds())
-	return ok, nil
+	fmt.Fprintf(out, "  all %d instances done %s after the first create (%.1f instances/s)\n", c.n, m.total.Round(100*time.Millisecond), float64(c.n)/m.total.Seconds())
+	return ok
 }
 
 func verdict(ok bool) string {

@@ -101,47 +101,26 @@ func run(ctx context.Context, c config, out io.Writer) (bool, error) {
 			fmt.Fprintln(os.Stderr, "mcps: landscape down:", err)
 		}
 	}()
-	state, err := controlplane.ReadState(l.Dir)
+	root, err := supervisorPID(l)
 	if err != nil {
 		return false, err
 	}
-	if state.Supervisor == nil {
-		return false, fmt.Errorf("state.json of %s records no supervisor", l.Dir)
-	}
-	root := state.Supervisor.PID
 	time.Sleep(c.settle) // the landscape's processes finish starting
 	before, err := measure(root)
 	if err != nil {
 		return false, err
 	}
 
-	names := make([]string, c.n)
-	for i := range names {
-		names[i] = fmt.Sprintf("%s%02d", nsPrefix, i)
-		if err := l.Onboarding.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: names[i]}}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return false, fmt.Errorf("create namespace %s: %w", names[i], err)
-		}
-	}
 	fmt.Fprintf(out, "creating %d ManagedControlPlanes at once\n", c.n)
-	start := time.Now()
-	var wg sync.WaitGroup
-	errs := make([]error, c.n)
-	for i, ns := range names {
-		wg.Go(func() { errs[i] = l.Onboarding.Create(ctx, newMCP(ns)) })
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			return false, fmt.Errorf("create ManagedControlPlane %s/%s: %w", names[i], mcpName, err)
-		}
+	names, start, err := createMCPs(ctx, l, c.n)
+	if err != nil {
+		return false, err
 	}
 	readyAfter, err := waitReady(ctx, l.Onboarding, names, start, c.timeout)
 	if err != nil {
 		return false, err
 	}
-	all := slices.Max(readyAfter)
-	sorted := slices.Sorted(slices.Values(readyAfter))
-	fmt.Fprintf(out, "all %d Ready after %s\n", c.n, all.Round(10*time.Millisecond))
+	fmt.Fprintf(out, "all %d Ready after %s\n", c.n, slices.Max(readyAfter).Round(10*time.Millisecond))
 
 	time.Sleep(c.settle) // the new processes finish their start-up work
 	after, err := measure(root)
@@ -154,7 +133,64 @@ func run(ctx context.Context, c config, out io.Writer) (bool, error) {
 			added[pid] = name
 		}
 	}
+	ok := report(out, c, readyAfter, before, after, added)
 
+	fmt.Fprintf(out, "deleting the %d ManagedControlPlanes\n", c.n)
+	deleted := time.Now()
+	if err := deleteAll(ctx, l, names); err != nil {
+		return false, err
+	}
+	fmt.Fprintf(out, "  all gone after %s\n", time.Since(deleted).Round(10*time.Millisecond))
+	if err := checkGone(ctx, l, added); err != nil {
+		return false, err
+	}
+	fmt.Fprintf(out, "  their %d processes are gone and state.json records none of their clusters\n", len(added))
+	return ok, nil
+}
+
+// supervisorPID returns the PID of the landscape's supervisor, the root
+// of the process tree measured.
+func supervisorPID(l *landscaperun.Landscape) (int, error) {
+	state, err := controlplane.ReadState(l.Dir)
+	if err != nil {
+		return 0, err
+	}
+	if state.Supervisor == nil {
+		return 0, fmt.Errorf("state.json of %s records no supervisor", l.Dir)
+	}
+	return state.Supervisor.PID, nil
+}
+
+// createMCPs creates n namespaces and then, all at once, an MCP in each;
+// it returns the namespaces and when the MCPs' creation began.
+func createMCPs(ctx context.Context, l *landscaperun.Landscape, n int) ([]string, time.Time, error) {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s%02d", nsPrefix, i)
+		if err := l.Onboarding.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: names[i]}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, time.Time{}, fmt.Errorf("create namespace %s: %w", names[i], err)
+		}
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i, ns := range names {
+		wg.Go(func() { errs[i] = l.Onboarding.Create(ctx, newMCP(ns)) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, time.Time{}, fmt.Errorf("create ManagedControlPlane %s/%s: %w", names[i], mcpName, err)
+		}
+	}
+	return names, start, nil
+}
+
+// report prints the time to Ready and the memory the MCPs added, and says
+// whether both met their targets.
+func report(out io.Writer, c config, readyAfter []time.Duration, before, after usage, added map[int]string) bool {
+	all := slices.Max(readyAfter)
+	sorted := slices.Sorted(slices.Values(readyAfter))
 	rssPer := (after.rss - before.rss) / int64(c.n)
 	pssPer := (after.pss - before.pss) / int64(c.n)
 	readyMet := all <= readyGoal
@@ -170,18 +206,7 @@ func run(ctx context.Context, c config, out io.Writer) (bool, error) {
 	for _, line := range perCommand(after, added) {
 		fmt.Fprintln(out, "   ", line)
 	}
-
-	fmt.Fprintf(out, "deleting the %d ManagedControlPlanes\n", c.n)
-	deleted := time.Now()
-	if err := deleteAll(ctx, l, names); err != nil {
-		return false, err
-	}
-	fmt.Fprintf(out, "  all gone after %s\n", time.Since(deleted).Round(10*time.Millisecond))
-	if err := checkGone(ctx, l, added); err != nil {
-		return false, err
-	}
-	fmt.Fprintf(out, "  their %d processes are gone and state.json records none of their clusters\n", len(added))
-	return readyMet && rssMet && pssMet, nil
+	return readyMet && rssMet && pssMet
 }
 
 // newMCP is the quick start's ManagedControlPlane in namespace ns.

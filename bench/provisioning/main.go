@@ -285,26 +285,11 @@ func (r roles) distinct() []*testenv.Cluster {
 
 func run(ctx context.Context, c config, out io.Writer) (report, error) {
 	var rep report
-	if c.n < 1 || c.single < 1 || c.workers < 1 || c.concurrency < 1 || c.qps == 0 || c.burst < 1 {
-		return rep, errors.New("-n, -single, -workers, -concurrency and -burst must be positive, -qps not 0 (negative: no client-side limit)")
-	}
-	switch c.profilePhase {
-	case "":
-		c.profilePhase = "load"
-	case "load", "broker", "deprovision":
-	default:
-		return rep, fmt.Errorf("-profile-phase %q: want load, broker or deprovision", c.profilePhase)
-	}
-	c, err := c.withMultiClusterDefaults()
+	c, err := c.checked()
 	if err != nil {
 		return rep, err
 	}
-	klog.SetLogger(logr.Discard())
-	if c.verbose {
-		ctrl.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{}))
-	} else {
-		ctrl.SetLogger(logr.Discard())
-	}
+	setLoggers(c.verbose)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -322,21 +307,13 @@ func run(ctx context.Context, c config, out io.Writer) (report, error) {
 		cancel()
 		stop()
 	}()
-	setupClient := rs.platform.Client
-	scheme := rs.platform.Scheme
 
-	limited := func(cl *testenv.Cluster, agent string) *rest.Config {
-		cfg := rest.CopyConfig(cl.Config)
-		cfg.QPS, cfg.Burst, cfg.UserAgent = float32(c.qps), c.burst, agent
-		return cfg
-	}
-	benchCfg := limited(rs.onboarding, "provisioning-bench")
+	benchCfg := c.limited(rs.onboarding, "provisioning-bench")
 	own := wrapCounting(rs.names[rs.onboarding], benchCfg)
-	bc, err := client.NewWithWatch(benchCfg, client.Options{Scheme: scheme})
+	bc, err := client.NewWithWatch(benchCfg, client.Options{Scheme: rs.platform.Scheme})
 	if err != nil {
 		return rep, err
 	}
-
 	if err := setupCatalog(ctx, rs); err != nil {
 		return rep, err
 	}
@@ -345,14 +322,75 @@ func run(ctx context.Context, c config, out io.Writer) (report, error) {
 			return rep, err
 		}
 	}
-
-	// The inter-operator, as its binary runs it, with the rate limits of
-	// -qps and -burst (by default the shipped ones) on each of its clients.
-	platformCluster, err := cluster.New(limited(rs.platform, "marketplane-interoperator"), func(o *cluster.Options) { o.Scheme = scheme })
+	platformCache, stopInterOperator, err := startInterOperator(ctx, c, rs)
 	if err != nil {
 		return rep, err
 	}
-	mgr, err := ctrl.NewManager(limited(rs.onboarding, "marketplane-interoperator"), ctrl.Options{
+	defer stopInterOperator()
+	if err := waitPlanValid(ctx, rs.platform.Client); err != nil {
+		return rep, err
+	}
+
+	tr := newTracker()
+	if err := tr.watch(ctx, bc, instanceNS); err != nil {
+		return rep, err
+	}
+	h := &harness{c: c, out: out, rs: rs, client: bc, own: own, tracker: tr, platformCache: platformCache}
+	printSetup(out, c, time.Since(start))
+	for _, phase := range h.phases() {
+		if err := phase(ctx, &rep); err != nil {
+			return rep, err
+		}
+	}
+	fmt.Fprintf(out, "\nall targets met: %s (total run %s)\n", verdict(rep.ok()), time.Since(start).Round(100*time.Millisecond))
+	return rep, nil
+}
+
+// checked checks the flags and fills in the defaults that depend on them.
+func (c config) checked() (config, error) {
+	if c.n < 1 || c.single < 1 || c.workers < 1 || c.concurrency < 1 || c.qps == 0 || c.burst < 1 {
+		return c, errors.New("-n, -single, -workers, -concurrency and -burst must be positive, -qps not 0 (negative: no client-side limit)")
+	}
+	switch c.profilePhase {
+	case "":
+		c.profilePhase = "load"
+	case "load", "broker", "deprovision":
+	default:
+		return c, fmt.Errorf("-profile-phase %q: want load, broker or deprovision", c.profilePhase)
+	}
+	return c.withMultiClusterDefaults()
+}
+
+// setLoggers discards the clients' logs and, unless verbose, the
+// controllers' logs too.
+func setLoggers(verbose bool) {
+	klog.SetLogger(logr.Discard())
+	if verbose {
+		ctrl.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{}))
+	} else {
+		ctrl.SetLogger(logr.Discard())
+	}
+}
+
+// limited is a copy of cl's rest.Config with the rate limits of -qps and
+// -burst and the user agent agent.
+func (c config) limited(cl *testenv.Cluster, agent string) *rest.Config {
+	cfg := rest.CopyConfig(cl.Config)
+	cfg.QPS, cfg.Burst, cfg.UserAgent = float32(c.qps), c.burst, agent
+	return cfg
+}
+
+// startInterOperator runs the inter-operator as its binary runs it, with
+// the rate limits of -qps and -burst (by default the shipped ones) on each
+// of its clients. It returns a reader of the platform cluster through the
+// inter-operator's cache and how to stop it.
+func startInterOperator(ctx context.Context, c config, rs roles) (client.Reader, func(), error) {
+	scheme := rs.platform.Scheme
+	platformCluster, err := cluster.New(c.limited(rs.platform, "marketplane-interoperator"), func(o *cluster.Options) { o.Scheme = scheme })
+	if err != nil {
+		return nil, nil, err
+	}
+	mgr, err := ctrl.NewManager(c.limited(rs.onboarding, "marketplane-interoperator"), ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -362,63 +400,54 @@ func run(ctx context.Context, c config, out io.Writer) (report, error) {
 		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
-		return rep, err
+		return nil, nil, err
 	}
 	if err := mgr.Add(platformCluster); err != nil {
-		return rep, err
+		return nil, nil, err
 	}
 	if _, err := interoperator.Setup(ctx, mgr, platformCluster, providerName,
 		interoperator.WithMaxConcurrentReconciles(c.concurrency),
 		interoperator.WithTargetRateLimits(float32(c.qps), c.burst)); err != nil {
-		return rep, err
+		return nil, nil, err
 	}
 	mctx, mcancel := context.WithCancel(ctx)
 	mdone := make(chan error, 1)
 	go func() { mdone <- mgr.Start(mctx) }()
-	defer func() {
+	stop := func() {
 		mcancel()
 		if err := <-mdone; err != nil {
 			fmt.Fprintf(os.Stderr, "the manager stopped with an error: %v\n", err)
 		}
-	}()
-	if err := waitPlanValid(ctx, setupClient); err != nil {
-		return rep, err
 	}
+	return platformCluster.GetClient(), stop, nil
+}
 
-	tr := newTracker()
-	if err := tr.watch(ctx, bc, instanceNS); err != nil {
-		return rep, err
-	}
-	h := &harness{c: c, out: out, rs: rs, client: bc, own: own, tracker: tr, platformCache: platformCluster.GetClient()}
-
+// printSetup prints what the run measures and with which settings.
+func printSetup(out io.Writer, c config, took time.Duration) {
 	profile := "production profile: every API group and admission plugin, API Priority and Fairness"
 	if !c.fullAPI {
 		profile = "small test profile: no API Priority and Fairness, fewer API groups (-full-api=false)"
 	}
-	fmt.Fprintf(out, "bench/provisioning: %s (started in %s); API servers in the %s\n", describeServers(c.servers, c.clusters), time.Since(start).Round(100*time.Millisecond), profile)
+	fmt.Fprintf(out, "bench/provisioning: %s (started in %s); API servers in the %s\n", describeServers(c.servers, c.clusters), took.Round(100*time.Millisecond), profile)
 	fmt.Fprintf(out, "GOMAXPROCS=%d NumCPU=%d; one-object plan (one ConfigMap per instance, no status template)\n", goruntime.GOMAXPROCS(0), goruntime.NumCPU())
 	fmt.Fprintf(out, "client-side rate limits of every rest.Config (inter-operator: platform, onboarding, target; benchmark): %s\n", describeLimits(c.qps, c.burst))
 	fmt.Fprintf(out, "inter-operator: %d concurrent instance reconciles; benchmark: %d creating goroutines\n", c.concurrency, c.workers)
 	fmt.Fprintf(out, "instances are created as the broker does: one create (finalizer, last-operation label; an empty state means in_queue)\n\n")
+}
 
+// phases are the run's measurements in their order.
+func (h *harness) phases() []func(context.Context, *report) error {
 	phases := []func(context.Context, *report) error{h.idle, h.raw}
-	if c.clusters == 1 {
-		phases = append(phases, func(ctx context.Context, rep *report) error {
-			return h.load(ctx, rep, loadPhase{title: "load", prefix: "load", profile: true, rateTarget: true})
-		})
-		if c.broker {
-			phases = append(phases, h.brokerPhase, h.directPhase)
-		}
-	} else {
-		phases = append(phases, h.multiCluster)
+	if h.c.clusters != 1 {
+		return append(phases, h.multiCluster)
 	}
-	for _, phase := range phases {
-		if err := phase(ctx, &rep); err != nil {
-			return rep, err
-		}
+	phases = append(phases, func(ctx context.Context, rep *report) error {
+		return h.load(ctx, rep, loadPhase{title: "load", prefix: "load", profile: true, rateTarget: true})
+	})
+	if h.c.broker {
+		phases = append(phases, h.brokerPhase, h.directPhase)
 	}
-	fmt.Fprintf(out, "\nall targets met: %s (total run %s)\n", verdict(rep.ok()), time.Since(start).Round(100*time.Millisecond))
-	return rep, nil
+	return phases
 }
 
 // harness is what the phases of a run share.

@@ -51,113 +51,151 @@ type options struct {
 // booleans). Flags and packages may be mixed, as with go test. Any other flag
 // is an error rather than silently ignored.
 func parseArgs(args []string) (options, error) {
-	o := options{parallel: 4, binDir: filepath.Join("bin", "testbin"), timeout: defaultTimeout}
-	o.testArgs = []string{"-test.paniconexit0"}
-	timeoutSet := false
-	ldflags := ""
-	for i := 0; i < len(args); i++ {
-		a := args[i]
+	p := &argParser{args: args}
+	p.o = options{parallel: 4, binDir: filepath.Join("bin", "testbin"), timeout: defaultTimeout}
+	p.o.testArgs = []string{"-test.paniconexit0"}
+	for ; p.i < len(args); p.i++ {
+		a := args[p.i]
 		if !strings.HasPrefix(a, "-") || a == "-" {
-			o.patterns = append(o.patterns, a)
+			p.o.patterns = append(p.o.patterns, a)
 			continue
 		}
-		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		needValue := func() (string, error) {
-			if hasValue {
-				return value, nil
-			}
-			if i+1 >= len(args) {
-				return "", fmt.Errorf("flag -%s needs a value", name)
-			}
-			i++
-			return args[i], nil
+		if err := p.flag(a); err != nil {
+			return p.o, err
 		}
-		if name == "buildonly" {
-			b, err := boolValue(name, value, hasValue)
-			if err != nil {
-				return o, err
-			}
-			o.buildOnly = b
-			continue
-		}
-		switch name {
-		case "p", "bindir":
-			v, err := needValue()
-			if err != nil {
-				return o, err
-			}
-			if name == "bindir" {
-				o.binDir = v
-				continue
-			}
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return o, fmt.Errorf("-p %q: want a positive number", v)
-			}
-			o.parallel = n
-			continue
-		}
-		if f, ok := buildFlags[name]; ok {
-			if f.bool {
-				if _, err := boolValue(name, value, hasValue); err != nil {
-					return o, err
-				}
-				o.buildArgs = append(o.buildArgs, a)
-				continue
-			}
-			v, err := needValue()
-			if err != nil {
-				return o, err
-			}
-			if name == "ldflags" {
-				ldflags = v
-				continue
-			}
-			o.buildArgs = append(o.buildArgs, "-"+name+"="+v)
-			continue
-		}
-		f, ok := runFlags[name]
-		if !ok {
-			return o, fmt.Errorf("flag %s is not supported by testrun (use go test)", a)
-		}
-		if f.bool {
-			b, err := boolValue(name, value, hasValue)
-			if err != nil {
-				return o, err
-			}
-			switch name {
-			case "v":
-				o.verbose = b
-			case "failfast":
-				o.failFast = b
-			}
-			o.testArgs = append(o.testArgs, "-test."+name+"="+strconv.FormatBool(b))
-			continue
-		}
-		v, err := needValue()
-		if err != nil {
-			return o, err
-		}
-		if name == "timeout" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return o, fmt.Errorf("-timeout %q: %w", v, err)
-			}
-			o.timeout, timeoutSet = d, true
-		}
-		o.testArgs = append(o.testArgs, "-test."+name+"="+v)
 	}
+	o := p.o
 	// go test links its test binaries without the symbol table and DWARF (they are
 	// run once); go test -c keeps them unless told. Stripped, the link is cheaper and
 	// the binaries are those go test would run.
-	o.buildArgs = append(o.buildArgs, strings.TrimSpace("-ldflags=-s -w "+ldflags))
-	if !timeoutSet {
+	o.buildArgs = append(o.buildArgs, strings.TrimSpace("-ldflags=-s -w "+p.ldflags))
+	if !p.timeoutSet {
 		o.testArgs = append(o.testArgs, "-test.timeout="+defaultTimeout.String())
 	}
 	if len(o.patterns) == 0 {
 		o.patterns = []string{"."}
 	}
 	return o, nil
+}
+
+// argParser is parseArgs' state while it walks the arguments.
+type argParser struct {
+	o          options
+	args       []string
+	i          int    // the argument being read
+	timeoutSet bool   // -timeout was given
+	ldflags    string // -ldflags, added to the stripping flags at the end
+}
+
+// flag reads the flag a (args[p.i]) and, if it takes one, its value.
+func (p *argParser) flag(a string) error {
+	name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+	f := flagArg{arg: a, name: name, value: value, hasValue: hasValue}
+	switch name {
+	case "buildonly":
+		b, err := boolValue(name, value, hasValue)
+		p.o.buildOnly = b
+		return err
+	case "p", "bindir":
+		return p.testrunFlag(f)
+	}
+	if spec, ok := buildFlags[name]; ok {
+		return p.buildFlag(f, spec)
+	}
+	spec, ok := runFlags[name]
+	if !ok {
+		return fmt.Errorf("flag %s is not supported by testrun (use go test)", a)
+	}
+	return p.runFlag(f, spec)
+}
+
+// flagArg is one flag as written: -name, -name=value or -name value.
+type flagArg struct {
+	arg, name, value string
+	hasValue         bool
+}
+
+// needValue returns f's value, from the next argument when f has no
+// "=value".
+func (p *argParser) needValue(f flagArg) (string, error) {
+	if f.hasValue {
+		return f.value, nil
+	}
+	if p.i+1 >= len(p.args) {
+		return "", fmt.Errorf("flag -%s needs a value", f.name)
+	}
+	p.i++
+	return p.args[p.i], nil
+}
+
+// testrunFlag reads testrun's own -p and -bindir.
+func (p *argParser) testrunFlag(f flagArg) error {
+	v, err := p.needValue(f)
+	if err != nil {
+		return err
+	}
+	if f.name == "bindir" {
+		p.o.binDir = v
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return fmt.Errorf("-p %q: want a positive number", v)
+	}
+	p.o.parallel = n
+	return nil
+}
+
+// buildFlag reads a flag of `go test -c`.
+func (p *argParser) buildFlag(f flagArg, spec testFlag) error {
+	if spec.bool {
+		if _, err := boolValue(f.name, f.value, f.hasValue); err != nil {
+			return err
+		}
+		p.o.buildArgs = append(p.o.buildArgs, f.arg)
+		return nil
+	}
+	v, err := p.needValue(f)
+	if err != nil {
+		return err
+	}
+	if f.name == "ldflags" {
+		p.ldflags = v
+		return nil
+	}
+	p.o.buildArgs = append(p.o.buildArgs, "-"+f.name+"="+v)
+	return nil
+}
+
+// runFlag reads a flag of the test binaries.
+func (p *argParser) runFlag(f flagArg, spec testFlag) error {
+	if spec.bool {
+		b, err := boolValue(f.name, f.value, f.hasValue)
+		if err != nil {
+			return err
+		}
+		switch f.name {
+		case "v":
+			p.o.verbose = b
+		case "failfast":
+			p.o.failFast = b
+		}
+		p.o.testArgs = append(p.o.testArgs, "-test."+f.name+"="+strconv.FormatBool(b))
+		return nil
+	}
+	v, err := p.needValue(f)
+	if err != nil {
+		return err
+	}
+	if f.name == "timeout" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("-timeout %q: %w", v, err)
+		}
+		p.o.timeout, p.timeoutSet = d, true
+	}
+	p.o.testArgs = append(p.o.testArgs, "-test."+f.name+"="+v)
+	return nil
 }
 
 func boolValue(name, value string, hasValue bool) (bool, error) {

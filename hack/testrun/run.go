@@ -83,36 +83,52 @@ func run(ctx context.Context, opts options, w io.Writer) (bool, error) {
 	// On an interruption, leave no go command behind.
 	defer func() { <-buildsDone }()
 	if opts.buildOnly {
-		ok := setupOK
-		for i, b := range results {
-			<-b.done
-			if b.failed {
-				ok = false
-				out.print(append(b.out, fmt.Appendf(nil, "FAIL\t%s [build failed]\n", pkgs[i].ImportPath)...))
-			}
-		}
-		return ok && ctx.Err() == nil, nil
+		return reportBuilds(pkgs, results, out, setupOK) && ctx.Err() == nil, nil
 	}
-
 	r := &runner{opts: opts, out: out, goroot: goroot}
+	failed := r.runAll(ctx, pkgs, binDir, buckets, results)
+	return setupOK && !failed && ctx.Err() == nil, nil
+}
+
+// reportBuilds waits for every build, reports the failed ones as go test
+// does and says whether all built (and ok, the setup's outcome, held).
+func reportBuilds(pkgs []testPackage, results []*built, out *output, ok bool) bool {
+	for i, b := range results {
+		<-b.done
+		if b.failed {
+			ok = false
+			out.print(append(b.out, fmt.Appendf(nil, "FAIL\t%s [build failed]\n", pkgs[i].ImportPath)...))
+		}
+	}
+	return ok
+}
+
+// runAll runs the packages' test binaries, -p at once in the packages'
+// order, each once its build is done, and reports whether one failed.
+// With -failfast no package starts after a failure.
+func (r *runner) runAll(ctx context.Context, pkgs []testPackage, binDir string, buckets []bucket, results []*built) bool {
 	var (
 		mu     sync.Mutex
 		next   int
 		failed bool
 		wg     sync.WaitGroup
 	)
-	for range min(opts.parallel, len(pkgs)) {
+	// claim returns the next package to run, or false when none should.
+	claim := func() (int, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		i := next
+		stop := i >= len(pkgs) || ctx.Err() != nil || (r.opts.failFast && failed)
+		next++
+		return i, !stop
+	}
+	for range min(r.opts.parallel, len(pkgs)) {
 		wg.Go(func() {
 			for {
-				mu.Lock()
-				i := next
-				stop := i >= len(pkgs) || ctx.Err() != nil || (opts.failFast && failed)
-				next++
-				mu.Unlock()
-				if stop {
+				i, ok := claim()
+				if !ok {
 					return
 				}
-				var ok bool
 				select {
 				case <-results[i].done:
 					ok = r.runPackage(ctx, pkgs[i], binDir, buckets[pkgs[i].bucket].Dir, results[i])
@@ -128,7 +144,7 @@ func run(ctx context.Context, opts options, w io.Writer) (bool, error) {
 		})
 	}
 	wg.Wait()
-	return setupOK && !failed && ctx.Err() == nil, nil
+	return failed
 }
 
 // listPackages expands the patterns with go list, in order and without

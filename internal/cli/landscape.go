@@ -154,32 +154,8 @@ func runLandscape(ctx context.Context, out io.Writer, o *landscapeOptions) error
 // its output in logs/landscape.log, shows that output until the landscape
 // is ready (or failed), and returns. Ctrl-C meanwhile stops it.
 func startDetached(ctx context.Context, out io.Writer, o *landscapeOptions) error {
-	// Bad flags fail here, before anything is created or started, not in
-	// the background process; the child gets them with absolute paths.
-	images, err := landscape.UserImages(o.imageMaps, o.imageMapFiles)
+	args, layout, err := detachedArgs(o)
 	if err != nil {
-		return err
-	}
-	manifests, err := absPaths(o.manifests)
-	if err != nil {
-		return err
-	}
-	if err := stack.CheckManifests(manifests); err != nil {
-		return err
-	}
-	layout, err := landscape.PrepareStateDir(o.stateDir)
-	if err != nil {
-		return err
-	}
-	if st, err := landscape.ReadStatus(layout.Dir); err == nil && st.Running {
-		return fmt.Errorf("%w: %s (pid %d); 'marketplane landscape status' shows it, 'marketplane landscape down' stops it",
-			landscape.ErrRunning, layout.Dir, st.State.Supervisor.PID)
-	}
-	binDir, err := controlplane.BinDir(o.binDir)
-	if err != nil {
-		return err
-	}
-	if _, err := controlplane.FindBinaries(binDir); err != nil {
 		return err
 	}
 	exe, err := os.Executable()
@@ -196,6 +172,52 @@ func startDetached(ctx context.Context, out io.Writer, o *landscapeOptions) erro
 	if err != nil {
 		return fmt.Errorf("open %s: %w", logPath, err)
 	}
+	child := exec.Command(exe, args...)
+	child.Stdout, child.Stderr = logFile, logFile
+	// A session of its own: the terminal's Ctrl-C and hang-up do not reach
+	// it once this command has returned.
+	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := child.Start(); err != nil {
+		return fmt.Errorf("start the landscape: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
+	tail := &logTail{path: logPath, offset: offset}
+	return followStart(ctx, out, layout.Dir, child, exited, tail)
+}
+
+// detachedArgs checks the flags, the state directory and the binaries
+// and returns the arguments of the background `landscape up` and the
+// state directory's layout. Bad flags fail here, before anything is
+// created or started, not in the background process; the child gets them
+// with absolute paths.
+func detachedArgs(o *landscapeOptions) ([]string, controlplane.Layout, error) {
+	images, err := landscape.UserImages(o.imageMaps, o.imageMapFiles)
+	if err != nil {
+		return nil, controlplane.Layout{}, err
+	}
+	manifests, err := absPaths(o.manifests)
+	if err != nil {
+		return nil, controlplane.Layout{}, err
+	}
+	if err := stack.CheckManifests(manifests); err != nil {
+		return nil, controlplane.Layout{}, err
+	}
+	layout, err := landscape.PrepareStateDir(o.stateDir)
+	if err != nil {
+		return nil, layout, err
+	}
+	if st, err := landscape.ReadStatus(layout.Dir); err == nil && st.Running {
+		return nil, layout, fmt.Errorf("%w: %s (pid %d); 'marketplane landscape status' shows it, 'marketplane landscape down' stops it",
+			landscape.ErrRunning, layout.Dir, st.State.Supervisor.PID)
+	}
+	binDir, err := controlplane.BinDir(o.binDir)
+	if err != nil {
+		return nil, layout, err
+	}
+	if _, err := controlplane.FindBinaries(binDir); err != nil {
+		return nil, layout, err
+	}
 	args := []string{"landscape", "up", "--foreground", "--detached",
 		"--state-dir=" + layout.Dir, "--bin-dir=" + binDir, "--start-timeout=" + o.startTimeout.String(), "--operator-lease=" + o.operatorLease.String()}
 	if o.controlPlaneOnly {
@@ -207,23 +229,19 @@ func startDetached(ctx context.Context, out io.Writer, o *landscapeOptions) erro
 	for _, m := range manifests {
 		args = append(args, "--manifest="+m)
 	}
-	child := exec.Command(exe, args...)
-	child.Stdout, child.Stderr = logFile, logFile
-	// A session of its own: the terminal's Ctrl-C and hang-up do not reach
-	// it once this command has returned.
-	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := child.Start(); err != nil {
-		return fmt.Errorf("start the landscape: %w", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- child.Wait() }()
+	return args, layout, nil
+}
 
+// followStart shows the started child's log (tail) until the landscape
+// of dir is ready and run by child, or the child exited. Ctrl-C stops the
+// child and waits for its exit; the end of ctx stops it and returns.
+func followStart(ctx context.Context, out io.Writer, dir string, child *exec.Cmd, exited <-chan error, tail *logTail) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	progress := newLandscapeProgress(out, isTerminal(out))
 	defer progress.finish(errors.New("stopped"))
-	tail := &logTail{path: logPath, offset: offset, out: progress}
+	tail.out = progress
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	interrupted := false
@@ -235,7 +253,7 @@ func startDetached(ctx context.Context, out io.Writer, o *landscapeOptions) erro
 			if interrupted {
 				return errors.New("interrupted; the landscape was stopped")
 			}
-			return fmt.Errorf("the landscape did not start (%w); its output is in %s", err, logPath)
+			return fmt.Errorf("the landscape did not start (%w); its output is in %s", err, tail.path)
 		case <-sigs:
 			if !interrupted {
 				interrupted = true
@@ -252,17 +270,21 @@ func startDetached(ctx context.Context, out io.Writer, o *landscapeOptions) erro
 			return ctx.Err()
 		case <-tick.C:
 			tail.flush()
-			if interrupted {
-				continue
-			}
-			if st, err := landscape.ReadStatus(layout.Dir); err == nil && st.State.Phase == controlplane.PhaseReady &&
-				st.State.Supervisor != nil && st.State.Supervisor.PID == child.Process.Pid {
+			if !interrupted && readyBy(dir, child.Process.Pid) {
 				tail.flush()
 				progress.finish(nil)
 				return nil
 			}
 		}
 	}
+}
+
+// readyBy reports whether the landscape of dir records that it is ready
+// and run by the process pid.
+func readyBy(dir string, pid int) bool {
+	st, err := landscape.ReadStatus(dir)
+	return err == nil && st.State.Phase == controlplane.PhaseReady &&
+		st.State.Supervisor != nil && st.State.Supervisor.PID == pid
 }
 
 // watchReady calls ready once the landscape of dir records that it is
@@ -280,8 +302,7 @@ func watchReady(ctx context.Context, dir string, pid int, ready func()) (stop fu
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				if st, err := landscape.ReadStatus(dir); err == nil && st.State.Phase == controlplane.PhaseReady &&
-					st.State.Supervisor != nil && st.State.Supervisor.PID == pid {
+				if readyBy(dir, pid) {
 					ready()
 					return
 				}

@@ -113,62 +113,75 @@ func newField(name string, p map[string]any, required bool) field {
 	fd.Description, _ = p["description"].(string)
 	typ, _ := p["type"].(string)
 	if enum, ok := p["enum"].([]any); ok && len(enum) > 0 && (typ == "" || typ == "string") {
-		allStrings := true
-		for _, e := range enum {
-			s, ok := e.(string)
-			if !ok {
-				allStrings = false
-				break
-			}
-			fd.Enum = append(fd.Enum, s)
-		}
-		if allStrings {
-			fd.Type, fd.Input = "string", inputSelect
-		} else {
-			fd.Enum = nil
-		}
+		fd.setEnum(enum)
 	}
 	if fd.Input == inputJSON {
-		switch typ {
-		case "string":
-			fd.Type, fd.Input = typ, inputText
-			fd.MinLength = numberAttr(p["minLength"])
-			fd.MaxLength = numberAttr(p["maxLength"])
-			// The HTML pattern is anchored, the schema's is not: only an
-			// anchored schema pattern means the same in both.
-			if pat, ok := p["pattern"].(string); ok && strings.HasPrefix(pat, "^") && strings.HasSuffix(pat, "$") {
-				fd.Pattern = pat
-			}
-		case "integer", "number":
-			fd.Type, fd.Input = typ, inputNumber
-			fd.Min = numberAttr(p["minimum"])
-			fd.Max = numberAttr(p["maximum"])
-			fd.Step = "any"
-			if typ == "integer" {
-				fd.Step = "1"
-			}
-			if m := numberAttr(p["multipleOf"]); m != "" {
-				fd.Step = m
-			}
-		case "boolean":
-			fd.Type, fd.Input = typ, inputCheckbox
-		}
+		fd.setInput(typ, p)
 	}
 	if d, ok := p["default"]; ok {
-		switch v := d.(type) {
-		case bool:
-			fd.Checked = v
-		case string:
-			fd.Value = v
-		case float64:
-			fd.Value = strconv.FormatFloat(v, 'f', -1, 64)
-		default:
-			if b, err := json.Marshal(v); err == nil {
-				fd.Value = string(b)
-			}
-		}
+		fd.setDefault(d)
 	}
 	return fd
+}
+
+// setEnum makes the field a select of enum's values when they are all
+// strings.
+func (f *field) setEnum(enum []any) {
+	values := make([]string, 0, len(enum))
+	for _, e := range enum {
+		s, ok := e.(string)
+		if !ok {
+			return
+		}
+		values = append(values, s)
+	}
+	f.Enum = values
+	f.Type, f.Input = "string", inputSelect
+}
+
+// setInput picks the input for a property of type typ and its HTML5
+// constraints from the schema p.
+func (f *field) setInput(typ string, p map[string]any) {
+	switch typ {
+	case "string":
+		f.Type, f.Input = typ, inputText
+		f.MinLength = numberAttr(p["minLength"])
+		f.MaxLength = numberAttr(p["maxLength"])
+		// The HTML pattern is anchored, the schema's is not: only an
+		// anchored schema pattern means the same in both.
+		if pat, ok := p["pattern"].(string); ok && strings.HasPrefix(pat, "^") && strings.HasSuffix(pat, "$") {
+			f.Pattern = pat
+		}
+	case "integer", "number":
+		f.Type, f.Input = typ, inputNumber
+		f.Min = numberAttr(p["minimum"])
+		f.Max = numberAttr(p["maximum"])
+		f.Step = "any"
+		if typ == "integer" {
+			f.Step = "1"
+		}
+		if m := numberAttr(p["multipleOf"]); m != "" {
+			f.Step = m
+		}
+	case "boolean":
+		f.Type, f.Input = typ, inputCheckbox
+	}
+}
+
+// setDefault shows the schema's default d as the field's value.
+func (f *field) setDefault(d any) {
+	switch v := d.(type) {
+	case bool:
+		f.Checked = v
+	case string:
+		f.Value = v
+	case float64:
+		f.Value = strconv.FormatFloat(v, 'f', -1, 64)
+	default:
+		if b, err := json.Marshal(v); err == nil {
+			f.Value = string(b)
+		}
+	}
 }
 
 // numberAttr formats a schema number for an HTML attribute; "" when v is

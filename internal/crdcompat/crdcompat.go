@@ -24,6 +24,19 @@ import (
 func Compare(prev, next *apiextensionsv1.CustomResourceDefinition) []string {
 	var problems []string
 	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	compareNames(prev, next, add)
+	compareStorage(prev, next, add)
+	for i := range prev.Spec.Versions {
+		if pv := &prev.Spec.Versions[i]; pv.Served {
+			compareVersion(pv, version(next, pv.Name), &problems)
+		}
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+// compareNames reports a changed name, scope, kind or plural.
+func compareNames(prev, next *apiextensionsv1.CustomResourceDefinition, add func(string, ...any)) {
 	if prev.Name != next.Name {
 		add("name changed from %s to %s", prev.Name, next.Name)
 	}
@@ -33,78 +46,65 @@ func Compare(prev, next *apiextensionsv1.CustomResourceDefinition) []string {
 	if prev.Spec.Names.Kind != next.Spec.Names.Kind || prev.Spec.Names.Plural != next.Spec.Names.Plural {
 		add("names changed from %s/%s to %s/%s", prev.Spec.Names.Kind, prev.Spec.Names.Plural, next.Spec.Names.Kind, next.Spec.Names.Plural)
 	}
-	if s := storageVersion(prev); s != "" && storageVersion(next) != s {
-		if v := version(next, s); v == nil || !v.Served {
-			add("version %s stored objects of the previous release and is neither the storage version nor served", s)
-		} else if next.Spec.Conversion == nil || next.Spec.Conversion.Strategy != apiextensionsv1.WebhookConverter {
-			add("the storage version moved from %s to %s without a conversion webhook", s, storageVersion(next))
-		}
+}
+
+// compareStorage reports a storage version that moved so that the objects
+// prev stored can no longer be read.
+func compareStorage(prev, next *apiextensionsv1.CustomResourceDefinition, add func(string, ...any)) {
+	s := storageVersion(prev)
+	if s == "" || storageVersion(next) == s {
+		return
 	}
-	for i := range prev.Spec.Versions {
-		pv := &prev.Spec.Versions[i]
-		if !pv.Served {
-			continue
-		}
-		nv := version(next, pv.Name)
-		if nv == nil || !nv.Served {
-			add("version %s is no longer served", pv.Name)
-			continue
-		}
-		if pv.Schema == nil || pv.Schema.OpenAPIV3Schema == nil {
-			continue
-		}
-		if nv.Schema == nil || nv.Schema.OpenAPIV3Schema == nil {
-			add("version %s lost its schema", pv.Name)
-			continue
-		}
-		compareSchema(pv.Name, "", pv.Schema.OpenAPIV3Schema, nv.Schema.OpenAPIV3Schema, &problems)
-		if hasStatus(pv) && !hasStatus(nv) {
-			add("version %s lost its status subresource", pv.Name)
-		}
+	if v := version(next, s); v == nil || !v.Served {
+		add("version %s stored objects of the previous release and is neither the storage version nor served", s)
+	} else if next.Spec.Conversion == nil || next.Spec.Conversion.Strategy != apiextensionsv1.WebhookConverter {
+		add("the storage version moved from %s to %s without a conversion webhook", s, storageVersion(next))
 	}
-	sort.Strings(problems)
-	return problems
+}
+
+// compareVersion compares pv, a version prev serves, with the version of
+// the same name in next (nil when next lacks it).
+func compareVersion(pv, nv *apiextensionsv1.CustomResourceDefinitionVersion, problems *[]string) {
+	add := func(format string, args ...any) { *problems = append(*problems, fmt.Sprintf(format, args...)) }
+	if nv == nil || !nv.Served {
+		add("version %s is no longer served", pv.Name)
+		return
+	}
+	if pv.Schema == nil || pv.Schema.OpenAPIV3Schema == nil {
+		return
+	}
+	if nv.Schema == nil || nv.Schema.OpenAPIV3Schema == nil {
+		add("version %s lost its schema", pv.Name)
+		return
+	}
+	compareSchema(pv.Name, "", pv.Schema.OpenAPIV3Schema, nv.Schema.OpenAPIV3Schema, problems)
+	if hasStatus(pv) && !hasStatus(nv) {
+		add("version %s lost its status subresource", pv.Name)
+	}
 }
 
 // compareSchema walks prev's schema and reports where next would prune,
 // refuse or reinterpret a value prev accepted.
 func compareSchema(ver, path string, prev, next *apiextensionsv1.JSONSchemaProps, problems *[]string) {
-	at := func() string { return ver + " " + orRoot(path) }
+	at := ver + " " + orRoot(path)
+	add := func(format string, args ...any) { *problems = append(*problems, at+": "+fmt.Sprintf(format, args...)) }
 	if prev.Type != next.Type && prev.Type != "" {
-		*problems = append(*problems, fmt.Sprintf("%s: type changed from %q to %q", at(), prev.Type, next.Type))
+		add("type changed from %q to %q", prev.Type, next.Type)
 		return
 	}
 	if !preserves(prev) && preserves(next) {
 		return // next keeps whatever is there
 	}
 	if preserves(prev) && !preserves(next) {
-		*problems = append(*problems, fmt.Sprintf("%s: unknown fields were kept and would now be pruned", at()))
+		add("unknown fields were kept and would now be pruned")
 	}
-	if len(next.Enum) > 0 {
-		if len(prev.Enum) == 0 {
-			*problems = append(*problems, fmt.Sprintf("%s: now limited to an enum", at()))
-		} else {
-			for _, v := range prev.Enum {
-				if !slices.ContainsFunc(next.Enum, func(n apiextensionsv1.JSON) bool { return bytes.Equal(n.Raw, v.Raw) }) {
-					*problems = append(*problems, fmt.Sprintf("%s: enum value %s was dropped", at(), v.Raw))
-				}
-			}
-		}
-	}
-	for _, r := range next.Required {
-		if slices.Contains(prev.Required, r) {
-			continue
-		}
-		if p, ok := next.Properties[r]; ok && p.Default != nil {
-			continue
-		}
-		*problems = append(*problems, fmt.Sprintf("%s: field %q is newly required", at(), r))
-	}
+	compareEnum(prev, next, add)
+	compareRequired(prev, next, add)
 	for name, pp := range prev.Properties {
 		np, ok := next.Properties[name]
 		if !ok {
 			if next.AdditionalProperties == nil || !next.AdditionalProperties.Allows {
-				*problems = append(*problems, fmt.Sprintf("%s: field %q was removed (its values would be pruned)", at(), name))
+				add("field %q was removed (its values would be pruned)", name)
 			}
 			continue
 		}
@@ -112,17 +112,48 @@ func compareSchema(ver, path string, prev, next *apiextensionsv1.JSONSchemaProps
 	}
 	if prev.Items != nil && prev.Items.Schema != nil {
 		if next.Items == nil || next.Items.Schema == nil {
-			*problems = append(*problems, fmt.Sprintf("%s: the schema of its items was removed", at()))
+			add("the schema of its items was removed")
 		} else {
 			compareSchema(ver, path+"[]", prev.Items.Schema, next.Items.Schema, problems)
 		}
 	}
 	if prev.AdditionalProperties != nil && prev.AdditionalProperties.Schema != nil {
 		if next.AdditionalProperties == nil || next.AdditionalProperties.Schema == nil {
-			*problems = append(*problems, fmt.Sprintf("%s: the schema of its map values was removed", at()))
+			add("the schema of its map values was removed")
 		} else {
 			compareSchema(ver, path+"{}", prev.AdditionalProperties.Schema, next.AdditionalProperties.Schema, problems)
 		}
+	}
+}
+
+// compareEnum reports an enum where there was none and enum values next
+// dropped.
+func compareEnum(prev, next *apiextensionsv1.JSONSchemaProps, add func(string, ...any)) {
+	if len(next.Enum) == 0 {
+		return
+	}
+	if len(prev.Enum) == 0 {
+		add("now limited to an enum")
+		return
+	}
+	for _, v := range prev.Enum {
+		if !slices.ContainsFunc(next.Enum, func(n apiextensionsv1.JSON) bool { return bytes.Equal(n.Raw, v.Raw) }) {
+			add("enum value %s was dropped", v.Raw)
+		}
+	}
+}
+
+// compareRequired reports fields next requires that prev did not and
+// that have no default.
+func compareRequired(prev, next *apiextensionsv1.JSONSchemaProps, add func(string, ...any)) {
+	for _, r := range next.Required {
+		if slices.Contains(prev.Required, r) {
+			continue
+		}
+		if p, ok := next.Properties[r]; ok && p.Default != nil {
+			continue
+		}
+		add("field %q is newly required", r)
 	}
 }
 

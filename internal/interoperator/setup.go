@@ -195,6 +195,53 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platform cluster.Cluster, prov
 	if mgr == nil || platform == nil {
 		return nil, errors.New("setup inter-operator: a manager and the platform cluster are required")
 	}
+	o := newOptions(opts)
+	if err := catalog.IndexFields(ctx, platform.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
+	if err := provisioner.IndexFields(ctx, mgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
+	registry := clusters.NewRegistry(platform.GetClient(), platform.GetAPIReader(), mgr.GetScheme(), o.registryOptions()...)
+	sisterCRDs, err := CRDs()
+	if err != nil {
+		return nil, err
+	}
+	iop := &Interoperator{Registry: registry}
+	if err := iop.setupEngine(mgr, platform, sisterCRDs, o); err != nil {
+		return nil, err
+	}
+
+	instanceWorkers, bindingWorkers := o.concurrency, o.concurrency
+	if !o.concurrencySet {
+		instanceWorkers, bindingWorkers = serviceFabrikWorkers(ctx, platform, providerName, o.concurrency)
+	}
+	if iop.Controllers, err = provisioner.SetupWithManager(mgr, providerName, platform, iop.Engine,
+		o.runtimeOptions(InstanceControllerName, instanceWorkers), o.runtimeOptions(BindingControllerName, bindingWorkers)); err != nil {
+		return nil, err
+	}
+	iop.Catalog = catalog.NewReconciler(providerName, platform,
+		catalog.WithControllerName(o.namePrefix+CatalogControllerName),
+		catalog.WithInstances(provisioner.IndexPlanID, provisioner.IndexServiceID, o.environment),
+		catalog.WithControllerOptions(controller.Options{SkipNameValidation: o.skipNameValidation()}))
+	if err := iop.Catalog.SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	iop.ClusterStatus = clusters.NewStatusReconciler(providerName, platform, mgr.GetClient(), provisioner.IndexClusterID, registry, o.statusOptions()...)
+	if err := iop.ClusterStatus.SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	if err := iop.setupSisters(mgr, platform, providerName, sisterCRDs, o); err != nil {
+		return nil, err
+	}
+	if err := setupWorkloadClusters(ctx, mgr, platform, providerName, o); err != nil {
+		return nil, err
+	}
+	return iop, nil
+}
+
+// newOptions applies opts to the defaults.
+func newOptions(opts []Option) options {
 	o := options{
 		concurrency: DefaultMaxConcurrentReconciles,
 		backoffBase: DefaultBackoffBase,
@@ -205,13 +252,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platform cluster.Cluster, prov
 			opt(&o)
 		}
 	}
-	if err := catalog.IndexFields(ctx, platform.GetFieldIndexer()); err != nil {
-		return nil, err
-	}
-	if err := provisioner.IndexFields(ctx, mgr.GetFieldIndexer()); err != nil {
-		return nil, err
-	}
+	return o
+}
 
+// registryOptions are the target clusters' client settings o sets.
+func (o options) registryOptions() []clusters.Option {
 	var regOpts []clusters.Option
 	if o.qps > 0 {
 		regOpts = append(regOpts, clusters.WithRateLimits(o.qps, o.burst))
@@ -222,7 +267,46 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platform cluster.Cluster, prov
 	if o.requestTimeout > 0 {
 		regOpts = append(regOpts, clusters.WithRequestTimeout(o.requestTimeout))
 	}
-	registry := clusters.NewRegistry(platform.GetClient(), platform.GetAPIReader(), mgr.GetScheme(), regOpts...)
+	return regOpts
+}
+
+// skipNameValidation is the controllers' SkipNameValidation: set only
+// when o asks for it.
+func (o options) skipNameValidation() *bool {
+	if o.skipNameCheck {
+		return ptr.To(true)
+	}
+	return nil
+}
+
+// runtimeOptions are the provider runtime's options of the controller
+// name with workers concurrent reconciles.
+func (o options) runtimeOptions(name string, workers int) []spruntime.Option {
+	return append([]spruntime.Option{
+		spruntime.WithEnvironment(o.environment),
+		spruntime.WithControllerName(o.namePrefix + name),
+		spruntime.WithControllerOptions(controller.Options{MaxConcurrentReconciles: workers, SkipNameValidation: o.skipNameValidation()}),
+		spruntime.WithBackoff(o.backoffBase, o.backoffMax),
+	}, o.runtime...)
+}
+
+// statusOptions are the SFCluster status controller's options.
+func (o options) statusOptions() []clusters.StatusOption {
+	statusOpts := []clusters.StatusOption{clusters.WithStatusControllerName(o.namePrefix + ClusterControllerName),
+		clusters.WithStatusControllerOptions(controller.Options{SkipNameValidation: o.skipNameValidation(), MaxConcurrentReconciles: 4})}
+	if o.httpClient != nil {
+		statusOpts = append(statusOpts, clusters.WithComponentHTTPClient(o.httpClient))
+	}
+	if len(o.clusterChecks) == 3 {
+		statusOpts = append(statusOpts, clusters.WithCheckIntervals(o.clusterChecks[0], o.clusterChecks[1], o.clusterChecks[2]))
+	}
+	return statusOpts
+}
+
+// setupEngine builds the provisioning Engine of iop.Registry, with the
+// Replicator and the source watcher it hands work to, and adds those two
+// to mgr.
+func (iop *Interoperator) setupEngine(mgr ctrl.Manager, platform cluster.Cluster, sisterCRDs []*apiextensionsv1.CustomResourceDefinition, o options) error {
 	var engOpts []provisioner.EngineOption
 	if o.minWait > 0 {
 		engOpts = append(engOpts, provisioner.WithProgressWait(o.minWait, o.maxWait))
@@ -233,101 +317,60 @@ func Setup(ctx context.Context, mgr ctrl.Manager, platform cluster.Cluster, prov
 	// SFClusters in provisioning mode replicate get their instances and
 	// bindings copied there (package replicate); the Replicator's caches of
 	// the sisters live as long as the manager.
-	sisterCRDs, err := CRDs()
-	if err != nil {
-		return nil, err
-	}
 	var repOpts []replicate.Option
 	if o.maxWait > 0 {
 		repOpts = append(repOpts, replicate.WithPollInterval(o.maxWait))
 	}
-	replicator := replicate.New(mgr.GetScheme(), mgr.GetClient(), platform, sisterCRDs, repOpts...)
-	if err := mgr.Add(replicator); err != nil {
-		return nil, fmt.Errorf("setup inter-operator: add the replicator: %w", err)
+	iop.Replicator = replicate.New(mgr.GetScheme(), mgr.GetClient(), platform, sisterCRDs, repOpts...)
+	if err := mgr.Add(iop.Replicator); err != nil {
+		return fmt.Errorf("setup inter-operator: add the replicator: %w", err)
 	}
-	engOpts = append(engOpts, provisioner.WithReplicator(replicator, replicator.InstanceEvents(), replicator.BindingEvents()))
+	engOpts = append(engOpts, provisioner.WithReplicator(iop.Replicator, iop.Replicator.InstanceEvents(), iop.Replicator.BindingEvents()))
 	// Operations in progress are woken by changes of their sources on the
 	// target clusters (package sourcewatch); a cluster that leaves, or
 	// whose credentials are read again, has its source informers stopped.
 	sources := sourcewatch.New()
 	if err := mgr.Add(sources); err != nil {
-		return nil, fmt.Errorf("setup inter-operator: add the source watcher: %w", err)
+		return fmt.Errorf("setup inter-operator: add the source watcher: %w", err)
 	}
-	registry.OnForget(func(_, name string) { sources.ForgetCluster(name) })
+	iop.Sources = sources
+	iop.Registry.OnForget(func(_, name string) { sources.ForgetCluster(name) })
 	engOpts = append(engOpts, provisioner.WithSourceWatcher(sources, o.watchedWait))
-	engine := provisioner.NewEngine(platform, registry, engOpts...)
+	iop.Engine = provisioner.NewEngine(platform, iop.Registry, engOpts...)
+	return nil
+}
 
-	instanceWorkers, bindingWorkers := o.concurrency, o.concurrency
-	if !o.concurrencySet {
-		instanceWorkers, bindingWorkers = serviceFabrikWorkers(ctx, platform, providerName, o.concurrency)
-	}
-	var skipNameCheck *bool
-	if o.skipNameCheck {
-		skipNameCheck = ptr.To(true)
-	}
-	runtimeOpts := func(name string, workers int) []spruntime.Option {
-		return append([]spruntime.Option{
-			spruntime.WithEnvironment(o.environment),
-			spruntime.WithControllerName(o.namePrefix + name),
-			spruntime.WithControllerOptions(controller.Options{MaxConcurrentReconciles: workers, SkipNameValidation: skipNameCheck}),
-			spruntime.WithBackoff(o.backoffBase, o.backoffMax),
-		}, o.runtime...)
-	}
-	controllers, err := provisioner.SetupWithManager(mgr, providerName, platform, engine,
-		runtimeOpts(InstanceControllerName, instanceWorkers), runtimeOpts(BindingControllerName, bindingWorkers))
-	if err != nil {
-		return nil, err
-	}
-	cat := catalog.NewReconciler(providerName, platform,
-		catalog.WithControllerName(o.namePrefix+CatalogControllerName),
-		catalog.WithInstances(provisioner.IndexPlanID, provisioner.IndexServiceID, o.environment),
-		catalog.WithControllerOptions(controller.Options{SkipNameValidation: skipNameCheck}))
-	if err := cat.SetupWithManager(mgr); err != nil {
-		return nil, err
-	}
-	statusOpts := []clusters.StatusOption{clusters.WithStatusControllerName(o.namePrefix + ClusterControllerName),
-		clusters.WithStatusControllerOptions(controller.Options{SkipNameValidation: skipNameCheck, MaxConcurrentReconciles: 4})}
-	if o.httpClient != nil {
-		statusOpts = append(statusOpts, clusters.WithComponentHTTPClient(o.httpClient))
-	}
-	if len(o.clusterChecks) == 3 {
-		statusOpts = append(statusOpts, clusters.WithCheckIntervals(o.clusterChecks[0], o.clusterChecks[1], o.clusterChecks[2]))
-	}
-	clusterStatus := clusters.NewStatusReconciler(providerName, platform, mgr.GetClient(), provisioner.IndexClusterID, registry, statusOpts...)
-	if err := clusterStatus.SetupWithManager(mgr); err != nil {
-		return nil, err
-	}
-	// Service Fabrik's Service Replicator: the whole catalog on every
-	// sister (replicate/catalog.go).
-	mirror := replicate.NewCatalogMirror(replicator, providerName, platform, registry,
+// setupSisters sets up Service Fabrik's Service Replicator, the whole
+// catalog on every sister (replicate/catalog.go), and the controller that
+// gives the sisters a provisioner of their own (package sisters): what
+// run needs on its platform and onboarding cluster, both the sister.
+func (iop *Interoperator) setupSisters(mgr ctrl.Manager, platform cluster.Cluster, providerName string, sisterCRDs []*apiextensionsv1.CustomResourceDefinition, o options) error {
+	mirror := replicate.NewCatalogMirror(iop.Replicator, providerName, platform, iop.Registry,
 		replicate.WithCatalogControllerName(o.namePrefix+replicate.DefaultCatalogMirrorName),
 		// Several at once: a sister that does not answer holds a worker
 		// for the request timeout.
-		replicate.WithCatalogControllerOptions(controller.Options{SkipNameValidation: skipNameCheck, MaxConcurrentReconciles: 4}),
+		replicate.WithCatalogControllerOptions(controller.Options{SkipNameValidation: o.skipNameValidation(), MaxConcurrentReconciles: 4}),
 		replicate.WithCatalogBackoff(o.backoffBase, o.backoffMax))
 	if err := mirror.SetupWithManager(mgr); err != nil {
-		return nil, err
+		return err
 	}
-	// The sisters get a provisioner of their own (package sisters): what
-	// run needs on its platform and onboarding cluster, both the sister.
-	sisterCtrl := sisters.New(providerName, o.environment, platform, registry, sisterCRDs, SisterPermissions(),
+	iop.Sisters = sisters.New(providerName, o.environment, platform, iop.Registry, sisterCRDs, SisterPermissions(),
 		sisters.WithControllerName(o.namePrefix+SisterControllerName),
-		sisters.WithControllerOptions(controller.Options{SkipNameValidation: skipNameCheck, MaxConcurrentReconciles: 4}))
-	if err := sisterCtrl.SetupWithManager(mgr); err != nil {
-		return nil, err
-	}
-	// openMCP workload Clusters become SFClusters (spec.workloadClusters),
-	// where the platform cluster serves the Cluster kind.
-	if _, err := platform.GetRESTMapper().RESTMapping(clustersv1alpha1.GroupVersion.WithKind("Cluster").GroupKind(), clustersv1alpha1.GroupVersion.Version); err == nil {
-		workload := clusters.NewWorkloadClusterReconciler(providerName, platform, o.namePrefix+clusters.DefaultWorkloadControllerName,
-			controller.Options{SkipNameValidation: skipNameCheck})
-		if err := workload.SetupWithManager(mgr); err != nil {
-			return nil, err
-		}
-	} else {
+		sisters.WithControllerOptions(controller.Options{SkipNameValidation: o.skipNameValidation(), MaxConcurrentReconciles: 4}))
+	return iop.Sisters.SetupWithManager(mgr)
+}
+
+// setupWorkloadClusters makes openMCP workload Clusters SFClusters
+// (spec.workloadClusters), where the platform cluster serves the Cluster
+// kind.
+func setupWorkloadClusters(ctx context.Context, mgr ctrl.Manager, platform cluster.Cluster, providerName string, o options) error {
+	if _, err := platform.GetRESTMapper().RESTMapping(clustersv1alpha1.GroupVersion.WithKind("Cluster").GroupKind(), clustersv1alpha1.GroupVersion.Version); err != nil {
 		ctrl.LoggerFrom(ctx).Info("The platform cluster serves no clusters.openmcp.cloud Clusters; spec.workloadClusters is not available", "reason", err.Error())
+		return nil
 	}
-	return &Interoperator{Controllers: controllers, Catalog: cat, Engine: engine, Registry: registry, ClusterStatus: clusterStatus, Replicator: replicator, Sources: sources, Sisters: sisterCtrl}, nil
+	workload := clusters.NewWorkloadClusterReconciler(providerName, platform, o.namePrefix+clusters.DefaultWorkloadControllerName,
+		controller.Options{SkipNameValidation: o.skipNameValidation()})
+	return workload.SetupWithManager(mgr)
 }
 
 // serviceFabrikWorkers returns how many instances and bindings are

@@ -53,6 +53,14 @@ type sources struct {
 // never hides another.
 func wantedOfferings(src sources) map[string]wanted {
 	out := map[string]wanted{}
+	addProviderOfferings(out, src)
+	addServiceOfferings(out, src)
+	return out
+}
+
+// addProviderOfferings adds the Offering of each ServiceProvider that
+// registered kinds of its own groups to out.
+func addProviderOfferings(out map[string]wanted, src sources) {
 	crdByGK := map[string]*apiextensionsv1.CustomResourceDefinition{}
 	for i := range src.crds {
 		crd := &src.crds[i]
@@ -75,6 +83,11 @@ func wantedOfferings(src sources) map[string]wanted {
 		w := serviceProviderOffering(sp, crdByGK, owners)
 		out[w.offering.Name] = w
 	}
+}
+
+// addServiceOfferings adds the Offering of each valid SFService with at
+// least one valid plan to out.
+func addServiceOfferings(out map[string]wanted, src sources) {
 	byNamespace := map[string][]osbv1alpha1.SFService{}
 	for _, svc := range src.services {
 		byNamespace[svc.Namespace] = append(byNamespace[svc.Namespace], svc)
@@ -100,17 +113,7 @@ func wantedOfferings(src sources) map[string]wanted {
 			if svc.DeletionTimestamp != nil || catalog.ValidateService(svc, services) != nil {
 				continue
 			}
-			var valid []*osbv1alpha1.SFPlan
-			for j := range plans {
-				plan := &plans[j]
-				if plan.DeletionTimestamp != nil || plan.Spec.ServiceID != svc.Spec.ID {
-					continue
-				}
-				if catalog.ValidatePlan(plan, services, plans) != nil {
-					continue
-				}
-				valid = append(valid, plan)
-			}
+			valid := validPlans(svc, services, plans)
 			// OSB wants at least one plan per service: a service none of
 			// whose plans is valid cannot be ordered, so it is no offering.
 			if len(valid) == 0 {
@@ -123,7 +126,23 @@ func wantedOfferings(src sources) map[string]wanted {
 			out[w.offering.Name] = w
 		}
 	}
-	return out
+}
+
+// validPlans returns the valid plans of svc that are not being deleted;
+// services and plans are those of svc's namespace.
+func validPlans(svc *osbv1alpha1.SFService, services []osbv1alpha1.SFService, plans []osbv1alpha1.SFPlan) []*osbv1alpha1.SFPlan {
+	var valid []*osbv1alpha1.SFPlan
+	for j := range plans {
+		plan := &plans[j]
+		if plan.DeletionTimestamp != nil || plan.Spec.ServiceID != svc.Spec.ID {
+			continue
+		}
+		if catalog.ValidatePlan(plan, services, plans) != nil {
+			continue
+		}
+		valid = append(valid, plan)
+	}
+	return valid
 }
 
 // newOffering returns an Offering named name with the labels of its source.

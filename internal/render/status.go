@@ -102,48 +102,17 @@ func ParseStatus(rendered map[string]any, op Operation) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	switch s := osbv1alpha1.State(state); s {
-	case osbv1alpha1.StateInQueue, osbv1alpha1.StateUpdate, osbv1alpha1.StateDelete,
-		osbv1alpha1.StateInProgress, osbv1alpha1.StateSucceeded, osbv1alpha1.StateFailed:
-		st.State = s
-	case "":
-		return Status{}, fmt.Errorf("%s.state is required", op)
-	default:
-		return Status{}, fmt.Errorf("%s.state %q is not one of %q, %q, %q", op, state,
-			osbv1alpha1.StateInProgress, osbv1alpha1.StateSucceeded, osbv1alpha1.StateFailed)
+	if st.State, err = parseState(op, state); err != nil {
+		return Status{}, err
 	}
-
 	if op == OperationBind {
-		switch r := sec["response"].(type) {
-		case nil:
-		case string:
-			if r != "" {
-				if !json.Valid([]byte(r)) {
-					return Status{}, fmt.Errorf("%s.response is not valid JSON", op)
-				}
-				st.Response = []byte(r)
-			}
-		case map[string]any:
-			if st.Response, err = json.Marshal(r); err != nil {
-				return Status{}, fmt.Errorf("%s.response cannot be encoded as JSON", op)
-			}
-		default:
-			return Status{}, fmt.Errorf("%s.response is neither a JSON string nor a mapping", op)
+		if st.Response, err = bindResponse(op, sec["response"]); err != nil {
+			return Status{}, err
 		}
 		return st, nil
 	}
-
-	if resp, ok := sec["response"]; ok && resp != nil {
-		switch r := resp.(type) {
-		case map[string]any, []any:
-			b, err := json.Marshal(r)
-			if err != nil {
-				return Status{}, fmt.Errorf("%s.response: %w", op, err)
-			}
-			st.Description = string(b)
-		default:
-			st.Description, _ = scalar(r)
-		}
+	if st.Description, err = responseDescription(op, sec["response"]); err != nil {
+		return Status{}, err
 	}
 	if st.Description == "" {
 		if st.Description = field("description"); err != nil {
@@ -151,6 +120,64 @@ func ParseStatus(rendered map[string]any, op Operation) (Status, error) {
 		}
 	}
 	return st, nil
+}
+
+// parseState checks that state, the section op's, is a Service Fabrik
+// state.
+func parseState(op Operation, state string) (osbv1alpha1.State, error) {
+	switch s := osbv1alpha1.State(state); s {
+	case osbv1alpha1.StateInQueue, osbv1alpha1.StateUpdate, osbv1alpha1.StateDelete,
+		osbv1alpha1.StateInProgress, osbv1alpha1.StateSucceeded, osbv1alpha1.StateFailed:
+		return s, nil
+	case "":
+		return "", fmt.Errorf("%s.state is required", op)
+	default:
+		return "", fmt.Errorf("%s.state %q is not one of %q, %q, %q", op, state,
+			osbv1alpha1.StateInProgress, osbv1alpha1.StateSucceeded, osbv1alpha1.StateFailed)
+	}
+}
+
+// bindResponse reads a bind's response: a string holding JSON, or a
+// mapping, which is encoded; nil when there is none.
+func bindResponse(op Operation, v any) ([]byte, error) {
+	switch r := v.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		if r == "" {
+			return nil, nil
+		}
+		if !json.Valid([]byte(r)) {
+			return nil, fmt.Errorf("%s.response is not valid JSON", op)
+		}
+		return []byte(r), nil
+	case map[string]any:
+		b, err := json.Marshal(r)
+		if err != nil {
+			return nil, fmt.Errorf("%s.response cannot be encoded as JSON", op)
+		}
+		return b, nil
+	default:
+		return nil, fmt.Errorf("%s.response is neither a JSON string nor a mapping", op)
+	}
+}
+
+// responseDescription is the description the response of an operation
+// other than bind gives: a mapping or list as JSON, a scalar as text.
+func responseDescription(op Operation, v any) (string, error) {
+	switch r := v.(type) {
+	case nil:
+		return "", nil
+	case map[string]any, []any:
+		b, err := json.Marshal(r)
+		if err != nil {
+			return "", fmt.Errorf("%s.response: %w", op, err)
+		}
+		return string(b), nil
+	default:
+		s, _ := scalar(r)
+		return s, nil
+	}
 }
 
 // scalar renders a YAML scalar as a string: "true" for true, "3" for 3.

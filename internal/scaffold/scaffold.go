@@ -40,40 +40,14 @@ type Project struct {
 // NewProject validates o, resolves the paths it names and renders the
 // project in memory. It writes nothing.
 func NewProject(o Options) (*Project, error) {
-	workDir := o.WorkDir
-	if workDir == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return nil, fmt.Errorf("scaffold: %w", err)
-		}
-		workDir = wd
-	}
-	workDir, err := filepath.Abs(workDir)
+	workDir, err := resolveWorkDir(o.WorkDir)
 	if err != nil {
-		return nil, fmt.Errorf("scaffold: %w", err)
-	}
-
-	var errs []error
-	if err := validateModule(o.Module); err != nil {
-		errs = append(errs, err)
-	}
-	if err := validateKind(o.Kind); err != nil {
-		errs = append(errs, err)
-	}
-	group, err := resolveGroup(o.Group)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	var name string
-	if o.Module != "" {
-		if name, err = resolveName(o.Name, o.Module); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-
+	name, group, err := validate(o)
+	if err != nil {
+		return nil, err
+	}
 	dir := workDir
 	if o.Dir != "" {
 		dir = absPath(workDir, o.Dir)
@@ -86,85 +60,157 @@ func NewProject(o Options) (*Project, error) {
 	// working directory.
 	var mp *modfile.File
 	if o.InModule {
-		root, modPath, err := enclosingModule(dir)
-		if err != nil {
-			return nil, fmt.Errorf("--in-module: %s is not inside a Go module: %w", dir, err)
-		}
-		want, err := importPathIn(modPath, root, dir)
-		if err != nil {
-			return nil, fmt.Errorf("--in-module: %w", err)
-		}
-		if want != o.Module {
-			return nil, fmt.Errorf("--in-module: --module %q must be the import path of %s in module %s, which is %q", o.Module, dir, modPath, want)
-		}
-		if modPath == MarketplaneModule {
-			rel, err := filepath.Rel(dir, root)
-			if err != nil {
-				return nil, fmt.Errorf("--in-module: %w", err)
-			}
-			v.MarketplaneDir = filepath.ToSlash(rel)
+		if v.MarketplaneDir, err = inModuleMarketplane(o, dir); err != nil {
+			return nil, err
 		}
 	}
 	if v.MarketplaneDir == "" {
-		mpDir := ""
-		switch {
-		case o.MarketplanePath != "":
-			mpDir = absPath(workDir, o.MarketplanePath)
-			if mp, err = checkMarketplane(mpDir); err != nil {
-				return nil, err
-			}
-		default:
-			if found, err := FindModuleRoot(workDir, MarketplaneModule); err == nil {
-				mpDir = found
-				if mp, err = checkMarketplane(mpDir); err != nil {
-					return nil, err
-				}
-			}
+		if v.MarketplaneDir, mp, err = locateMarketplane(o, workDir); err != nil {
+			return nil, err
 		}
-		v.MarketplaneDir = mpDir
 		if !o.InModule {
-			p.Replace = mpDir
+			p.Replace = v.MarketplaneDir
 		}
 	}
+	if p.Files, err = renderProject(o, v, p.Replace, mp); err != nil {
+		return nil, err
+	}
+	p.Notes = nextSteps(o, p, workDir)
+	return p, nil
+}
 
+// resolveWorkDir returns workDir, or the working directory when it is
+// empty, as an absolute path.
+func resolveWorkDir(workDir string) (string, error) {
+	if workDir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", fmt.Errorf("scaffold: %w", err)
+		}
+		workDir = wd
+	}
+	workDir, err := filepath.Abs(workDir)
+	if err != nil {
+		return "", fmt.Errorf("scaffold: %w", err)
+	}
+	return workDir, nil
+}
+
+// validate checks the module, kind and group of o and returns the
+// project's name and full API group; the error names every problem.
+func validate(o Options) (name, group string, _ error) {
+	var errs []error
+	if err := validateModule(o.Module); err != nil {
+		errs = append(errs, err)
+	}
+	if err := validateKind(o.Kind); err != nil {
+		errs = append(errs, err)
+	}
+	group, err := resolveGroup(o.Group)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if o.Module != "" {
+		if name, err = resolveName(o.Name, o.Module); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return name, group, errors.Join(errs...)
+}
+
+// inModuleMarketplane checks that --module is the import path of dir in
+// its enclosing module and returns the path from dir to Marketplane when
+// that module is Marketplane itself, else "".
+func inModuleMarketplane(o Options, dir string) (string, error) {
+	root, modPath, err := enclosingModule(dir)
+	if err != nil {
+		return "", fmt.Errorf("--in-module: %s is not inside a Go module: %w", dir, err)
+	}
+	want, err := importPathIn(modPath, root, dir)
+	if err != nil {
+		return "", fmt.Errorf("--in-module: %w", err)
+	}
+	if want != o.Module {
+		return "", fmt.Errorf("--in-module: --module %q must be the import path of %s in module %s, which is %q", o.Module, dir, modPath, want)
+	}
+	if modPath != MarketplaneModule {
+		return "", nil
+	}
+	rel, err := filepath.Rel(dir, root)
+	if err != nil {
+		return "", fmt.Errorf("--in-module: %w", err)
+	}
+	return filepath.ToSlash(rel), nil
+}
+
+// locateMarketplane returns the checkout of Marketplane that
+// --marketplane-path names or that encloses workDir, with its go.mod;
+// "" and nil when there is none.
+func locateMarketplane(o Options, workDir string) (string, *modfile.File, error) {
+	if o.MarketplanePath != "" {
+		mpDir := absPath(workDir, o.MarketplanePath)
+		mp, err := checkMarketplane(mpDir)
+		if err != nil {
+			return "", nil, err
+		}
+		return mpDir, mp, nil
+	}
+	found, err := FindModuleRoot(workDir, MarketplaneModule)
+	if err != nil {
+		// No checkout above workDir: go.mod gets no replace directive.
+		return "", nil, nil
+	}
+	mp, err := checkMarketplane(found)
+	if err != nil {
+		return "", nil, err
+	}
+	return found, mp, nil
+}
+
+// renderProject renders the project's files, sorted by path, with a go.mod
+// (and Marketplane's go.sum, when replace names a checkout) unless the
+// project is part of an enclosing module.
+func renderProject(o Options, v values, replace string, mp *modfile.File) ([]File, error) {
 	files, err := render(v)
 	if err != nil {
 		return nil, err
 	}
 	if !o.InModule {
-		gm, err := goMod(o.Module, p.Replace, mp)
+		gm, err := goMod(o.Module, replace, mp)
 		if err != nil {
 			return nil, err
 		}
 		files = append(files, File{Path: "go.mod", Data: gm})
-		if p.Replace != "" {
+		if replace != "" {
 			// Marketplane's checksums cover every module the project
 			// needs, so neither building nor `go mod tidy` has to look
 			// one up.
-			if sum, err := os.ReadFile(filepath.Join(p.Replace, "go.sum")); err == nil {
+			if sum, err := os.ReadFile(filepath.Join(replace, "go.sum")); err == nil {
 				files = append(files, File{Path: "go.sum", Data: sum})
 			}
 		}
 	}
 	slices.SortFunc(files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
-	p.Files = files
+	return files, nil
+}
 
-	rel := dir
-	if r, err := filepath.Rel(workDir, dir); err == nil && !strings.HasPrefix(r, "..") {
+// nextSteps tells the user what to do with p next.
+func nextSteps(o Options, p *Project, workDir string) []string {
+	rel := p.Dir
+	if r, err := filepath.Rel(workDir, p.Dir); err == nil && !strings.HasPrefix(r, "..") {
 		rel = r
 	}
 	switch {
 	case o.InModule:
-		p.Notes = append(p.Notes, fmt.Sprintf("cd %s && make test", rel))
+		return []string{fmt.Sprintf("cd %s && make test", rel)}
 	case p.Replace == "":
-		p.Notes = append(p.Notes,
-			MarketplaneModule+" is not published and no checkout was found (give one with --marketplane-path, or run the scaffold inside one).",
+		return []string{
+			MarketplaneModule + " is not published and no checkout was found (give one with --marketplane-path, or run the scaffold inside one).",
 			fmt.Sprintf("Point go.mod at a checkout: cd %s && go mod edit -replace %s=/path/to/marketplane && go mod tidy", rel, MarketplaneModule),
-			"Then: make test (with KUBEBUILDER_ASSETS set to the checkout's bin/, built there by `make tools`)")
+			"Then: make test (with KUBEBUILDER_ASSETS set to the checkout's bin/, built there by `make tools`)"}
 	default:
-		p.Notes = append(p.Notes, fmt.Sprintf("cd %s && go mod tidy && make test", rel))
+		return []string{fmt.Sprintf("cd %s && go mod tidy && make test", rel)}
 	}
-	return p, nil
 }
 
 // Write writes the project's files. It refuses to overwrite: when any of

@@ -215,22 +215,9 @@ func (r *APIReconciler[T, C]) reconcileCreateOrUpdate(ctx context.Context, obj T
 		}
 	}
 
-	clusters, ready, err := r.access.Clusters(ctx, obj)
-	if err != nil {
-		_, invalid := AsInvalidUserInput(err)
-		if _, waiting := AsWaiting(err); invalid || waiting {
-			// For example: no ManagedControlPlane of this name (the MCP
-			// watch, WithManagedControlPlaneWatch, reconciles again when
-			// it appears), or no cluster to place the object on yet.
-			return r.authorFailed(ctx, obj, "get clusters", err)
-		}
-		setSynced(obj, metav1.ConditionFalse, ReasonClusterAccessFailed, fmt.Sprintf("Cannot get access to the clusters: %v", err))
-		return ctrl.Result{}, ResultError, fmt.Errorf("get clusters: %w", err)
-	}
-	if !ready {
-		log.V(1).Info("Waiting for cluster access")
-		setReady(obj, PhaseProgressing, metav1.ConditionFalse, ReasonClusterAccessPending, "Waiting for access to the clusters")
-		return ctrl.Result{RequeueAfter: r.opts.waitInterval}, ResultWaiting, nil
+	clusters, res, result, err := r.clusters(ctx, obj)
+	if result != "" {
+		return res, result, err
 	}
 
 	// A Ready condition the runtime wrote while waiting, or that mirrors
@@ -245,8 +232,7 @@ func (r *APIReconciler[T, C]) reconcileCreateOrUpdate(ctx context.Context, obj T
 		if err != nil {
 			return r.authorFailed(ctx, obj, "observe", err)
 		}
-		switch {
-		case obs.Exists && obs.UpToDate:
+		if obs.Exists && obs.UpToDate {
 			log.V(1).Info("Service is up to date; skipping CreateOrUpdate")
 			if readyOwnedByRuntime(obj) {
 				StatusReady(obj)
@@ -254,22 +240,15 @@ func (r *APIReconciler[T, C]) reconcileCreateOrUpdate(ctx context.Context, obj T
 			setSynced(obj, metav1.ConditionTrue, ReasonReconcileSuccess, "The service is up to date")
 			r.syncedConfig.Store(client.ObjectKeyFromObject(obj), epoch)
 			return r.pollResult(ctx, obj, cfg, ctrl.Result{}), ResultSuccess, nil
-		case wasReady && r.sameConfig(obj, epoch):
+		}
+		if wasReady && r.sameConfig(obj, epoch) {
 			// Neither the spec nor the ProviderConfig changed since the
 			// service was last in sync: something else changed it.
-			drift = obs.Drift
-			if drift == "" && obs.Exists {
-				drift = "the service differs from what the object and its ProviderConfig ask for"
-			} else if drift == "" {
-				drift = "the service does not exist"
-			}
-			log.Info("Drift detected; repairing", "drift", drift)
-			driftsTotal.WithLabelValues(r.kind).Inc()
-			r.eventf(obj, corev1.EventTypeWarning, ReasonDriftDetected, "Observe", "Drift detected, repairing: %s", drift)
+			drift = r.driftDetected(ctx, obj, obs)
 		}
 	}
 
-	res, err := r.reconciler.CreateOrUpdate(ctx, obj, cfg, clusters)
+	res, err = r.reconciler.CreateOrUpdate(ctx, obj, cfg, clusters)
 	if err != nil {
 		return r.authorFailed(ctx, obj, "create or update", err)
 	}
@@ -287,6 +266,46 @@ func (r *APIReconciler[T, C]) reconcileCreateOrUpdate(ctx context.Context, obj T
 	setSynced(obj, metav1.ConditionTrue, ReasonReconcileSuccess, msg)
 	r.syncedConfig.Store(client.ObjectKeyFromObject(obj), epoch)
 	return r.pollResult(ctx, obj, cfg, res), ResultSuccess, nil
+}
+
+// clusters returns the clusters of obj. When they are not to be had (yet)
+// it returns the reconcile's outcome (a result other than ""), which the
+// caller returns.
+func (r *APIReconciler[T, C]) clusters(ctx context.Context, obj T) (ClusterContext, ctrl.Result, string, error) {
+	clusters, ready, err := r.access.Clusters(ctx, obj)
+	if err != nil {
+		_, invalid := AsInvalidUserInput(err)
+		if _, waiting := AsWaiting(err); invalid || waiting {
+			// For example: no ManagedControlPlane of this name (the MCP
+			// watch, WithManagedControlPlaneWatch, reconciles again when
+			// it appears), or no cluster to place the object on yet.
+			res, result, err := r.authorFailed(ctx, obj, "get clusters", err)
+			return clusters, res, result, err
+		}
+		setSynced(obj, metav1.ConditionFalse, ReasonClusterAccessFailed, fmt.Sprintf("Cannot get access to the clusters: %v", err))
+		return clusters, ctrl.Result{}, ResultError, fmt.Errorf("get clusters: %w", err)
+	}
+	if !ready {
+		logf.FromContext(ctx).V(1).Info("Waiting for cluster access")
+		setReady(obj, PhaseProgressing, metav1.ConditionFalse, ReasonClusterAccessPending, "Waiting for access to the clusters")
+		return clusters, ctrl.Result{RequeueAfter: r.opts.waitInterval}, ResultWaiting, nil
+	}
+	return clusters, ctrl.Result{}, "", nil
+}
+
+// driftDetected records that the service of obj drifted from what obj
+// and its ProviderConfig ask for, as obs says, and returns the drift.
+func (r *APIReconciler[T, C]) driftDetected(ctx context.Context, obj T, obs Observation) string {
+	drift := obs.Drift
+	if drift == "" && obs.Exists {
+		drift = "the service differs from what the object and its ProviderConfig ask for"
+	} else if drift == "" {
+		drift = "the service does not exist"
+	}
+	logf.FromContext(ctx).Info("Drift detected; repairing", "drift", drift)
+	driftsTotal.WithLabelValues(r.kind).Inc()
+	r.eventf(obj, corev1.EventTypeWarning, ReasonDriftDetected, "Observe", "Drift detected, repairing: %s", drift)
+	return drift
 }
 
 // ensureFinalizer adds the runtime's finalizer to obj when it lacks it.

@@ -153,64 +153,22 @@ func (e *TooLargeError) Error() string {
 // binding's operation everywhere. A namespace labelled for the instance,
 // or created by this render, holds only the instance's objects.
 func (a *Applier) Check(ctx context.Context, objs []*unstructured.Unstructured, p Policy) error {
-	spaces := map[string]nsOwnership{}
-	var sharedRefs []osbv1alpha1.Source
-	// Namespaces first: the objects of a Namespace the render creates are
-	// in an own namespace.
-	for _, o := range objs {
-		if !isNamespace(o.GroupVersionKind().GroupKind()) {
-			continue
-		}
-		own, refusal, err := a.ownNamespace(ctx, o.GetName(), p, true)
-		if err != nil {
-			return err
-		}
-		if own == nsNotOwn {
-			return refusal.of(ref(o), RuleOwnNamespaceObjects, "")
-		}
-		spaces[o.GetName()] = own
+	spaces, err := a.renderedNamespaces(ctx, objs, p)
+	if err != nil {
+		return err
 	}
-	for _, o := range objs {
-		r := ref(o)
-		b, err := json.Marshal(o.Object)
-		if err != nil {
-			return &InvalidObjectError{Index: slices.Index(objs, o) + 1, What: describe(r), Problem: "it cannot be encoded as JSON: " + err.Error()}
-		}
-		if limit := p.maxObjectBytes(); int64(len(b)) > limit {
-			return &TooLargeError{Ref: r, Size: len(b), Limit: limit}
-		}
-		if err := checkQuantities(o); err != nil {
+	var sharedRefs []osbv1alpha1.Source
+	for i, o := range objs {
+		if err := checkSize(i, o, p); err != nil {
 			return err
 		}
 		gk := o.GroupVersionKind().GroupKind()
-		shared := p.Owner.BindingUID != ""
-		switch ns := o.GetNamespace(); {
-		case isNamespace(gk):
-			// ownNamespace read it: only the default or a granted
-			// namespace can still be another owner's.
-			shared = spaces[o.GetName()] == nsShared
-		case ns == "":
-			// Prepare leaves a namespace on namespaced objects only.
-			if !p.grantsKind(gk) {
-				return &RefusedError{Ref: r, Rule: RuleNamespacedKinds, Problem: fmt.Sprintf("%s is a cluster-scoped kind; plans render namespaced objects in the instance's namespaces unless the ProviderConfig's renderPolicies grant the kind", kindName(gk))}
-			}
-			shared = true
-		default:
-			own, seen := spaces[ns]
-			if !seen {
-				var refusal *nsRefusal
-				if own, refusal, err = a.ownNamespace(ctx, ns, p, false); err != nil {
-					return err
-				}
-				if own == nsNotOwn {
-					return refusal.of(r, RuleOwnNamespaces, fmt.Sprintf("namespace %s neither exists nor is rendered by the template; objects go into the instance's namespaces (its default namespace %s, Namespaces it renders or owns) or namespaces the ProviderConfig's renderPolicies grant the plan", ns, p.DefaultNamespace))
-				}
-				spaces[ns] = own
-			}
-			shared = shared || own == nsShared
+		shared, err := a.mayBeShared(ctx, o, gk, p, spaces)
+		if err != nil {
+			return err
 		}
 		if shared {
-			sharedRefs = append(sharedRefs, r)
+			sharedRefs = append(sharedRefs, ref(o))
 		}
 		if err := checkRBAC(o, gk, p); err != nil {
 			return err
@@ -222,6 +180,74 @@ func (a *Applier) Check(ctx context.Context, objs []*unstructured.Unstructured, 
 		}
 	}
 	return nil
+}
+
+// renderedNamespaces checks the Namespaces among objs and returns whose
+// each is. They come first: the objects of a Namespace the render creates
+// are in an own namespace.
+func (a *Applier) renderedNamespaces(ctx context.Context, objs []*unstructured.Unstructured, p Policy) (map[string]nsOwnership, error) {
+	spaces := map[string]nsOwnership{}
+	for _, o := range objs {
+		if !isNamespace(o.GroupVersionKind().GroupKind()) {
+			continue
+		}
+		own, refusal, err := a.ownNamespace(ctx, o.GetName(), p, true)
+		if err != nil {
+			return nil, err
+		}
+		if own == nsNotOwn {
+			return nil, refusal.of(ref(o), RuleOwnNamespaceObjects, "")
+		}
+		spaces[o.GetName()] = own
+	}
+	return spaces, nil
+}
+
+// checkSize refuses o, the object at index i, when it cannot be encoded,
+// is larger than p allows or holds a quantity out of bounds.
+func checkSize(i int, o *unstructured.Unstructured, p Policy) error {
+	b, err := json.Marshal(o.Object)
+	if err != nil {
+		return &InvalidObjectError{Index: i + 1, What: describe(ref(o)), Problem: "it cannot be encoded as JSON: " + err.Error()}
+	}
+	if limit := p.maxObjectBytes(); int64(len(b)) > limit {
+		return &TooLargeError{Ref: ref(o), Size: len(b), Limit: limit}
+	}
+	return checkQuantities(o)
+}
+
+// mayBeShared reports whether o is where another owner's object can be,
+// so that Check must read whose it is; it refuses a cluster-scoped kind
+// or a namespace that p does not grant. spaces caches whose each
+// namespace is.
+func (a *Applier) mayBeShared(ctx context.Context, o *unstructured.Unstructured, gk schema.GroupKind, p Policy, spaces map[string]nsOwnership) (bool, error) {
+	shared := p.Owner.BindingUID != ""
+	switch ns := o.GetNamespace(); {
+	case isNamespace(gk):
+		// ownNamespace read it: only the default or a granted
+		// namespace can still be another owner's.
+		return spaces[o.GetName()] == nsShared, nil
+	case ns == "":
+		// Prepare leaves a namespace on namespaced objects only.
+		if !p.grantsKind(gk) {
+			return false, &RefusedError{Ref: ref(o), Rule: RuleNamespacedKinds, Problem: fmt.Sprintf("%s is a cluster-scoped kind; plans render namespaced objects in the instance's namespaces unless the ProviderConfig's renderPolicies grant the kind", kindName(gk))}
+		}
+		return true, nil
+	default:
+		own, seen := spaces[ns]
+		if !seen {
+			var refusal *nsRefusal
+			var err error
+			if own, refusal, err = a.ownNamespace(ctx, ns, p, false); err != nil {
+				return false, err
+			}
+			if own == nsNotOwn {
+				return false, refusal.of(ref(o), RuleOwnNamespaces, fmt.Sprintf("namespace %s neither exists nor is rendered by the template; objects go into the instance's namespaces (its default namespace %s, Namespaces it renders or owns) or namespaces the ProviderConfig's renderPolicies grant the plan", ns, p.DefaultNamespace))
+			}
+			spaces[ns] = own
+		}
+		return shared || own == nsShared, nil
+	}
 }
 
 // notAnotherOwners refuses r when it exists and belongs to another

@@ -232,62 +232,60 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	var errs []error
 	for i := range services.Items {
-		svc := &services.Items[i]
-		before := svc.DeepCopy()
-		if svc.DeletionTimestamp != nil {
-			id := svc.Spec.ID
-			done, err := r.deletion(ctx, svc, &svc.Status.Conditions, "service", r.users.serviceIndex, id,
-				current(svc, id, serviceEntries, func(o metav1.Object) string { return o.(*osbv1alpha1.SFService).Spec.ID }))
-			if err == nil && !done {
-				err = r.writeStatus(ctx, before, svc, before.Status, svc.Status, svc.Status.Conditions, before.Status.Conditions)
-			}
-			errs = append(errs, err)
-			continue
-		}
-		if err := r.hold(ctx, svc, r.users.serviceIndex, svc.Spec.ID,
-			current(svc, svc.Spec.ID, serviceEntries, func(o metav1.Object) string { return o.(*osbv1alpha1.SFService).Spec.ID })); err != nil {
-			errs = append(errs, err)
-		}
-		before = svc.DeepCopy()
-		setReady(&svc.Status.Conditions, svc.Generation, ValidateService(svc, services.Items))
-		svc.Status.ObservedGeneration = svc.Generation
-		if err := r.writeStatus(ctx, before, svc, before.Status, svc.Status, svc.Status.Conditions, before.Status.Conditions); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, r.reconcileService(ctx, &services.Items[i], services.Items, serviceEntries))
 	}
 	for i := range plans.Items {
-		plan := &plans.Items[i]
-		before := plan.DeepCopy()
-		if plan.DeletionTimestamp != nil {
-			id := plan.Spec.ID
-			done, err := r.deletion(ctx, plan, &plan.Status.Conditions, "plan", r.users.planIndex, id,
-				current(plan, id, planEntries, func(o metav1.Object) string { return o.(*osbv1alpha1.SFPlan).Spec.ID }))
-			if err == nil && !done {
-				err = r.writeStatus(ctx, before, plan, before.Status, plan.Status, plan.Status.Conditions, before.Status.Conditions)
-			}
-			errs = append(errs, err)
-			continue
-		}
-		if err := r.hold(ctx, plan, r.users.planIndex, plan.Spec.ID,
-			current(plan, plan.Spec.ID, planEntries, func(o metav1.Object) string { return o.(*osbv1alpha1.SFPlan).Spec.ID })); err != nil {
-			errs = append(errs, err)
-		}
-		before = plan.DeepCopy()
-		problem := ValidatePlan(plan, services.Items, plans.Items)
-		setReady(&plan.Status.Conditions, plan.Generation, problem)
-		plan.Status.ObservedGeneration = plan.Generation
-		// Only a valid plan has a specHash: one that turns invalid (a
-		// second plan with its id appeared) loses the hash of its last
-		// valid spec.
-		plan.Status.SpecHash = ""
-		if problem == nil {
-			plan.Status.SpecHash = SpecHash(plan)
-		}
-		if err := r.writeStatus(ctx, before, plan, before.Status, plan.Status, plan.Status.Conditions, before.Status.Conditions); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, r.reconcilePlan(ctx, &plans.Items[i], services.Items, plans.Items, planEntries))
 	}
 	return ctrl.Result{}, errors.Join(errs...)
+}
+
+// reconcileService keeps or releases svc, validates it against the other
+// services of its namespace and writes its status when it changed.
+func (r *Reconciler) reconcileService(ctx context.Context, svc *osbv1alpha1.SFService, services []osbv1alpha1.SFService, entries []metav1.Object) error {
+	id := svc.Spec.ID
+	isCurrent := current(svc, id, entries, func(o metav1.Object) string { return o.(*osbv1alpha1.SFService).Spec.ID })
+	before := svc.DeepCopy()
+	if svc.DeletionTimestamp != nil {
+		done, err := r.deletion(ctx, svc, &svc.Status.Conditions, "service", r.users.serviceIndex, id, isCurrent)
+		if err == nil && !done {
+			err = r.writeStatus(ctx, before, svc, before.Status, svc.Status, svc.Status.Conditions, before.Status.Conditions)
+		}
+		return err
+	}
+	holdErr := r.hold(ctx, svc, r.users.serviceIndex, id, isCurrent)
+	before = svc.DeepCopy()
+	setReady(&svc.Status.Conditions, svc.Generation, ValidateService(svc, services))
+	svc.Status.ObservedGeneration = svc.Generation
+	return errors.Join(holdErr, r.writeStatus(ctx, before, svc, before.Status, svc.Status, svc.Status.Conditions, before.Status.Conditions))
+}
+
+// reconcilePlan keeps or releases plan, validates it against the services
+// and plans of its namespace and writes its status when it changed.
+func (r *Reconciler) reconcilePlan(ctx context.Context, plan *osbv1alpha1.SFPlan, services []osbv1alpha1.SFService, plans []osbv1alpha1.SFPlan, entries []metav1.Object) error {
+	id := plan.Spec.ID
+	isCurrent := current(plan, id, entries, func(o metav1.Object) string { return o.(*osbv1alpha1.SFPlan).Spec.ID })
+	before := plan.DeepCopy()
+	if plan.DeletionTimestamp != nil {
+		done, err := r.deletion(ctx, plan, &plan.Status.Conditions, "plan", r.users.planIndex, id, isCurrent)
+		if err == nil && !done {
+			err = r.writeStatus(ctx, before, plan, before.Status, plan.Status, plan.Status.Conditions, before.Status.Conditions)
+		}
+		return err
+	}
+	holdErr := r.hold(ctx, plan, r.users.planIndex, id, isCurrent)
+	before = plan.DeepCopy()
+	problem := ValidatePlan(plan, services, plans)
+	setReady(&plan.Status.Conditions, plan.Generation, problem)
+	plan.Status.ObservedGeneration = plan.Generation
+	// Only a valid plan has a specHash: one that turns invalid (a
+	// second plan with its id appeared) loses the hash of its last
+	// valid spec.
+	plan.Status.SpecHash = ""
+	if problem == nil {
+		plan.Status.SpecHash = SpecHash(plan)
+	}
+	return errors.Join(holdErr, r.writeStatus(ctx, before, plan, before.Status, plan.Status, plan.Status.Conditions, before.Status.Conditions))
 }
 
 // hold puts the finalizer on an entry that instances use (it is the

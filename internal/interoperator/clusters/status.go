@@ -261,26 +261,9 @@ type handlerQueue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 // deletion.
 func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
-	c := r.platform.GetClient()
-	cfg := &interoperatorv1alpha1.ProviderConfig{}
-	if err := c.Get(ctx, client.ObjectKey{Name: r.providerName}, cfg); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, fmt.Errorf("get ProviderConfig %s: %w", r.providerName, err)
-	}
-	if req.Namespace != cfg.CatalogNamespace() {
-		return ctrl.Result{}, nil
-	}
-	sfc := &resourcev1alpha1.SFCluster{}
-	if err := c.Get(ctx, req.NamespacedName, sfc); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.registry.Forget(req.Namespace, req.Name)
-			r.probes.Delete(req.NamespacedName)
-			r.unanswered.Delete(req.NamespacedName)
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, fmt.Errorf("get SFCluster %s: %w", req.NamespacedName, err)
+	cfg, sfc, err := r.get(ctx, req)
+	if err != nil || sfc == nil {
+		return ctrl.Result{}, err
 	}
 	deleting := sfc.DeletionTimestamp != nil
 	if !deleting && !controllerutil.ContainsFinalizer(sfc, resourcev1alpha1.SFClusterFinalizer) {
@@ -319,32 +302,74 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	// deleted SFCluster has no instance left (components.go).
 	removeAll := deleting && len(load.instances) == 0
 	comps := r.reconcileComponents(ctx, cfg, sfc, r.reachableTarget(ctx, sfc, ready), removeAll)
-	if comps.condition != nil {
-		comps.condition.ObservedGeneration = sfc.Generation
-		apimeta.SetStatusCondition(&st.Conditions, *comps.condition)
-	} else {
-		apimeta.RemoveStatusCondition(&st.Conditions, resourcev1alpha1.SFClusterConditionComponentsReady)
-	}
+	setOrRemoveCondition(sfc, resourcev1alpha1.SFClusterConditionComponentsReady, comps.condition)
+	var offboarding *metav1.Condition
 	if off, ok := offboardingCondition(sfc, load); ok {
-		off.ObservedGeneration = sfc.Generation
-		apimeta.SetStatusCondition(&st.Conditions, off)
-	} else {
-		apimeta.RemoveStatusCondition(&st.Conditions, resourcev1alpha1.SFClusterConditionOffboarding)
+		offboarding = &off
 	}
+	setOrRemoveCondition(sfc, resourcev1alpha1.SFClusterConditionOffboarding, offboarding)
 	if err := r.writeStatus(ctx, before, sfc); err != nil {
 		return ctrl.Result{}, err
 	}
 	if removeAll && len(sfc.Status.Components) == 0 {
 		return ctrl.Result{}, r.offboard(ctx, sfc)
 	}
-	next := r.nextCheck(apimeta.FindStatusCondition(st.Conditions, resourcev1alpha1.SFClusterConditionReady))
+	return ctrl.Result{RequeueAfter: r.requeueAfter(sfc, retry, comps.pending)}, nil
+}
+
+// get reads the ProviderConfig and the SFCluster of req; the SFCluster
+// is nil when there is nothing to do: no ProviderConfig, a namespace
+// other than its catalog's, or an SFCluster that is gone (then it is
+// forgotten).
+func (r *StatusReconciler) get(ctx context.Context, req ctrl.Request) (*interoperatorv1alpha1.ProviderConfig, *resourcev1alpha1.SFCluster, error) {
+	c := r.platform.GetClient()
+	cfg := &interoperatorv1alpha1.ProviderConfig{}
+	if err := c.Get(ctx, client.ObjectKey{Name: r.providerName}, cfg); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil, nil
+		}
+		return nil, nil, fmt.Errorf("get ProviderConfig %s: %w", r.providerName, err)
+	}
+	if req.Namespace != cfg.CatalogNamespace() {
+		return nil, nil, nil
+	}
+	sfc := &resourcev1alpha1.SFCluster{}
+	if err := c.Get(ctx, req.NamespacedName, sfc); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.registry.Forget(req.Namespace, req.Name)
+			r.probes.Delete(req.NamespacedName)
+			r.unanswered.Delete(req.NamespacedName)
+			return nil, nil, nil
+		}
+		return nil, nil, fmt.Errorf("get SFCluster %s: %w", req.NamespacedName, err)
+	}
+	return cfg, sfc, nil
+}
+
+// setOrRemoveCondition sets cond, at sfc's generation, or removes the
+// condition of type typ when cond is nil.
+func setOrRemoveCondition(sfc *resourcev1alpha1.SFCluster, typ string, cond *metav1.Condition) {
+	if cond == nil {
+		apimeta.RemoveStatusCondition(&sfc.Status.Conditions, typ)
+		return
+	}
+	cond.ObservedGeneration = sfc.Generation
+	apimeta.SetStatusCondition(&sfc.Status.Conditions, *cond)
+}
+
+// requeueAfter is when sfc is looked at next: when its Ready condition
+// is due for a check, sooner after a failed check that is retried or
+// while components are pending.
+func (r *StatusReconciler) requeueAfter(sfc *resourcev1alpha1.SFCluster, retry, componentsPending bool) time.Duration {
+	conds := sfc.Status.Conditions
+	next := r.nextCheck(apimeta.FindStatusCondition(conds, resourcev1alpha1.SFClusterConditionReady))
 	if retry {
 		next = min(next, r.minBackoff)
 	}
-	if comps.pending {
-		next = min(next, r.nextCheck(apimeta.FindStatusCondition(st.Conditions, resourcev1alpha1.SFClusterConditionComponentsReady)))
+	if componentsPending {
+		next = min(next, r.nextCheck(apimeta.FindStatusCondition(conds, resourcev1alpha1.SFClusterConditionComponentsReady)))
 	}
-	return ctrl.Result{RequeueAfter: next}, nil
+	return next
 }
 
 // reachableTarget returns the cluster's Target when the check found it

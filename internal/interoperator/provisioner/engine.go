@@ -515,11 +515,28 @@ func (e *Engine) withSources(ctx context.Context, cfg *interoperatorv1alpha1.Pro
 	if err != nil {
 		return nil, failed(ReasonTemplateFailed, "sources template: %v", err)
 	}
-	type resolved struct {
-		ref        osbv1alpha1.Source
-		namespaced bool
+	byName, all := resolveSources(t, pl, refs)
+	e.watch(t, owner, all)
+	sources, o := e.readSources(ctx, cfg, renderPolicy(cfg, vals, namespace), t, pl, byName)
+	if !o.ok() {
+		return nil, o
 	}
-	byName := make(map[string]resolved, len(refs))
+	return render.WithSources(vals, sources), outcome{}
+}
+
+// resolvedSource is a source whose kind the target cluster serves, with
+// the namespace it is read from.
+type resolvedSource struct {
+	ref        osbv1alpha1.Source
+	namespaced bool
+}
+
+// resolveSources places each of refs: a cluster-scoped source loses its
+// namespace, a namespaced one without a namespace gets pl's, one with a
+// namespace goes where pl places it. It returns the sources of the kinds
+// t serves by name and every source, to watch.
+func resolveSources(t *clusters.Target, pl placement, refs map[string]osbv1alpha1.Source) (map[string]resolvedSource, []osbv1alpha1.Source) {
+	byName := make(map[string]resolvedSource, len(refs))
 	all := make([]osbv1alpha1.Source, 0, len(refs))
 	for name, ref := range refs {
 		namespaced, err := t.Applier.Namespaced(ref)
@@ -527,19 +544,23 @@ func (e *Engine) withSources(ctx context.Context, cfg *interoperatorv1alpha1.Pro
 			if !namespaced {
 				ref.Namespace = ""
 			} else if ref.Namespace == "" {
-				ref.Namespace = namespace
+				ref.Namespace = pl.namespace
 			} else {
 				ref = pl.place(ref)
 			}
-			byName[name] = resolved{ref: ref, namespaced: namespaced}
+			byName[name] = resolvedSource{ref: ref, namespaced: namespaced}
 		}
 		// A kind the cluster does not serve is passed on too: it makes
 		// the operation polled.
 		all = append(all, ref)
 	}
-	e.watch(t, owner, all)
-	sources := make(map[string]*unstructured.Unstructured, len(refs))
-	policy := renderPolicy(cfg, vals, namespace)
+	return byName, all
+}
+
+// readSources reads the sources of byName from t under policy; a missing
+// object (or namespace, until pl is settled) stays unset.
+func (e *Engine) readSources(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, policy apply.Policy, t *clusters.Target, pl placement, byName map[string]resolvedSource) (map[string]*unstructured.Unstructured, outcome) {
+	sources := make(map[string]*unstructured.Unstructured, len(byName))
 	for name, r := range byName {
 		// A kind the cluster does not serve is not in byName: the
 		// source stays unset, as a missing object does.
@@ -551,20 +572,28 @@ func (e *Engine) withSources(ctx context.Context, cfg *interoperatorv1alpha1.Pro
 			err = pl.missingNamespace(r.ref)
 		}
 		if err != nil {
-			if o := policyOutcome(err); o.permanent != nil {
-				if r.namespaced && r.ref.Namespace != namespace && !strings.Contains(o.permanent.message, pl.hint()) {
-					o.permanent.message += "; " + pl.hint()
-				}
-				o.permanent.message = fmt.Sprintf("sources template: source %s: %s", name, o.permanent.message)
-				return nil, o
-			}
-			return nil, e.requestFailed(ctx, cfg, t, err)
+			return nil, e.sourceFailed(ctx, cfg, t, pl, name, r, err)
 		}
 		if obj != nil {
 			sources[name] = obj
 		}
 	}
-	return render.WithSources(vals, sources), outcome{}
+	return sources, outcome{}
+}
+
+// sourceFailed is the outcome of reading the source name (r) with err: a
+// permanent refusal says which source and, for one outside the default
+// namespace, where sources may be; anything else is the request's failure.
+func (e *Engine) sourceFailed(ctx context.Context, cfg *interoperatorv1alpha1.ProviderConfig, t *clusters.Target, pl placement, name string, r resolvedSource, err error) outcome {
+	o := policyOutcome(err)
+	if o.permanent == nil {
+		return e.requestFailed(ctx, cfg, t, err)
+	}
+	if r.namespaced && r.ref.Namespace != pl.namespace && !strings.Contains(o.permanent.message, pl.hint()) {
+		o.permanent.message += "; " + pl.hint()
+	}
+	o.permanent.message = fmt.Sprintf("sources template: source %s: %s", name, o.permanent.message)
+	return o
 }
 
 // watch registers, when owner is set and the Engine has a source watcher,

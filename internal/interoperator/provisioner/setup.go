@@ -11,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -106,46 +107,20 @@ func SetupWithManager(mgr ctrl.Manager, providerName string, platform cluster.Cl
 	if err != nil {
 		return nil, err
 	}
-	hooked := &hookedManager{Manager: mgr, client: fresh}
-	if err := instances.SetupWithManager(hooked); err != nil {
+	instanceController, err := setupController(mgr, fresh, instances, "instance")
+	if err != nil {
 		return nil, err
 	}
-	if len(hooked.controllers) != 1 {
-		return nil, fmt.Errorf("setup provisioner: the runtime added %d instance controllers, want 1", len(hooked.controllers))
-	}
-	instanceController := hooked.controllers[0]
 	onboarding := mgr.GetClient()
-	if err := errors.Join(
-		instanceController.Watch(source.Kind(platform.GetCache(), &osbv1alpha1.SFPlan{},
-			instancesOf(platform, providerName, onboarding, func(p *osbv1alpha1.SFPlan) []client.MatchingFields {
-				return []client.MatchingFields{{IndexPlanID: p.Spec.ID}}
-			}),
-			planChanged())),
-		// The catalog's kinds come through separate watches, in no
-		// order: an instance may have found its plan in the cache, but
-		// not yet the service created before it.
-		instanceController.Watch(source.Kind(platform.GetCache(), &osbv1alpha1.SFService{},
-			instancesOf(platform, providerName, onboarding, func(svc *osbv1alpha1.SFService) []client.MatchingFields {
-				return []client.MatchingFields{{IndexServiceID: svc.Spec.ID}}
-			}),
-			serviceAppeared())),
-		instanceController.Watch(source.Kind(platform.GetCache(), &resourcev1alpha1.SFCluster{},
-			instancesOf(platform, providerName, onboarding, func(c *resourcev1alpha1.SFCluster) []client.MatchingFields {
-				return []client.MatchingFields{{IndexClusterID: c.Name}, {IndexClusterID: ""}}
-			}),
-			clusterChanged())),
-	); err != nil {
-		return nil, fmt.Errorf("setup provisioner: watch the catalog: %w", err)
+	if err := watchCatalog(instanceController, platform, providerName, onboarding); err != nil {
+		return nil, err
 	}
-	if src := engine.replicaEvents[0]; src != nil {
-		if err := instanceController.Watch(src); err != nil {
-			return nil, fmt.Errorf("setup provisioner: watch the instance replicas: %w", err)
-		}
-	}
+	var instanceSources source.Source
 	if engine.sources != nil {
-		if err := instanceController.Watch(engine.sources.InstanceEvents()); err != nil {
-			return nil, fmt.Errorf("setup provisioner: watch the sources of instances: %w", err)
-		}
+		instanceSources = engine.sources.InstanceEvents()
+	}
+	if err := watchEngine(instanceController, "instance", engine.replicaEvents[0], instanceSources); err != nil {
+		return nil, err
 	}
 
 	bindings, err := spruntime.NewAPIReconciler(providerName,
@@ -155,31 +130,83 @@ func SetupWithManager(mgr ctrl.Manager, providerName string, platform cluster.Cl
 	if err != nil {
 		return nil, err
 	}
-	hooked = &hookedManager{Manager: mgr, client: fresh}
-	if err := bindings.SetupWithManager(hooked); err != nil {
+	bindingController, err := setupController(mgr, fresh, bindings, "binding")
+	if err != nil {
 		return nil, err
 	}
-	if len(hooked.controllers) != 1 {
-		return nil, fmt.Errorf("setup provisioner: the runtime added %d binding controllers, want 1", len(hooked.controllers))
-	}
-	if err := hooked.controllers[0].Watch(source.Kind(mgr.GetCache(), &osbv1alpha1.SFServiceInstance{},
+	if err := bindingController.Watch(source.Kind(mgr.GetCache(), &osbv1alpha1.SFServiceInstance{},
 		handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, inst *osbv1alpha1.SFServiceInstance) []reconcile.Request {
 			return bindingsOf(ctx, onboarding, inst)
 		}),
 		instanceProgressed())); err != nil {
 		return nil, fmt.Errorf("setup provisioner: watch instances for bindings: %w", err)
 	}
-	if src := engine.replicaEvents[1]; src != nil {
-		if err := hooked.controllers[0].Watch(src); err != nil {
-			return nil, fmt.Errorf("setup provisioner: watch the binding replicas: %w", err)
-		}
-	}
+	var bindingSources source.Source
 	if engine.sources != nil {
-		if err := hooked.controllers[0].Watch(engine.sources.BindingEvents()); err != nil {
-			return nil, fmt.Errorf("setup provisioner: watch the sources of bindings: %w", err)
-		}
+		bindingSources = engine.sources.BindingEvents()
+	}
+	if err := watchEngine(bindingController, "binding", engine.replicaEvents[1], bindingSources); err != nil {
+		return nil, err
 	}
 	return &Controllers{Instances: instances, Bindings: bindings}, nil
+}
+
+// setupController sets r up with mgr, its reads going through fresh, and
+// returns the one controller the runtime added for it (what names its
+// kind in errors).
+func setupController(mgr ctrl.Manager, fresh client.Client, r interface{ SetupWithManager(ctrl.Manager) error }, what string) (controller.Controller, error) {
+	hooked := &hookedManager{Manager: mgr, client: fresh}
+	if err := r.SetupWithManager(hooked); err != nil {
+		return nil, err
+	}
+	if len(hooked.controllers) != 1 {
+		return nil, fmt.Errorf("setup provisioner: the runtime added %d %s controllers, want 1", len(hooked.controllers), what)
+	}
+	return hooked.controllers[0], nil
+}
+
+// watchCatalog has the instance controller c watch the platform's plans,
+// services and clusters for the instances they concern.
+func watchCatalog(c controller.Controller, platform cluster.Cluster, providerName string, onboarding client.Reader) error {
+	if err := errors.Join(
+		c.Watch(source.Kind(platform.GetCache(), &osbv1alpha1.SFPlan{},
+			instancesOf(platform, providerName, onboarding, func(p *osbv1alpha1.SFPlan) []client.MatchingFields {
+				return []client.MatchingFields{{IndexPlanID: p.Spec.ID}}
+			}),
+			planChanged())),
+		// The catalog's kinds come through separate watches, in no
+		// order: an instance may have found its plan in the cache, but
+		// not yet the service created before it.
+		c.Watch(source.Kind(platform.GetCache(), &osbv1alpha1.SFService{},
+			instancesOf(platform, providerName, onboarding, func(svc *osbv1alpha1.SFService) []client.MatchingFields {
+				return []client.MatchingFields{{IndexServiceID: svc.Spec.ID}}
+			}),
+			serviceAppeared())),
+		c.Watch(source.Kind(platform.GetCache(), &resourcev1alpha1.SFCluster{},
+			instancesOf(platform, providerName, onboarding, func(c *resourcev1alpha1.SFCluster) []client.MatchingFields {
+				return []client.MatchingFields{{IndexClusterID: c.Name}, {IndexClusterID: ""}}
+			}),
+			clusterChanged())),
+	); err != nil {
+		return fmt.Errorf("setup provisioner: watch the catalog: %w", err)
+	}
+	return nil
+}
+
+// watchEngine has c watch the Engine's events for its kind (what): the
+// replicas' and the sources', each when the Engine has it.
+func watchEngine(c controller.Controller, what string, replicas, sources source.Source) error {
+	if replicas != nil {
+		if err := c.Watch(replicas); err != nil {
+			return fmt.Errorf("setup provisioner: watch the %s replicas: %w", what, err)
+		}
+	}
+	if sources != nil {
+		if err := c.Watch(sources); err != nil {
+			return fmt.Errorf("setup provisioner: watch the sources of %ss: %w", what, err)
+		}
+	}
+	return nil
 }
 
 // inCatalog reports whether obj lives in the catalog namespace of the

@@ -28,14 +28,7 @@ import (
 // cluster, where the broker reads it, and the status into b.
 func (r *Replicator) Binding(ctx context.Context, b *osbv1alpha1.SFServiceBinding, inst *osbv1alpha1.SFServiceInstance, cfg *interoperatorv1alpha1.ProviderConfig, cc spruntime.ClusterContext, starting bool) (ctrl.Result, error) {
 	name := cc.WorkloadCluster.Name()
-	fail := func(err error) (ctrl.Result, error) {
-		if uerr, ok := spruntime.AsInvalidUserInput(err); ok {
-			b.Status.State = osbv1alpha1.StateFailed
-			b.Status.Error = uerr.Message
-			return ctrl.Result{}, err
-		}
-		return ctrl.Result{}, unreachable(b, name, false, err, nil)
-	}
+	fail := func(err error) (ctrl.Result, error) { return ctrl.Result{}, bindingFailed(b, name, err) }
 	m, err := masterOf(cfg)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -76,20 +69,52 @@ func (r *Replicator) Binding(ctx context.Context, b *osbv1alpha1.SFServiceBindin
 		return r.replicating(b, name), nil
 	}
 	if starting {
-		if processed(replica.Status.ObservedGeneration, replica.Generation, replica.Status.State) && replica.Status.State.IsTerminal() {
-			replica.Status.State = osbv1alpha1.StateInQueue
-			if err := c.Status().Update(ctx, replica); err != nil {
-				return fail(fmt.Errorf("restart the operation of the replica: %w", err))
-			}
+		if err := restartBindingReplica(ctx, c, replica); err != nil {
+			return fail(err)
 		}
 		return r.replicating(b, name), nil
 	}
 	if !processed(replica.Status.ObservedGeneration, replica.Generation, replica.Status.State) {
 		return ctrl.Result{RequeueAfter: r.poll}, nil
 	}
+	if err := r.copyBindingResult(ctx, c, b, replica); err != nil {
+		return fail(err)
+	}
+	return r.settle(b, &replica.Status.Conditions, b.Status.State, b.Status.Error), nil
+}
+
+// bindingFailed records err on b, replicated to the SFCluster name, and
+// returns it: a conflict fails the operation; anything else says the
+// sister could not be reached.
+func bindingFailed(b *osbv1alpha1.SFServiceBinding, name string, err error) error {
+	if uerr, ok := spruntime.AsInvalidUserInput(err); ok {
+		b.Status.State = osbv1alpha1.StateFailed
+		b.Status.Error = uerr.Message
+		return err
+	}
+	return unreachable(b, name, false, err, nil)
+}
+
+// restartBindingReplica starts a new operation on an unchanged spec (a
+// retry after a failure) on the sister: the state starts it once the
+// replica's last one has ended.
+func restartBindingReplica(ctx context.Context, c client.Client, replica *osbv1alpha1.SFServiceBinding) error {
+	if !processed(replica.Status.ObservedGeneration, replica.Generation, replica.Status.State) || !replica.Status.State.IsTerminal() {
+		return nil
+	}
+	replica.Status.State = osbv1alpha1.StateInQueue
+	if err := c.Status().Update(ctx, replica); err != nil {
+		return fmt.Errorf("restart the operation of the replica: %w", err)
+	}
+	return nil
+}
+
+// copyBindingResult copies the processed replica's status into b and,
+// once it is bound, its bind response Secret to the onboarding cluster.
+func (r *Replicator) copyBindingResult(ctx context.Context, c client.Client, b, replica *osbv1alpha1.SFServiceBinding) error {
 	if replica.Status.State == osbv1alpha1.StateSucceeded {
 		if err := r.copySecret(ctx, c, b, replica); err != nil {
-			return fail(err)
+			return err
 		}
 		b.Status.Response = &osbv1alpha1.BindingResponse{SecretRef: provisioner.BindingSecretName(b)}
 	}
@@ -100,7 +125,7 @@ func (r *Replicator) Binding(ctx context.Context, b *osbv1alpha1.SFServiceBindin
 	if replica.Status.AppliedSpec != nil {
 		b.Status.AppliedSpec = replica.Status.AppliedSpec.DeepCopy()
 	}
-	return r.settle(b, &replica.Status.Conditions, b.Status.State, b.Status.Error), nil
+	return nil
 }
 
 // DeleteBinding implements provisioner.Replicator: it deletes the replica,

@@ -600,38 +600,17 @@ func (s *sisterCatalog) entries() []client.Object {
 // UID is one of the master's own (the sister is the master's platform
 // cluster) is never deleted.
 func (m master) deleteCopies(ctx context.Context, c client.Client, s *sisterCatalog, masterUIDs map[types.UID]bool, keep func(kind, name string) bool) ([]string, error) {
-	var plans, services []client.Object
-	for _, e := range s.entries() {
-		if m.catalogEntryOf(e.GetLabels()) != mine || masterUIDs[e.GetUID()] || e.GetDeletionTimestamp() != nil {
-			continue
-		}
-		switch e.(type) {
-		case *osbv1alpha1.SFPlan:
-			if !keep("SFPlan", e.GetName()) {
-				plans = append(plans, e)
-			}
-		case *osbv1alpha1.SFService:
-			if !keep("SFService", e.GetName()) {
-				services = append(services, e)
-			}
-		}
-	}
+	plans, services := m.unwantedCopies(s, masterUIDs, keep)
 	if len(plans)+len(services) == 0 {
 		return nil, nil
 	}
-	instances := &osbv1alpha1.SFServiceInstanceList{}
-	if err := c.List(ctx, instances); err != nil && !apimeta.IsNoMatchError(err) {
-		return nil, fmt.Errorf("list the instances on the sister cluster: %w", err)
-	}
-	usedPlans, usedServices := map[string]int{}, map[string]int{}
-	for _, inst := range instances.Items {
-		usedPlans[inst.Spec.PlanID]++
-		usedServices[inst.Spec.ServiceID]++
+	usedPlans, usedServices, err := instanceUse(ctx, c)
+	if err != nil {
+		return nil, err
 	}
 	var kept []string
 	deleted := map[string]bool{}
-	for _, p := range plans {
-		plan := p.(*osbv1alpha1.SFPlan)
+	for _, plan := range plans {
 		if n := usedPlans[plan.Spec.ID]; n > 0 {
 			kept = append(kept, fmt.Sprintf("SFPlan %s (%d instances)", plan.Name, n))
 			continue
@@ -641,8 +620,7 @@ func (m master) deleteCopies(ctx context.Context, c client.Client, s *sisterCata
 		}
 		deleted[plan.Name] = true
 	}
-	for _, o := range services {
-		svc := o.(*osbv1alpha1.SFService)
+	for _, svc := range services {
 		n := usedServices[svc.Spec.ID]
 		for _, p := range s.plans {
 			if p.Spec.ServiceID == svc.Spec.ID && p.DeletionTimestamp == nil && !deleted[p.Name] {
@@ -658,6 +636,45 @@ func (m master) deleteCopies(ctx context.Context, c client.Client, s *sisterCata
 		}
 	}
 	return kept, nil
+}
+
+// unwantedCopies returns this master's copies on the sister that keep
+// does not name, are not the master's own entries (masterUIDs) and are
+// not being deleted.
+func (m master) unwantedCopies(s *sisterCatalog, masterUIDs map[types.UID]bool, keep func(kind, name string) bool) ([]*osbv1alpha1.SFPlan, []*osbv1alpha1.SFService) {
+	var plans []*osbv1alpha1.SFPlan
+	var services []*osbv1alpha1.SFService
+	for _, e := range s.entries() {
+		if m.catalogEntryOf(e.GetLabels()) != mine || masterUIDs[e.GetUID()] || e.GetDeletionTimestamp() != nil {
+			continue
+		}
+		switch e := e.(type) {
+		case *osbv1alpha1.SFPlan:
+			if !keep("SFPlan", e.GetName()) {
+				plans = append(plans, e)
+			}
+		case *osbv1alpha1.SFService:
+			if !keep("SFService", e.GetName()) {
+				services = append(services, e)
+			}
+		}
+	}
+	return plans, services
+}
+
+// instanceUse counts the instances on the sister (anyone's) by plan id
+// and by service id.
+func instanceUse(ctx context.Context, c client.Client) (plans, services map[string]int, err error) {
+	instances := &osbv1alpha1.SFServiceInstanceList{}
+	if err := c.List(ctx, instances); err != nil && !apimeta.IsNoMatchError(err) {
+		return nil, nil, fmt.Errorf("list the instances on the sister cluster: %w", err)
+	}
+	plans, services = map[string]int{}, map[string]int{}
+	for _, inst := range instances.Items {
+		plans[inst.Spec.PlanID]++
+		services[inst.Spec.ServiceID]++
+	}
+	return plans, services, nil
 }
 
 // deleteCopy deletes the copy obj on the sister, with a UID precondition:

@@ -31,19 +31,7 @@ import (
 // the replica's status into inst.
 func (r *Replicator) Instance(ctx context.Context, inst *osbv1alpha1.SFServiceInstance, cfg *interoperatorv1alpha1.ProviderConfig, cc spruntime.ClusterContext, svc *osbv1alpha1.SFService, plan *osbv1alpha1.SFPlan, starting bool) (ctrl.Result, error) {
 	name := cc.WorkloadCluster.Name()
-	fail := func(err error) (ctrl.Result, error) {
-		if uerr, ok := spruntime.AsInvalidUserInput(err); ok {
-			// A conflict ends an operation that runs; one that has
-			// ended keeps its state, and Ready says what is wrong.
-			if starting || !inst.Status.State.IsTerminal() {
-				inst.Status.State = osbv1alpha1.StateFailed
-				inst.Status.Error = uerr.Message
-				inst.Status.Description = uerr.Message
-			}
-			return ctrl.Result{}, err
-		}
-		return ctrl.Result{}, unreachable(inst, name, false, err, &inst.Status.Description)
-	}
+	fail := func(err error) (ctrl.Result, error) { return ctrl.Result{}, instanceFailed(inst, name, starting, err) }
 	m, err := masterOf(cfg)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -97,14 +85,8 @@ func (r *Replicator) Instance(ctx context.Context, inst *osbv1alpha1.SFServiceIn
 		return r.replicating(inst, name), nil
 	}
 	if starting {
-		if processed(replica.Status.ObservedGeneration, replica.Generation, replica.Status.State) && replica.Status.State.IsTerminal() {
-			// A new operation on an unchanged spec (the broker's
-			// update, or a retry after a failure): the state starts it
-			// on the sister.
-			replica.Status.State = startState(inst.Status.State)
-			if err := c.Status().Update(ctx, replica); err != nil {
-				return fail(fmt.Errorf("restart the operation of the replica: %w", err))
-			}
+		if err := restartReplica(ctx, c, inst, replica); err != nil {
+			return fail(err)
 		}
 		return r.replicating(inst, name), nil
 	}
@@ -113,6 +95,36 @@ func (r *Replicator) Instance(ctx context.Context, inst *osbv1alpha1.SFServiceIn
 	}
 	copyInstanceStatus(inst, replica)
 	return r.settle(inst, &replica.Status.Conditions, inst.Status.State, cmp.Or(inst.Status.Error, inst.Status.Description)), nil
+}
+
+// instanceFailed records err on inst, replicated to the SFCluster name,
+// and returns it: a conflict ends an operation that runs (one that has
+// ended keeps its state, and Ready says what is wrong); anything else
+// says the sister could not be reached.
+func instanceFailed(inst *osbv1alpha1.SFServiceInstance, name string, starting bool, err error) error {
+	if uerr, ok := spruntime.AsInvalidUserInput(err); ok {
+		if starting || !inst.Status.State.IsTerminal() {
+			inst.Status.State = osbv1alpha1.StateFailed
+			inst.Status.Error = uerr.Message
+			inst.Status.Description = uerr.Message
+		}
+		return err
+	}
+	return unreachable(inst, name, false, err, &inst.Status.Description)
+}
+
+// restartReplica starts a new operation of inst on an unchanged spec (the
+// broker's update, or a retry after a failure) on the sister: the state
+// starts it once the replica's last one has ended.
+func restartReplica(ctx context.Context, c client.Client, inst, replica *osbv1alpha1.SFServiceInstance) error {
+	if !processed(replica.Status.ObservedGeneration, replica.Generation, replica.Status.State) || !replica.Status.State.IsTerminal() {
+		return nil
+	}
+	replica.Status.State = startState(inst.Status.State)
+	if err := c.Status().Update(ctx, replica); err != nil {
+		return fmt.Errorf("restart the operation of the replica: %w", err)
+	}
+	return nil
 }
 
 // DeleteInstance implements provisioner.Replicator: it deletes the

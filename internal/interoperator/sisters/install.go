@@ -281,34 +281,10 @@ func (s spec) replicasLeft(ctx context.Context, c client.Client) (int, error) {
 // release it (its inter-operator's finalizer); the provisioner's namespace
 // last. Objects of others are left alone.
 func (s spec) remove(ctx context.Context, c client.Client) (bool, error) {
-	one := &resourcev1alpha1.SFCluster{}
-	key := client.ObjectKey{Namespace: s.catalog, Name: resourcev1alpha1.PrimaryClusterID}
-	switch err := c.Get(ctx, key, one); {
-	case err == nil && s.mine(one):
-		if one.DeletionTimestamp == nil {
-			if err := deleteObject(ctx, c, one); err != nil {
-				return false, err
-			}
-			return false, nil
-		}
-		if s.provisionerAvailable(ctx, c) {
-			// Its inter-operator removes its finalizer.
-			return false, nil
-		}
-		// No provisioner is left to release it, and no replica of this
-		// master is on the sister.
-		before := one.DeepCopy()
-		if controllerutil.RemoveFinalizer(one, resourcev1alpha1.SFClusterFinalizer) {
-			if err := c.Patch(ctx, one, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-				return false, fmt.Errorf("release the SFCluster %s on the sister: %w", key, err)
-			}
-		}
-		return false, nil
-	case err != nil && !apierrors.IsNotFound(err) && !apimeta.IsNoMatchError(err):
-		return false, fmt.Errorf("get the SFCluster %s on the sister: %w", key, err)
+	if gone, err := s.releaseClusterOne(ctx, c); err != nil || !gone {
+		return false, err
 	}
-	objs := s.installed()
-	for _, obj := range objs {
+	for _, obj := range s.installed() {
 		key := client.ObjectKeyFromObject(obj)
 		if err := c.Get(ctx, key, obj); err != nil {
 			if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
@@ -333,6 +309,35 @@ func (s spec) remove(ctx context.Context, c client.Client) (bool, error) {
 		return false, fmt.Errorf("get namespace %s on the sister: %w", s.namespace, err)
 	}
 	return true, nil
+}
+
+// releaseClusterOne deletes this master's SFCluster "1" on the sister and
+// reports whether it is gone (or not this master's). While the
+// provisioner runs, its inter-operator releases it; with no provisioner
+// left (and so no replica of this master on the sister) this removes the
+// finalizer itself.
+func (s spec) releaseClusterOne(ctx context.Context, c client.Client) (bool, error) {
+	one := &resourcev1alpha1.SFCluster{}
+	key := client.ObjectKey{Namespace: s.catalog, Name: resourcev1alpha1.PrimaryClusterID}
+	err := c.Get(ctx, key, one)
+	switch {
+	case err != nil && !apierrors.IsNotFound(err) && !apimeta.IsNoMatchError(err):
+		return false, fmt.Errorf("get the SFCluster %s on the sister: %w", key, err)
+	case err != nil || !s.mine(one):
+		return true, nil
+	case one.DeletionTimestamp == nil:
+		return false, deleteObject(ctx, c, one)
+	case s.provisionerAvailable(ctx, c):
+		// Its inter-operator removes its finalizer.
+		return false, nil
+	}
+	before := one.DeepCopy()
+	if controllerutil.RemoveFinalizer(one, resourcev1alpha1.SFClusterFinalizer) {
+		if err := c.Patch(ctx, one, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+			return false, fmt.Errorf("release the SFCluster %s on the sister: %w", key, err)
+		}
+	}
+	return false, nil
 }
 
 // installed returns empty objects at the keys of what install creates,

@@ -345,18 +345,48 @@ func (c *ControlPlane) StartCluster(ctx context.Context, name string) (_ *Runnin
 		}
 	}()
 
-	if rc.Kubeconfig, err = kubeconfig(name, id.host, c.servingCA.CertPEM, id.admin); err != nil {
+	if err := c.writeAdminKubeconfig(rc, id); err != nil {
 		return nil, err
+	}
+	if err := c.startAPIServer(ctx, rc, rec, id, state.Etcd.ClientPort); err != nil {
+		return nil, err
+	}
+	if err := c.startControllerManager(ctx, rc, id); err != nil {
+		return nil, err
+	}
+	if c.workloads[name] {
+		if err := c.startWorkloads(ctx, rc, id); err != nil {
+			return nil, err
+		}
+	}
+	c.mu.Lock()
+	c.clusters[name] = rc
+	c.mu.Unlock()
+	return rc, nil
+}
+
+// writeAdminKubeconfig writes the admin kubeconfig of rc and sets its
+// client config.
+func (c *ControlPlane) writeAdminKubeconfig(rc *RunningCluster, id *identity) error {
+	var err error
+	if rc.Kubeconfig, err = kubeconfig(rc.Name, id.host, c.servingCA.CertPEM, id.admin); err != nil {
+		return err
 	}
 	if err := pki.WriteFileAtomic(rc.KubeconfigPath, rc.Kubeconfig, 0o600); err != nil {
-		return nil, err
+		return err
 	}
 	if rc.Config, err = clientcmd.RESTConfigFromKubeConfig(rc.Kubeconfig); err != nil {
-		return nil, fmt.Errorf("admin config of cluster %s: %w", name, err)
+		return fmt.Errorf("admin config of cluster %s: %w", rc.Name, err)
 	}
 	rc.Config.QPS, rc.Config.Burst = clientQPS, clientBurst
+	return nil
+}
 
-	apiServerArgs, apiServerEnv := c.apiServerArgs(rec, id, state.Etcd.ClientPort), []string(nil)
+// startAPIServer starts the kube-apiserver of rc (recorded as rec, its
+// etcd on etcdPort), records it and waits until it is ready.
+func (c *ControlPlane) startAPIServer(ctx context.Context, rc *RunningCluster, rec *Cluster, id *identity, etcdPort int) error {
+	name := rc.Name
+	apiServerArgs, apiServerEnv := c.apiServerArgs(rec, id, etcdPort), []string(nil)
 	if rec.Small() {
 		apiServerArgs, apiServerEnv = append(apiServerArgs, smallAPIServerArgs()...), SmallAPIServerEnv
 	}
@@ -364,28 +394,30 @@ func (c *ControlPlane) StartCluster(ctx context.Context, name string) (_ *Runnin
 	// API servers, this one waits its turn rather than starve with all.
 	releaseSlot, err := startslot.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("start cluster %s: %w", name, err)
+		return fmt.Errorf("start cluster %s: %w", name, err)
 	}
 	defer releaseSlot()
 	if rc.apiServer, err = c.runner.StartWithEnv("kube-apiserver-"+name, c.Binaries.APIServer, apiServerArgs, apiServerEnv, c.Layout.Log("kube-apiserver-"+name)); err != nil {
-		return nil, err
+		return err
 	}
 	apiServerRec := rc.apiServer.Record // a copy, see StartEtcd
 	if err := c.Store.Update(func(s *State) error { s.Clusters[name].APIServer = &apiServerRec; return nil }); err != nil {
-		return nil, err
+		return err
 	}
-	if err := c.waitReadyz(ctx, rc); err != nil {
-		return nil, err
-	}
-	releaseSlot()
+	return c.waitReadyz(ctx, rc)
+}
 
+// startControllerManager starts the kube-controller-manager of rc,
+// records it and waits until it works.
+func (c *ControlPlane) startControllerManager(ctx context.Context, rc *RunningCluster, id *identity) error {
+	name := rc.Name
 	kcmKubeconfig, err := kubeconfig(name, id.host, c.servingCA.CertPEM, id.controllerManager)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	kcmKubeconfigPath := c.Layout.Path("pki", name, "controller-manager.kubeconfig")
 	if err := pki.WriteFileAtomic(kcmKubeconfigPath, kcmKubeconfig, 0o600); err != nil {
-		return nil, err
+		return err
 	}
 	args := []string{
 		"--kubeconfig=" + kcmKubeconfigPath,
@@ -400,24 +432,13 @@ func (c *ControlPlane) StartCluster(ctx context.Context, name string) (_ *Runnin
 		"--root-ca-file=" + c.servingCA.CertFile,
 	}
 	if rc.controllerManager, err = c.runner.Start("kube-controller-manager-"+name, c.Binaries.ControllerManager, args, c.Layout.Log("kube-controller-manager-"+name)); err != nil {
-		return nil, err
+		return err
 	}
 	kcmRec := rc.controllerManager.Record // a copy, see StartEtcd
 	if err := c.Store.Update(func(s *State) error { s.Clusters[name].ControllerManager = &kcmRec; return nil }); err != nil {
-		return nil, err
+		return err
 	}
-	if err := c.waitControllerManager(ctx, rc); err != nil {
-		return nil, err
-	}
-	if c.workloads[name] {
-		if err := c.startWorkloads(ctx, rc, id); err != nil {
-			return nil, err
-		}
-	}
-	c.mu.Lock()
-	c.clusters[name] = rc
-	c.mu.Unlock()
-	return rc, nil
+	return c.waitControllerManager(ctx, rc)
 }
 
 // identity is what a cluster's processes and clients authenticate with.
