@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"sync"
 	"time"
+
+	"github.com/marketplane/marketplane/pkg/backoff"
 )
 
 // Restart policy of a Supervised process.
@@ -14,22 +16,16 @@ const (
 	// backoff to start over: a process that crashes after an hour is
 	// restarted after the first wait again, not the longest one.
 	DefaultStableAfter = time.Minute
-	// firstBackoff and maxBackoff bound DefaultBackoff.
-	firstBackoff = time.Second
-	maxBackoff   = 30 * time.Second
 )
+
+// defaultBackoff is the schedule of DefaultBackoff.
+var defaultBackoff = backoff.Doubling{Base: time.Second, Max: 30 * time.Second}
 
 // DefaultBackoff is the wait before the n-th restart in a row (n ≥ 1) of
 // a process that keeps exiting: 1s, 2s, 4s, … capped at 30s. Short enough
 // that a landscape process killed once is back within seconds, long enough
 // that one crashing in a loop does not keep the machine busy.
-func DefaultBackoff(n int) time.Duration {
-	d := firstBackoff
-	for i := 1; i < n && d < maxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, maxBackoff)
-}
+func DefaultBackoff(n int) time.Duration { return defaultBackoff.Wait(n) }
 
 // NoRestart is a Backoff that never restarts: the process runs once, as
 // one from Spawner.Start, with the accessors of a Supervised.
