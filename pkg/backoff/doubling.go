@@ -3,7 +3,7 @@ package backoff
 import "time"
 
 // Doubling is a wait that starts at Base and doubles with each attempt in a
-// row, up to Max: Base, 2·Base, 4·Base, … , Max, Max, …
+// row, up to Max: Base, 2·Base, 4·Base and so on, never more than Max.
 type Doubling struct {
 	// Base is the first wait; it must be positive.
 	Base time.Duration
