@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"sync"
 	"time"
+
+	"github.com/marketplane/marketplane/pkg/backoff"
 )
 
 // Restart policy of a Supervised process.
@@ -14,22 +16,16 @@ const (
 	// backoff to start over: a process that crashes after an hour is
 	// restarted after the first wait again, not the longest one.
 	DefaultStableAfter = time.Minute
-	// firstBackoff and maxBackoff bound DefaultBackoff.
-	firstBackoff = time.Second
-	maxBackoff   = 30 * time.Second
 )
+
+// defaultBackoff is the schedule of DefaultBackoff.
+var defaultBackoff = backoff.Doubling{Base: time.Second, Max: 30 * time.Second}
 
 // DefaultBackoff is the wait before the n-th restart in a row (n ≥ 1) of
 // a process that keeps exiting: 1s, 2s, 4s, … capped at 30s. Short enough
 // that a landscape process killed once is back within seconds, long enough
 // that one crashing in a loop does not keep the machine busy.
-func DefaultBackoff(n int) time.Duration {
-	d := firstBackoff
-	for i := 1; i < n && d < maxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, maxBackoff)
-}
+func DefaultBackoff(n int) time.Duration { return defaultBackoff.Wait(n) }
 
 // NoRestart is a Backoff that never restarts: the process runs once, as
 // one from Spawner.Start, with the accessors of a Supervised.
@@ -142,57 +138,60 @@ func (c SupervisedCommand) command(header string, notes []string) Command {
 // run waits for each process to exit and starts the next one.
 func (s *Supervised) run(p *Process) {
 	defer close(s.done)
-	failures := 0 // consecutive
-	for {
+	first := true
+	var event Event // reported with the wait that follows it
+	run := func() Run {
+		if !first {
+			next, r := s.restart(p, &event)
+			if next == nil {
+				return r
+			}
+			p = next
+		}
+		first = false
 		<-p.Done()
 		if s.isStopping() || p.Stopping() {
-			return
+			return Run{Stopped: true}
 		}
 		s.mu.Lock()
 		s.lastExit = p
 		s.mu.Unlock()
-		if s.spawner.clock.Since(p.Started) >= s.cmd.StableAfter {
-			failures = 0
-		}
-		event := Event{Kind: EventExited, Name: s.cmd.Name, Process: p, Restarts: s.Restarts()}
-		for {
-			failures++
-			wait := s.cmd.Backoff(failures)
-			if wait < 0 {
-				return // NoRestart
-			}
-			event.Wait = wait
-			s.report(event)
-			select {
-			case <-s.stop:
-				return
-			case <-s.spawner.clock.After(wait):
-			}
-			next, err := s.spawner.Start(s.cmd.command(
-				fmt.Sprintf("restarting %s (restart %d)", s.cmd.Name, s.Restarts()+1),
-				[]string{"the previous process " + p.DescribeExit()}))
-			if errors.Is(err, ErrClosed) {
-				return
-			}
-			if err != nil {
-				event = Event{Kind: EventRestartFailed, Name: s.cmd.Name, Restarts: s.Restarts(), Err: err}
-				continue
-			}
-			s.mu.Lock()
-			if s.stopping {
-				s.mu.Unlock()
-				next.Stop(s.grace)
-				return
-			}
-			s.cur = next
-			s.restarts++
-			n := s.restarts
-			s.mu.Unlock()
-			s.report(Event{Kind: EventRestarted, Name: s.cmd.Name, Process: next, Previous: p, Restarts: n})
-			p = next
-			break
-		}
+		event = Event{Kind: EventExited, Name: s.cmd.Name, Process: p, Restarts: s.Restarts()}
+		return Run{Started: p.Started}
 	}
+	waiting := func(wait time.Duration) {
+		event.Wait = wait
+		s.report(event)
+	}
+	KeepRunning(s.spawner.clock, s.stop, RestartPolicy{Backoff: s.cmd.Backoff, StableAfter: s.cmd.StableAfter}, run, waiting)
+}
+
+// restart starts the process again after prev exited and returns the new
+// one, or nil and how the attempt ended: a failed start sets event to say
+// so.
+func (s *Supervised) restart(prev *Process, event *Event) (*Process, Run) {
+	next, err := s.spawner.Start(s.cmd.command(
+		fmt.Sprintf("restarting %s (restart %d)", s.cmd.Name, s.Restarts()+1),
+		[]string{"the previous process " + prev.DescribeExit()}))
+	if errors.Is(err, ErrClosed) {
+		return nil, Run{Stopped: true}
+	}
+	if err != nil {
+		*event = Event{Kind: EventRestartFailed, Name: s.cmd.Name, Restarts: s.Restarts(), Err: err}
+		return nil, Run{}
+	}
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		next.Stop(s.grace)
+		return nil, Run{Stopped: true}
+	}
+	s.cur = next
+	s.restarts++
+	n := s.restarts
+	s.mu.Unlock()
+	s.report(Event{Kind: EventRestarted, Name: s.cmd.Name, Process: next, Previous: prev, Restarts: n})
+	return next, Run{}
 }
 
 func (s *Supervised) report(e Event) {

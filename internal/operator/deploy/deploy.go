@@ -19,6 +19,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/marketplane/marketplane/pkg/backoff"
 )
 
 // Workload is a provider as a Deployer sees it. The provider reconciler
@@ -166,16 +168,8 @@ type Deployer interface {
 // InitBackoff is the wait before init attempt n+1 after attempt n failed:
 // 10s, 20s, 40s, … capped at five minutes. Both Deployers use it.
 func InitBackoff(failedAttempt int32) time.Duration {
-	const (
-		base    = 10 * time.Second
-		maxWait = 5 * time.Minute
-	)
-	if failedAttempt < 1 {
-		failedAttempt = 1
-	}
-	d := base
-	for i := int32(1); i < failedAttempt && d < maxWait; i++ {
-		d *= 2
-	}
-	return min(d, maxWait)
+	return initBackoff.Wait(int(failedAttempt))
 }
+
+// initBackoff is the schedule of InitBackoff.
+var initBackoff = backoff.Doubling{Base: 10 * time.Second, Max: 5 * time.Minute}

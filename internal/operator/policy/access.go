@@ -551,64 +551,100 @@ func CheckToken(ctx context.Context, target client.Reader, ceilings []Ceiling, t
 	if token == nil {
 		return nil, nil
 	}
+	if v := checkPermissions(ceilings, token.Permissions); v != nil {
+		return v, nil
+	}
+	for i, ref := range token.RoleRefs {
+		if v, err := checkRoleRef(ctx, target, ceilings, i, ref); v != nil || err != nil {
+			return v, err
+		}
+	}
+	return nil, nil
+}
+
+// checkPermissions checks the permissions of a token request against every
+// ceiling.
+func checkPermissions(ceilings []Ceiling, permissions []clustersv1alpha1.PermissionsRequest) *Violation {
 	for _, c := range ceilings {
-		for i, p := range token.Permissions {
+		for i, p := range permissions {
 			what := fmt.Sprintf("permissions[%d]", i)
 			// The onboarding cluster's namespaces are the tenants': a
 			// provider must not take a name before its tenant does.
 			if c.Scope() == ScopeOnboarding && p.Namespace != "" && !p.DisableAutomaticNamespaceCreation {
-				return violation(RuleTenantNamespaces, "%s: namespace %s would be created if missing; set disableAutomaticNamespaceCreation", what, p.Namespace), nil
+				return violation(RuleTenantNamespaces, "%s: namespace %s would be created if missing; set disableAutomaticNamespaceCreation", what, p.Namespace)
 			}
 			if v := c.Check(what, p.Namespace, p.Rules, RuleCeiling); v != nil {
-				return v, nil
+				return v
 			}
 		}
 	}
-	for i, ref := range token.RoleRefs {
-		what := fmt.Sprintf("roleRefs[%d] %s %s", i, ref.Kind, ref.Name)
-		var rules []rbacv1.PolicyRule
-		switch ref.Kind {
-		case common.RoleKindClusterRole:
-			if c, granted := grantedClusterRole(ceilings, ref.Name); granted {
-				continue
-			} else if AdminRole(ref.Name) {
-				return violation(RuleNoAdminRoles, "roleRef ClusterRole %s: a Kubernetes admin role, bound only when spec.accessPolicy.roleRefs.%s of the provider names it",
-					ref.Name, c.Scope()), nil
-			}
-			role := &rbacv1.ClusterRole{}
-			if err := target.Get(ctx, client.ObjectKey{Name: ref.Name}, role); err != nil {
-				if apierrors.IsNotFound(err) {
-					return violation(RuleRoleRefCeiling, "%s does not exist on the target cluster, so its rules cannot be checked", what), nil
-				}
-				return nil, fmt.Errorf("get ClusterRole %s: %w", ref.Name, err)
-			}
-			if role.AggregationRule != nil {
-				c, _ := grantedClusterRole(ceilings, ref.Name)
-				return violation(RuleRoleRefCeiling, "%s is aggregated: its rules can grow after the check; bound only when spec.accessPolicy.roleRefs.%s names it",
-					what, c.Scope()), nil
-			}
-			rules = role.Rules
-		default:
-			role := &rbacv1.Role{}
-			if err := target.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, role); err != nil {
-				if apierrors.IsNotFound(err) {
-					return violation(RuleRoleRefCeiling, "%s in namespace %s does not exist on the target cluster, so its rules cannot be checked", what, ref.Namespace), nil
-				}
-				return nil, fmt.Errorf("get Role %s/%s: %w", ref.Namespace, ref.Name, err)
-			}
-			rules = role.Rules
+	return nil
+}
+
+// checkRoleRef checks roleRefs[i] of a token request: a ClusterRole every
+// ceiling grants passes as it is, any other role's rules must be within
+// every ceiling.
+func checkRoleRef(ctx context.Context, target client.Reader, ceilings []Ceiling, i int, ref common.RoleRef) (*Violation, error) {
+	what := fmt.Sprintf("roleRefs[%d] %s %s", i, ref.Kind, ref.Name)
+	var rules []rbacv1.PolicyRule
+	var v *Violation
+	var err error
+	ns := ""
+	if ref.Kind == common.RoleKindClusterRole {
+		if _, granted := grantedClusterRole(ceilings, ref.Name); granted {
+			return nil, nil
 		}
-		ns := ""
-		if ref.Kind != common.RoleKindClusterRole {
-			ns = ref.Namespace
-		}
-		for _, c := range ceilings {
-			if v := c.Check(what, ns, rules, RuleRoleRefCeiling); v != nil {
-				return v, nil
-			}
+		rules, v, err = clusterRoleRules(ctx, target, ceilings, what, ref.Name)
+	} else {
+		ns = ref.Namespace
+		rules, v, err = roleRules(ctx, target, what, ref)
+	}
+	if v != nil || err != nil {
+		return v, err
+	}
+	for _, c := range ceilings {
+		if v := c.Check(what, ns, rules, RuleRoleRefCeiling); v != nil {
+			return v, nil
 		}
 	}
 	return nil, nil
+}
+
+// clusterRoleRules reads the rules of the ClusterRole name, which not every
+// ceiling grants, from the target cluster. Kubernetes' admin roles,
+// aggregated ClusterRoles (whose rules can grow) and ClusterRoles that do
+// not exist are refused.
+func clusterRoleRules(ctx context.Context, target client.Reader, ceilings []Ceiling, what, name string) ([]rbacv1.PolicyRule, *Violation, error) {
+	c, _ := grantedClusterRole(ceilings, name)
+	if AdminRole(name) {
+		return nil, violation(RuleNoAdminRoles, "roleRef ClusterRole %s: a Kubernetes admin role, bound only when spec.accessPolicy.roleRefs.%s of the provider names it",
+			name, c.Scope()), nil
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := target.Get(ctx, client.ObjectKey{Name: name}, role); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, violation(RuleRoleRefCeiling, "%s does not exist on the target cluster, so its rules cannot be checked", what), nil
+		}
+		return nil, nil, fmt.Errorf("get ClusterRole %s: %w", name, err)
+	}
+	if role.AggregationRule != nil {
+		return nil, violation(RuleRoleRefCeiling, "%s is aggregated: its rules can grow after the check; bound only when spec.accessPolicy.roleRefs.%s names it",
+			what, c.Scope()), nil
+	}
+	return role.Rules, nil, nil
+}
+
+// roleRules reads the rules of the Role ref from the target cluster; a Role
+// that does not exist is refused.
+func roleRules(ctx context.Context, target client.Reader, what string, ref common.RoleRef) ([]rbacv1.PolicyRule, *Violation, error) {
+	role := &rbacv1.Role{}
+	if err := target.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, role); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, violation(RuleRoleRefCeiling, "%s in namespace %s does not exist on the target cluster, so its rules cannot be checked", what, ref.Namespace), nil
+		}
+		return nil, nil, fmt.Errorf("get Role %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	return role.Rules, nil, nil
 }
 
 // grantedClusterRole reports whether every ceiling grants the ClusterRole

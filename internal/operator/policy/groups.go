@@ -262,36 +262,61 @@ func newProvider(kind string, o metav1.Object, spec *providerv1alpha1.Deployment
 // Compute resolves the ownership of providers (see Ownership).
 func Compute(providers []Provider) *Ownership {
 	o := &Ownership{owner: map[string]providerKey{}, providers: map[providerKey]*ownedState{}}
+	sorted := oldestFirst(providers)
+	// The platform operator's word first: spec.accessPolicy.apiGroups.
+	o.awardSpecGroups(o.specClaimants(sorted))
+	// Then the registrations in status.resources.
+	o.awardRegistered(sorted)
+	for _, p := range sorted {
+		o.settle(p)
+	}
+	return o
+}
+
+// oldestFirst returns providers sorted with the oldest first, so that it
+// wins the groups it registered; the name breaks ties (creationTimestamp
+// has a resolution of seconds).
+func oldestFirst(providers []Provider) []Provider {
 	sorted := slices.Clone(providers)
-	// The oldest provider first, so that it wins the groups it registered;
-	// the name breaks ties (creationTimestamp has a resolution of seconds).
 	slices.SortStableFunc(sorted, func(a, b Provider) int {
 		if c := a.Created.Compare(b.Created.Time); c != 0 {
 			return c
 		}
 		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Kind, b.Kind))
 	})
+	return sorted
+}
 
-	// The platform operator's word first: spec.accessPolicy.apiGroups.
+// specClaimants adds every provider to o and returns, for each valid group
+// of spec.accessPolicy.apiGroups, the providers that list it; an invalid
+// group is rejected.
+func (o *Ownership) specClaimants(sorted []Provider) map[string][]providerKey {
 	claimants := map[string][]providerKey{}
 	for _, p := range sorted {
 		key := providerKey{p.Kind, p.Name}
-		o.providers[key] = &ownedState{}
+		st := &ownedState{}
+		o.providers[key] = st
 		for _, g := range p.SpecGroups {
 			if !validGroup(g) {
-				o.providers[key].rejected = append(o.providers[key].rejected, Rejection{
+				st.rejected = append(st.rejected, Rejection{
 					Group:   g,
 					Reason:  ReasonGroupInvalid,
 					Message: fmt.Sprintf("API group %q of spec.accessPolicy.apiGroups is not a valid group name", g),
 				})
 				continue
 			}
-			if slices.Contains(claimants[g], key) {
-				continue
+			if !slices.Contains(claimants[g], key) {
+				claimants[g] = append(claimants[g], key)
 			}
-			claimants[g] = append(claimants[g], key)
 		}
 	}
+	return claimants
+}
+
+// awardSpecGroups gives each group of spec.accessPolicy.apiGroups to the
+// one provider that lists it; a group listed by more than one belongs to
+// none of them, and each is told why.
+func (o *Ownership) awardSpecGroups(claimants map[string][]providerKey) {
 	for g, keys := range claimants {
 		if len(keys) == 1 {
 			o.owner[g] = keys[0]
@@ -307,11 +332,14 @@ func Compute(providers []Provider) *Ownership {
 			})
 		}
 	}
+}
 
-	// Then the registrations in status.resources: first those the
-	// operator recorded as owned, while their provider still registers
-	// them, so that a later registration cannot take a group over however
-	// old its provider is; then the others, oldest provider first.
+// awardRegistered gives the groups still free to the providers that
+// register them in status.resources: first those the operator recorded as
+// owned, while their provider still registers them, so that a later
+// registration cannot take a group over however old its provider is; then
+// the others, oldest provider first.
+func (o *Ownership) awardRegistered(sorted []Provider) {
 	for _, p := range sorted {
 		for _, g := range p.Recorded {
 			if _, taken := o.owner[g]; taken || Reserved(g) || !registers(p, g) {
@@ -328,33 +356,34 @@ func Compute(providers []Provider) *Ownership {
 			o.owner[gvk.Group] = providerKey{p.Kind, p.Name}
 		}
 	}
+}
 
-	for _, p := range sorted {
-		key := providerKey{p.Kind, p.Name}
-		st := o.providers[key]
-		for g, owner := range o.owner {
-			if owner == key {
-				st.groups = append(st.groups, g)
-			}
+// settle records what p ends up with: the groups it owns, the kinds of
+// status.resources it may serve and why the others are rejected.
+func (o *Ownership) settle(p Provider) {
+	key := providerKey{p.Kind, p.Name}
+	st := o.providers[key]
+	for g, owner := range o.owner {
+		if owner == key {
+			st.groups = append(st.groups, g)
 		}
-		slices.Sort(st.groups)
-		for _, gvk := range p.Resources {
-			if slices.Contains(st.kinds, gvk) {
-				continue
-			}
-			if r, ok := o.reject(key, gvk); ok {
-				if !slices.ContainsFunc(st.rejected, func(x Rejection) bool { return x.Resource != nil && *x.Resource == gvk }) {
-					st.rejected = append(st.rejected, r)
-				}
-				continue
-			}
-			st.kinds = append(st.kinds, gvk)
-		}
-		slices.SortFunc(st.rejected, func(a, b Rejection) int {
-			return cmp.Or(strings.Compare(a.Group, b.Group), strings.Compare(a.Message, b.Message))
-		})
 	}
-	return o
+	slices.Sort(st.groups)
+	for _, gvk := range p.Resources {
+		if slices.Contains(st.kinds, gvk) {
+			continue
+		}
+		r, rejected := o.reject(key, gvk)
+		switch {
+		case !rejected:
+			st.kinds = append(st.kinds, gvk)
+		case !slices.ContainsFunc(st.rejected, func(x Rejection) bool { return x.Resource != nil && *x.Resource == gvk }):
+			st.rejected = append(st.rejected, r)
+		}
+	}
+	slices.SortFunc(st.rejected, func(a, b Rejection) int {
+		return cmp.Or(strings.Compare(a.Group, b.Group), strings.Compare(a.Message, b.Message))
+	})
 }
 
 // registers reports whether p registers a valid kind of group in its

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/marketplane/marketplane/internal/operator/deploy"
+	"github.com/marketplane/marketplane/pkg/backoff"
 	"github.com/marketplane/marketplane/pkg/supervisor"
 )
 
@@ -43,16 +44,11 @@ const stableAfter = time.Minute
 // exited for the n-th time in a row: 1s, 2s, 4s, … capped at five minutes.
 // The count starts over once a process stayed up for a minute.
 func DefaultRestartBackoff(restarts int32) time.Duration {
-	const (
-		base    = time.Second
-		maxWait = 5 * time.Minute
-	)
-	d := base
-	for i := int32(1); i < restarts && d < maxWait; i++ {
-		d *= 2
-	}
-	return min(d, maxWait)
+	return restartBackoff.Wait(int(restarts))
 }
+
+// restartBackoff is the schedule of DefaultRestartBackoff.
+var restartBackoff = backoff.Doubling{Base: time.Second, Max: 5 * time.Minute}
 
 // Config holds what a Deployer needs.
 type Config struct {

@@ -166,7 +166,7 @@ func (d *Deployer) start(ctx context.Context, r *replica) (*supervisor.Process, 
 }
 
 // supervise keeps replica r running until s is stopped, restarting it with
-// backoff when it exits.
+// backoff when it exits or cannot start.
 func (d *Deployer) supervise(ctx context.Context, p *provider, s *runSet, r *replica, after <-chan struct{}) {
 	log := logr.FromContextOrDiscard(ctx).WithValues("pod", r.podName)
 	if after != nil {
@@ -176,44 +176,45 @@ func (d *Deployer) supervise(ctx context.Context, p *provider, s *runSet, r *rep
 			return
 		}
 	}
-	var failures int32 // consecutive
-	for {
-		proc, eps, err := d.start(ctx, r)
-		if err != nil {
-			log.Error(err, "Starting a run process failed")
-			r.mu.Lock()
-			r.lastExit = "could not start: " + err.Error()
-			r.mu.Unlock()
-		} else {
-			// Info, not V(1): the ports are free ones, and this is where
-			// a developer finds them besides the provider's status.
-			log.Info("Started a run process", "pid", proc.PID, "listen", describeEndpoints(eps))
-			r.mu.Lock()
-			r.running, r.startedAt, r.endpoints = true, proc.Started, eps
-			r.mu.Unlock()
-			stopped := d.watch(p, s, r, proc)
-			d.ports.release(eps)
-			if stopped {
-				return
-			}
-			log.Info("A run process ended; restarting it", "exit", proc.DescribeExit())
-			if d.clock.Since(proc.Started) >= stableAfter {
-				failures = 0
-			}
-		}
-		failures++
-		wait := d.opts.restartBackoff(failures)
+	pol := supervisor.RestartPolicy{
+		// A negative wait from WithRestartBackoff restarts at once.
+		Backoff:     func(n int) time.Duration { return max(d.opts.restartBackoff(int32(n)), 0) },
+		StableAfter: stableAfter,
+	}
+	waiting := func(wait time.Duration) {
 		r.mu.Lock()
 		r.restarts++
 		r.nextStart = d.clock.Now().Add(wait)
 		r.mu.Unlock()
 		d.notify(p)
-		select {
-		case <-s.stop:
-			return
-		case <-d.clock.After(wait):
-		}
 	}
+	supervisor.KeepRunning(d.clock, s.stop, pol, func() supervisor.Run { return d.runOnce(ctx, log, p, s, r) }, waiting)
+}
+
+// runOnce starts a process of replica r and waits until it exits or s is
+// stopped.
+func (d *Deployer) runOnce(ctx context.Context, log logr.Logger, p *provider, s *runSet, r *replica) supervisor.Run {
+	proc, eps, err := d.start(ctx, r)
+	if err != nil {
+		log.Error(err, "Starting a run process failed")
+		r.mu.Lock()
+		r.lastExit = "could not start: " + err.Error()
+		r.mu.Unlock()
+		return supervisor.Run{}
+	}
+	// Info, not V(1): the ports are free ones, and this is where a
+	// developer finds them besides the provider's status.
+	log.Info("Started a run process", "pid", proc.PID, "listen", describeEndpoints(eps))
+	r.mu.Lock()
+	r.running, r.startedAt, r.endpoints = true, proc.Started, eps
+	r.mu.Unlock()
+	stopped := d.watch(p, s, r, proc)
+	d.ports.release(eps)
+	if stopped {
+		return supervisor.Run{Stopped: true}
+	}
+	log.Info("A run process ended; restarting it", "exit", proc.DescribeExit())
+	return supervisor.Run{Started: proc.Started}
 }
 
 // watch waits until proc exits (false) or s is stopped (true, once proc
