@@ -152,14 +152,7 @@ func (f *finder) inScope(ctx context.Context, o client.Object) (bool, error) {
 	if err := f.c.Get(ctx, client.ObjectKey{Name: ns}, n); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
-	ok := isMCPPlatformNamespace(n)
+	_, ok := corev2alpha1.MCPOfNamespace(n)
 	f.mcpNamespace[ns] = ok
 	return ok, nil
-}
-
-// isMCPPlatformNamespace reports whether ns is the platform namespace of
-// the ManagedControlPlane its labels name.
-func isMCPPlatformNamespace(ns *corev1.Namespace) bool {
-	namespace, name := ns.Labels[corev2alpha1.MCPNamespaceLabel], ns.Labels[corev2alpha1.MCPNameLabel]
-	return name != "" && namespace != "" && corev2alpha1.IsPlatformNamespaceOf(ns.Name, namespace, name)
 }

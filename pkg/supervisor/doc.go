@@ -26,8 +26,8 @@
 // s doubling up to 30 s, starting over once it stayed up DefaultStableAfter),
 // and every exit and restart is reported (SupervisedCommand.OnEvent). The
 // landscape runs its etcd, API servers, controller managers and broker this
-// way; the operator's process deployer has its own loop for providers,
-// with their replicas and ports.
+// way. KeepRunning is the restart loop itself, also used by the operator's
+// process deployer for providers, with their replicas and ports.
 //
 // Processes that an earlier run recorded, and that this one did not start,
 // are identified with StartTime and Running and stopped with StopPID.

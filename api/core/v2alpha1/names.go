@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // MCPNamespacePrefix starts the name of every platform namespace that holds the
@@ -117,4 +119,17 @@ func formatUUID(u []byte) string {
 // name in namespace (MCPNameLabel and MCPNamespaceLabel).
 func HasMCPLabels(labels map[string]string, namespace, name string) bool {
 	return labels[MCPNameLabel] == name && labels[MCPNamespaceLabel] == namespace
+}
+
+// MCPOfNamespace returns the ManagedControlPlane whose platform namespace ns
+// is (its namespace and name on the onboarding cluster), and false when ns
+// is none: the MCP controller labels the namespace with the MCP's name and
+// namespace, and its name must be one of the names that MCP's namespace can
+// have (IsPlatformNamespaceOf).
+func MCPOfNamespace(ns *corev1.Namespace) (types.NamespacedName, bool) {
+	mcp := types.NamespacedName{Namespace: ns.Labels[MCPNamespaceLabel], Name: ns.Labels[MCPNameLabel]}
+	if mcp.Name == "" || mcp.Namespace == "" || !IsPlatformNamespaceOf(ns.Name, mcp.Namespace, mcp.Name) {
+		return types.NamespacedName{}, false
+	}
+	return mcp, true
 }

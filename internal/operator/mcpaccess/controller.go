@@ -69,7 +69,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		if !ok {
 			return false
 		}
-		_, ok = policy.MCPOfNamespace(ns)
+		_, ok = corev2alpha1.MCPOfNamespace(ns)
 		return ok
 	})
 	// Only which ServiceProviders exist matters here, not their spec or
@@ -98,7 +98,7 @@ func (r *Reconciler) everything(ctx context.Context, _ client.Object) []reconcil
 		return out
 	}
 	for i := range list.Items {
-		if _, ok := policy.MCPOfNamespace(&list.Items[i]); ok {
+		if _, ok := corev2alpha1.MCPOfNamespace(&list.Items[i]); ok {
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}})
 		}
 	}
@@ -119,7 +119,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.client.Get(ctx, req.NamespacedName, ns); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if _, ok := policy.MCPOfNamespace(ns); !ok || !ns.DeletionTimestamp.IsZero() {
+	if _, ok := corev2alpha1.MCPOfNamespace(ns); !ok || !ns.DeletionTimestamp.IsZero() {
 		// Not (or no longer) an MCP namespace; what is in a terminating
 		// one goes with it.
 		return ctrl.Result{}, nil

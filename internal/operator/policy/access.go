@@ -405,7 +405,7 @@ func (e *Enforcer) checkTenant(ctx context.Context, a *AccessCheck, ref *common.
 		}
 		return nil, fmt.Errorf("get namespace %s: %w", ref.Namespace, err)
 	}
-	mcp, ok := MCPOfNamespace(ns)
+	mcp, ok := corev2alpha1.MCPOfNamespace(ns)
 	if !ok || mcp.Name != ref.Name {
 		return violation(RuleTenantsOnly, "%s is not the ClusterRequest of a ManagedControlPlane", what), nil
 	}

@@ -43,7 +43,7 @@ func RequesterFor(ctx context.Context, c client.Reader, obj client.Object) (*Req
 	if req, err := providerOfNamespace(ctx, c, ns); err != nil || req != nil {
 		return req, nil, err
 	}
-	mcp, ok := MCPOfNamespace(ns)
+	mcp, ok := corev2alpha1.MCPOfNamespace(ns)
 	if !ok {
 		return nil, nil, nil
 	}
@@ -73,19 +73,6 @@ func RequesterFor(ctx context.Context, c client.Reader, obj client.Object) (*Req
 		req.Policy = *sp.Spec.AccessPolicy.DeepCopy()
 	}
 	return req, nil, nil
-}
-
-// MCPOfNamespace returns the ManagedControlPlane whose platform namespace ns
-// is (its namespace and name on the onboarding cluster), and false when ns
-// is none: the MCP controller labels the namespace with the MCP's name and
-// namespace, and its name must be one of the names that MCP's namespace can
-// have (corev2alpha1.IsPlatformNamespaceOf).
-func MCPOfNamespace(ns *corev1.Namespace) (types.NamespacedName, bool) {
-	mcp := types.NamespacedName{Namespace: ns.Labels[corev2alpha1.MCPNamespaceLabel], Name: ns.Labels[corev2alpha1.MCPNameLabel]}
-	if mcp.Name == "" || mcp.Namespace == "" || !corev2alpha1.IsPlatformNamespaceOf(ns.Name, mcp.Namespace, mcp.Name) {
-		return types.NamespacedName{}, false
-	}
-	return mcp, true
 }
 
 // ownedByMCP reports whether obj, in the platform namespace of mcp and
