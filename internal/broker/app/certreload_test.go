@@ -2,16 +2,8 @@ package app_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -20,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/marketplane/marketplane/internal/broker/app"
+	"github.com/marketplane/marketplane/internal/broker/internal/certtest"
 	"github.com/marketplane/marketplane/pkg/metricsauth"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
@@ -40,7 +33,7 @@ func TestCertificateReload(t *testing.T) {
 	}
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	writeCertificate(t, certFile, keyFile, 1)
+	certtest.WriteSelfSigned(t, certFile, keyFile, 1)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -86,7 +79,7 @@ func TestCertificateReload(t *testing.T) {
 			t.Fatalf("%s serves the certificate with serial %d; want 1", name, serial)
 		}
 	}
-	writeCertificate(t, certFile, keyFile, 2)
+	certtest.WriteSelfSigned(t, certFile, keyFile, 2)
 	for name, addr := range addrs {
 		deadline := time.Now().Add(30 * time.Second)
 		for servedSerial(t, addr) != 2 {
@@ -112,37 +105,4 @@ func servedSerial(t *testing.T, addr string) int64 {
 		t.Fatalf("%s served no certificate", addr)
 	}
 	return certs[0].SerialNumber.Int64()
-}
-
-// writeCertificate writes a self-signed certificate for 127.0.0.1 with the
-// given serial number, and its key.
-func writeCertificate(t *testing.T, certFile, keyFile string, serial int64) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial),
-		Subject:      pkix.Name{CommonName: "broker"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -1,24 +1,9 @@
 // Package sourcewatch wakes the instances and bindings whose operation is
 // in progress when an object their plan's sources template names changes
-// on the target cluster, so that the status template is evaluated again at
-// once instead of at the next poll.
-//
-// Sources live on the target clusters, in kinds only the plans know, so
-// the watches are made on demand: the first time an operation in progress
-// names a source of some kind on some cluster, a metadata-only informer of
-// that kind starts on that cluster, cluster-wide, and stays as long as the
-// cluster is registered. Its store keeps the namespace, name, UID and
-// resourceVersion of each object and nothing else (no labels, no
-// annotations, no managed fields), so that a kind with many objects costs
-// little. An index of interests maps each watched object to the instances
-// and bindings waiting on it; an event of an object nobody waits on is
-// dropped.
-//
-// A kind that cannot be listed (forbidden to the cluster's credentials, or
-// not served) is given up and tried again after a while; the operations
-// waiting on it are told at once and go back to polling. An operation is
-// "watched" only when every source it names is of a kind whose informer has
-// synced; the provisioner polls the others as before.
+// on the target cluster: metadata-only informers, started on demand per
+// kind and cluster, with an index from each watched object to the
+// operations waiting on it; a kind that cannot be listed falls back to
+// polling (docs/interoperator.md, "Differences from Service Fabrik").
 package sourcewatch
 
 import (

@@ -1,23 +1,8 @@
 // Package helmworker renders Helm charts in child processes that can be
-// killed.
-//
-// Helm's engine parses a chart's templates itself and takes no functions of
-// ours, so a render in the inter-operator's own process cannot be stopped: a
-// chart template that loops ({{range 1000000000000}}{{end}}), recurses
-// exponentially through include, or allocates gigabytes (until 1000000000)
-// would keep a goroutine spinning, or the process growing, long after its
-// render failed. A Pool therefore runs each render in a worker: the running
-// binary started again (/proc/self/exe) with the environment variable
-// EnvVar set. The init function of this package notices the variable and
-// serves renders instead of running the program. Every binary that links
-// the renderer, test binaries included, links this package, so every one of
-// them can serve as its own worker, and none ever runs its main or its tests
-// as a worker: a fork bomb is impossible, since a worker serves in init and
-// never starts workers itself.
-//
-// Workers are kept warm and reused. A render that runs out of time, or whose
-// worker grows beyond its memory ceiling, gets its worker killed (SIGKILL,
-// then waited for); the next render starts a new one.
+// killed: the running binary started again with EnvVar set, which this
+// package's init notices to serve renders instead of running the program.
+// Workers are kept warm; one whose render runs out of time or memory is
+// killed and replaced (docs/interoperator.md, "Helm charts").
 package helmworker
 
 import (
