@@ -74,7 +74,7 @@ func goList(t *testing.T) []listedPackage {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skipf("no go command: %v", err)
+		t.Fatalf("no go command on PATH (the layering check needs go list): %v", err)
 	}
 	cmd := exec.CommandContext(t.Context(), goBin, "list", "-e", "-json=ImportPath,Imports,Deps", "./...")
 	cmd.Dir = repoRoot
