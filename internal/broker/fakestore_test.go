@@ -180,6 +180,9 @@ func (f *fakeStore) Delete(_ context.Context, obj client.Object) error {
 	if !ok || (obj.GetUID() != "" && stored.GetUID() != obj.GetUID()) {
 		return apierrors.NewNotFound(resourceOf(obj), obj.GetName())
 	}
+	if rv := obj.GetResourceVersion(); rv != "" && rv != stored.GetResourceVersion() {
+		return apierrors.NewConflict(resourceOf(obj), obj.GetName(), fmt.Errorf("resourceVersion changed"))
+	}
 	if len(stored.GetFinalizers()) == 0 {
 		delete(f.objects, k)
 		return nil
@@ -204,7 +207,7 @@ func (f *fakeStore) Delete(_ context.Context, obj client.Object) error {
 	return nil
 }
 
-func (f *fakeStore) List(_ context.Context, namespace string, list client.ObjectList) error {
+func (f *fakeStore) List(_ context.Context, namespace string, list client.ObjectList, _ sf.Read) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	bl, ok := list.(*osbv1alpha1.SFServiceBindingList)

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
@@ -47,6 +48,8 @@ type options struct {
 	mcpWatch          bool
 	// finalizerByAuthor: see WithFinalizerByReconciler.
 	finalizerByAuthor bool
+	// keepReleasedStatus: see WithReleasedStatus.
+	keepReleasedStatus func(client.Object) bool
 }
 
 // WithFinalizerByReconciler leaves adding the runtime's finalizer
@@ -60,6 +63,17 @@ type options struct {
 // returns without error and the object still lacks the finalizer, the
 // runtime adds it.
 func WithFinalizerByReconciler() Option { return func(o *options) { o.finalizerByAuthor = true } }
+
+// WithReleasedStatus decides whether the status of an object whose
+// finalizer the runtime has just removed is still written: only when keep
+// returns true; by default it always is. An object that goes away with the
+// finalizer needs no status, and neither does one whose remaining
+// finalizers' owner reads the finished deletion from the finalizer being
+// gone (the broker's tombstones of the inter-operator's instances and
+// bindings): the write would only cost a request.
+func WithReleasedStatus(keep func(obj client.Object) bool) Option {
+	return func(o *options) { o.keepReleasedStatus = keep }
+}
 
 // WithManagedControlPlaneWatch makes the reconciler watch
 // ManagedControlPlanes on the onboarding cluster and reconcile the service

@@ -173,6 +173,9 @@ func (r *APIReconciler[T, C]) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, err
 	}
 	defer func() {
+		if result == ResultDeleted && r.opts.keepReleasedStatus != nil && !r.opts.keepReleasedStatus(obj) {
+			return
+		}
 		if err := r.writeStatus(ctx, obj, before); err != nil {
 			result = ResultError
 			retErr = errors.Join(retErr, err)

@@ -37,15 +37,31 @@ type Store struct {
 	waiters notify.Waiters[objectRef]
 
 	mu sync.Mutex
-	// known is the resourceVersion of the latest version of an object this
-	// Store wrote or read fresh, for the objects the cache has not caught
-	// up with yet; an event that brings the cache there removes it.
-	known map[objectRef]string
+	// known is the latest version of an object this Store wrote or read
+	// fresh, for the objects the cache has not caught up with yet; an
+	// event that brings the cache there removes it.
+	known map[objectRef]version
 	// created holds the namespaces this Store created that the cache has
 	// not seen yet (read-your-writes for Namespace): the first poll after
 	// a provision needs no API request for them. An event of the
 	// namespace removes it.
 	created map[string]*corev1.Namespace
+}
+
+// version is what the cache must hold of an object to be current: the
+// resourceVersion rv or a later one, or, after a deletion (after), a
+// version later than rv, the one deleted from, or none at all.
+type version struct {
+	rv    string
+	after bool
+}
+
+// reachedBy reports whether a cached version rv is current.
+func (v version) reachedBy(rv string) bool {
+	if v.after {
+		return later(rv, v.rv)
+	}
+	return atLeast(rv, v.rv)
 }
 
 // objectRef names an instance or a binding: the kinds may share a key.
@@ -85,7 +101,7 @@ func CacheOptions(opts cache.Options) cache.Options {
 // New returns a Store reading through c (an informer cache the caller
 // starts) and writing through cl (a client without cache).
 func New(c cache.Cache, cl client.Client) *Store {
-	return &Store{cache: c, client: cl, known: map[objectRef]string{}, created: map[string]*corev1.Namespace{}}
+	return &Store{cache: c, client: cl, known: map[objectRef]version{}, created: map[string]*corev1.Namespace{}}
 }
 
 // Informers registers the informers the Store reads from, so that they sync
@@ -144,7 +160,7 @@ func (s *Store) changed(binding bool, o any, deleted bool) {
 	}
 	ref := objectRef{binding: binding, key: client.ObjectKeyFromObject(obj)}
 	s.mu.Lock()
-	if rv, ok := s.known[ref]; ok && (deleted || atLeast(obj.GetResourceVersion(), rv)) {
+	if v, ok := s.known[ref]; ok && (deleted || v.reachedBy(obj.GetResourceVersion())) {
 		delete(s.known, ref)
 	}
 	s.mu.Unlock()
@@ -158,6 +174,13 @@ func atLeast(a, b string) bool {
 	return err == nil && c >= 0
 }
 
+// later reports whether resourceVersion a is after b, with atLeast's
+// rule for versions that cannot be compared.
+func later(a, b string) bool {
+	c, err := resourceversion.CompareResourceVersion(a, b)
+	return err == nil && c > 0
+}
+
 // Notify implements sf.Notifier.
 func (s *Store) Notify(key client.ObjectKey, obj client.Object) (<-chan struct{}, func()) {
 	return s.waiters.Notify(refOf(key, obj))
@@ -165,11 +188,17 @@ func (s *Store) Notify(key client.ObjectKey, obj client.Object) (<-chan struct{}
 
 // note records rv as the latest version of the object this Store knows,
 // unless the cache already holds it or a later one: then no event would
-// come to forget it again. The cache is read under the lock that the event
-// handler takes after the cache changed, so that no event slips between
-// the check and the record.
+// come to forget it again.
 func (s *Store) note(ctx context.Context, ref objectRef, rv string) {
-	if rv == "" {
+	s.remember(ctx, ref, version{rv: rv})
+}
+
+// remember records v as what the cache must hold of the object at ref,
+// unless the cache holds it already or a later version is recorded. The
+// cache is read under the lock that the event handler takes after the
+// cache changed, so that no event slips between the check and the record.
+func (s *Store) remember(ctx context.Context, ref objectRef, v version) {
+	if v.rv == "" {
 		return
 	}
 	var cached client.Object = &osbv1alpha1.SFServiceInstance{}
@@ -178,13 +207,20 @@ func (s *Store) note(ctx context.Context, ref objectRef, rv string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.cache.Get(ctx, ref.key, cached, client.UnsafeDisableDeepCopy); err == nil && atLeast(cached.GetResourceVersion(), rv) {
+	err := s.cache.Get(ctx, ref.key, cached, client.UnsafeDisableDeepCopy)
+	switch {
+	case err == nil && v.reachedBy(cached.GetResourceVersion()):
+		return
+	case err != nil && v.after:
+		// A deletion of an object the cache does not hold (any more): no
+		// event would forget it, and a read that misses the cache asks
+		// the API server anyway.
 		return
 	}
-	if old, ok := s.known[ref]; ok && atLeast(old, rv) {
+	if old, ok := s.known[ref]; ok && (later(old.rv, v.rv) || old.rv == v.rv && (old.after || !v.after)) {
 		return
 	}
-	s.known[ref] = rv
+	s.known[ref] = v
 }
 
 // current reports whether a cached version rv of the object is at least
@@ -193,7 +229,7 @@ func (s *Store) current(ref objectRef, rv string) bool {
 	s.mu.Lock()
 	known, ok := s.known[ref]
 	s.mu.Unlock()
-	return !ok || atLeast(rv, known)
+	return !ok || known.reachedBy(rv)
 }
 
 // Get implements sf.Store.
@@ -371,19 +407,59 @@ func (s *Store) UpdateStatus(ctx context.Context, obj client.Object) error {
 }
 
 // Delete implements sf.Store. The UID precondition makes sure a
-// re-created object of the same name is not deleted in its place.
+// re-created object of the same name is not deleted in its place; the
+// resourceVersion one, that the object is still the version the caller
+// decided on. The deletion is remembered, so that a Cached read waits for
+// the cache to see it.
 func (s *Store) Delete(ctx context.Context, obj client.Object) error {
-	uid := obj.GetUID()
-	opts := []client.DeleteOption{client.PropagationPolicy(metav1.DeletePropagationBackground)}
+	uid, rv := obj.GetUID(), obj.GetResourceVersion()
+	pre := client.Preconditions{}
 	if uid != "" {
-		opts = append(opts, client.Preconditions{UID: &uid})
+		pre.UID = &uid
 	}
-	return s.client.Delete(ctx, obj, opts...)
+	if rv != "" {
+		pre.ResourceVersion = &rv
+	}
+	if err := s.client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground), pre); err != nil {
+		return err
+	}
+	s.remember(ctx, refOf(client.ObjectKeyFromObject(obj), obj), version{rv: rv, after: true})
+	return nil
 }
 
-// List implements sf.Store.
-func (s *Store) List(ctx context.Context, namespace string, list client.ObjectList) error {
+// List implements sf.Store. A Cached list first waits, for up to
+// CacheCatchUp each, for the cache to catch up with the objects of the
+// namespace this Store wrote or read fresh, and lists from the API server
+// when it does not.
+func (s *Store) List(ctx context.Context, namespace string, list client.ObjectList, read sf.Read) error {
+	if read != sf.Fresh {
+		_, binding := list.(*osbv1alpha1.SFServiceBindingList)
+		caught := true
+		for _, ref := range s.lagging(namespace, binding) {
+			if !s.awaitCache(ctx, ref) {
+				caught = false
+				break
+			}
+		}
+		if caught || read == sf.CacheOnly {
+			return s.cache.List(ctx, list, client.InNamespace(namespace))
+		}
+	}
 	return s.client.List(ctx, list, client.InNamespace(namespace))
+}
+
+// lagging returns the objects of a kind in namespace that the cache has
+// not caught up with.
+func (s *Store) lagging(namespace string, binding bool) []objectRef {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var refs []objectRef
+	for ref := range s.known {
+		if ref.binding == binding && ref.key.Namespace == namespace {
+			refs = append(refs, ref)
+		}
+	}
+	return refs
 }
 
 // BindResponse implements sf.Store. The Secret is read from the API

@@ -368,14 +368,16 @@ func (s *Backend) FetchBinding(ctx context.Context, x *osb.Call, req *osb.FetchR
 	return http.StatusOK, body, nil
 }
 
-// Unbind answers DELETE .../service_bindings/:binding_id.
+// Unbind answers DELETE .../service_bindings/:binding_id. It decides on
+// the cached binding and instance first (decisionRead, confirm).
 func (s *Backend) Unbind(ctx context.Context, x *osb.Call, req *osb.DeleteRequest) (int, any, error) {
 	c := newCall(ctx, x, req.InstanceID, req.BindingID)
 	c.serviceID = req.ServiceID
 	snap := s.catalog.Snapshot()
 	t := s.bindingTarget(c.instanceID, c.bindingID)
-	return retryConflicts(func(int) (int, any, error) {
-		b, err := s.getBinding(c.ctx, c.instanceID, c.bindingID, Fresh)
+	return retryConflicts(func(attempt int) (int, any, error) {
+		read := decisionRead(attempt)
+		b, err := s.getBinding(c.ctx, c.instanceID, c.bindingID, read)
 		if apierrors.IsNotFound(err) {
 			return http.StatusGone, osb.EmptyObject, nil
 		}
@@ -398,33 +400,27 @@ func (s *Backend) Unbind(ctx context.Context, x *osb.Call, req *osb.DeleteReques
 			return osb.NewError(http.StatusInternalServerError, "", "Unbinding failed: %s", p.description)
 		})
 		if b.DeletionTimestamp != nil {
-			return s.rejoinDeletion(c, t, b, op, p, o)
+			return s.rejoinDeletion(c, t, b, read, op, p, o)
 		}
-		if op.Type == OpCreate && p.running() {
-			return 0, nil, osb.ConcurrencyError("The binding is still being created; unbind it once that finished.")
-		}
-		inst, err := s.getInstance(c.ctx, c.instanceID, Fresh)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return 0, nil, err
-		}
-		if inst != nil && inst.DeletionTimestamp != nil {
-			return 0, nil, osb.ConcurrencyError("The instance of the binding is being deleted.")
+		if err := s.unbindable(c, read, op, p); err != nil {
+			return 0, nil, confirm(read, err)
 		}
 		return s.startDeletion(c, t, b, op, o, "Unbind accepted")
 	})
 }
 
-// setBindingDeleteState sets state "delete" on a binding being deleted,
-// unless the deletion already moved on: it finished, is in progress, or
-// the provisioner already reported its outcome (a terminal state for a
-// generation after before, the generation the deletion raised).
-func setBindingDeleteState(o client.Object, before int64) bool {
-	b := o.(*osbv1alpha1.SFServiceBinding)
-	switch {
-	case deletionFinished(b), b.Status.State == osbv1alpha1.StateDelete, b.Status.State == osbv1alpha1.StateInProgress,
-		reportedAfter(b.Status.State, b.Status.ObservedGeneration, before):
-		return false
+// unbindable refuses an unbind while the binding is being created or its
+// instance is being deleted.
+func (s *Backend) unbindable(c *osbCall, read Read, op Operation, p progress) error {
+	if op.Type == OpCreate && p.running() {
+		return osb.ConcurrencyError("The binding is still being created; unbind it once that finished.")
 	}
-	resetBindingStatus(&b.Status, osbv1alpha1.StateDelete)
-	return true
+	inst, err := s.getInstance(c.ctx, c.instanceID, read)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if inst != nil && inst.DeletionTimestamp != nil {
+		return osb.ConcurrencyError("The instance of the binding is being deleted.")
+	}
+	return nil
 }

@@ -564,14 +564,17 @@ func fetchedInstance(snap *catalog.Snapshot, inst *osbv1alpha1.SFServiceInstance
 	return resp
 }
 
-// Deprovision answers DELETE /v2/service_instances/:instance_id.
+// Deprovision answers DELETE /v2/service_instances/:instance_id. It
+// decides on the cached instance and bindings first (decisionRead,
+// confirm).
 func (s *Backend) Deprovision(ctx context.Context, x *osb.Call, req *osb.DeleteRequest) (int, any, error) {
 	c := newCall(ctx, x, req.InstanceID, "")
 	c.serviceID = req.ServiceID
 	snap := s.catalog.Snapshot()
 	t := s.instanceTarget(c.instanceID)
-	return retryConflicts(func(int) (int, any, error) {
-		inst, err := s.getInstance(c.ctx, c.instanceID, Fresh)
+	return retryConflicts(func(attempt int) (int, any, error) {
+		read := decisionRead(attempt)
+		inst, err := s.getInstance(c.ctx, c.instanceID, read)
 		if apierrors.IsNotFound(err) {
 			return http.StatusGone, osb.EmptyObject, nil
 		}
@@ -602,10 +605,10 @@ func (s *Backend) Deprovision(ctx context.Context, x *osb.Call, req *osb.DeleteR
 			return e
 		})
 		if inst.DeletionTimestamp != nil {
-			return s.rejoinDeletion(c, t, inst, op, p, o)
+			return s.rejoinDeletion(c, t, inst, read, op, p, o)
 		}
-		if err := s.deleteBindingsOf(c, inst); err != nil {
-			return 0, nil, err
+		if err := s.deleteBindingsOf(c, inst, read); err != nil {
+			return 0, nil, confirm(read, again(err))
 		}
 		return s.startDeletion(c, t, inst, op, o, "Deprovision accepted")
 	})
@@ -613,10 +616,11 @@ func (s *Backend) Deprovision(ctx context.Context, x *osb.Call, req *osb.DeleteR
 
 // deleteBindingsOf deletes the bindings of inst that the platform did not
 // delete first: they go with the instance. A binding being created or
-// deleted makes the deprovision wait (ConcurrencyError).
-func (s *Backend) deleteBindingsOf(c *osbCall, inst *osbv1alpha1.SFServiceInstance) error {
+// deleted makes the deprovision wait (ConcurrencyError). The bindings are
+// listed with read.
+func (s *Backend) deleteBindingsOf(c *osbCall, inst *osbv1alpha1.SFServiceInstance, read Read) error {
 	var bindings osbv1alpha1.SFServiceBindingList
-	if err := s.store.List(c.ctx, inst.Namespace, &bindings); err != nil {
+	if err := s.store.List(c.ctx, inst.Namespace, &bindings, read); err != nil {
 		return err
 	}
 	for i := range bindings.Items {
@@ -633,25 +637,10 @@ func (s *Backend) deleteBindingsOf(c *osbCall, inst *osbv1alpha1.SFServiceInstan
 		if b.Spec.InstanceID != c.instanceID || b.DeletionTimestamp != nil {
 			continue
 		}
-		if err := s.deleteObject(c.ctx, b, currentOperation(b).next(OpDelete), c.x, setBindingDeleteState,
-			s.refreshBinding(c.instanceID, b.Spec.ID)); err != nil && !apierrors.IsNotFound(err) {
+		if err := s.deleteObject(c.ctx, b); err != nil {
 			return err
 		}
+		s.logDeletion(c, s.bindingTarget(c.instanceID, b.Spec.ID), "Binding deleted with its instance", currentOperation(b).next(OpDelete))
 	}
 	return nil
-}
-
-// setInstanceDeleteState sets state "delete" on an instance being deleted,
-// unless the deletion already moved on: it finished, is in progress, or
-// the provisioner already reported its outcome (a terminal state for a
-// generation after before, the generation the deletion raised).
-func setInstanceDeleteState(o client.Object, before int64) bool {
-	inst := o.(*osbv1alpha1.SFServiceInstance)
-	switch {
-	case deletionFinished(inst), inst.Status.State == osbv1alpha1.StateDelete, inst.Status.State == osbv1alpha1.StateInProgress,
-		reportedAfter(inst.Status.State, inst.Status.ObservedGeneration, before):
-		return false
-	}
-	resetInstanceStatus(&inst.Status, osbv1alpha1.StateDelete)
-	return true
 }

@@ -142,8 +142,7 @@ func (p progress) running() bool { return p.state == osb.StateInProgress }
 func instanceProgress(inst *osbv1alpha1.SFServiceInstance) (Operation, progress) {
 	op := currentOperation(inst)
 	st := &inst.Status
-	stale := st.ObservedGeneration != 0 && st.ObservedGeneration < inst.Generation
-	p := evaluate(inst, st.State, stale, st.Description, st.Error)
+	p := evaluate(inst, st.State, st.ObservedGeneration, st.Description, st.Error)
 	if p.state == osb.StateFailed {
 		switch op.Type {
 		case OpUpdate:
@@ -158,16 +157,22 @@ func instanceProgress(inst *osbv1alpha1.SFServiceInstance) (Operation, progress)
 // bindingProgress returns the latest operation of b and how far it got.
 func bindingProgress(b *osbv1alpha1.SFServiceBinding) (Operation, progress) {
 	st := &b.Status
-	stale := st.ObservedGeneration != 0 && st.ObservedGeneration < b.Generation
-	return currentOperation(b), evaluate(b, st.State, stale, "", st.Error)
+	return currentOperation(b), evaluate(b, st.State, st.ObservedGeneration, "", st.Error)
 }
 
-func evaluate(obj metav1.Object, state osbv1alpha1.State, stale bool, description, errMsg string) progress {
+// evaluate maps the state the provisioner reported for observed, the
+// generation it saw, to OSB's. A terminal state for an older generation
+// is not trusted; a provisioner that reports no generation (observed 0) is,
+// except on a deletion: the broker writes nothing on the object when it
+// deletes it, so the status still holds the previous operation's outcome
+// until the provisioner reports on the generation the deletion raised.
+func evaluate(obj metav1.Object, state osbv1alpha1.State, observed int64, description, errMsg string) progress {
+	stale := observed != 0 && observed < obj.GetGeneration()
 	if obj.GetDeletionTimestamp() != nil {
 		switch {
 		case deletionFinished(obj):
 			return progress{state: osb.StateSucceeded, gone: true}
-		case state == osbv1alpha1.StateFailed && !stale:
+		case state == osbv1alpha1.StateFailed && observed >= obj.GetGeneration():
 			return progress{state: osb.StateFailed, description: firstNonEmpty(errMsg, description, "Deletion failed.")}
 		}
 		return progress{state: osb.StateInProgress, description: description}

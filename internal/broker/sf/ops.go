@@ -53,14 +53,6 @@ func markOperation(obj client.Object, op Operation, state osbv1alpha1.State, x *
 	obj.SetLabels(labels)
 }
 
-// reportedAfter reports whether a status holds the provisioner's outcome
-// of a generation after before. Overwriting it would lose that outcome for
-// good: the provisioner does not react to status changes, so a deletion
-// that failed fast would be polled as "in progress" for ever.
-func reportedAfter(state osbv1alpha1.State, observed, before int64) bool {
-	return state.IsTerminal() && observed > before
-}
-
 // resetInstanceStatus starts a new operation in an instance's status: the
 // state the broker writes, and nothing left of the previous operation's
 // outcome.
@@ -111,44 +103,19 @@ func (s *Backend) startOperation(ctx context.Context, obj client.Object, op Oper
 	}
 }
 
-// deleteObject deletes obj as the operation op: metadata first (operation
-// id, lastoperation delete, identities), then the deletion, then the
-// status state "delete". The status write is informational (the
-// provisioner acts on the deletion); it is retried on conflicts and its
-// failure is only logged. setStatus gets the generation the object had
-// before the deletion, which raises it: a status the provisioner wrote
-// for a later generation is its report on the deletion and must stay.
-func (s *Backend) deleteObject(ctx context.Context, obj client.Object, op Operation, x *osb.Call,
-	setStatus func(o client.Object, before int64) bool, refresh func() (client.Object, error)) error {
-	if currentOperation(obj) != op {
-		markOperation(obj, op, osbv1alpha1.StateDelete, x)
-		if err := s.store.Update(ctx, obj); err != nil {
-			return err
-		}
-	}
-	before := obj.GetGeneration()
+// deleteObject starts the deletion of obj: one DELETE, conditional on the
+// UID and the resourceVersion of the copy the request decided on, so that a
+// decision taken on a cached copy that has changed since is taken again on
+// a fresh read (Conflict). Nothing else is written. The deletion timestamp
+// makes the object's latest operation a delete (currentOperation), and the
+// provisioner acts on it; a status written before the deletion counts as
+// the deletion's outcome only once the provisioner reported on the
+// generation the deletion raised (evaluate), so it needs no reset. The
+// request's identities, which an update or create records on the object,
+// go to the log (logDeletion).
+func (s *Backend) deleteObject(ctx context.Context, obj client.Object) error {
 	if err := s.store.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
 		return err
-	}
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		fresh, err := refresh()
-		if err != nil {
-			if !apierrors.IsNotFound(err) {
-				s.log.Error(err, "Cannot read a deleted object to record its state", "object", client.ObjectKeyFromObject(obj))
-			}
-			return nil
-		}
-		if !setStatus(fresh, before) {
-			return nil
-		}
-		err = s.store.UpdateStatus(ctx, fresh)
-		if err == nil || apierrors.IsNotFound(err) {
-			return nil
-		}
-		if !apierrors.IsConflict(err) {
-			s.log.Error(err, "Cannot record the delete state", "object", client.ObjectKeyFromObject(obj))
-			return nil
-		}
 	}
 	return nil
 }

@@ -61,9 +61,6 @@ type target struct {
 	state func(client.Object) *osbv1alpha1.State
 	// reset starts a new operation in the object's status.
 	reset func(client.Object, osbv1alpha1.State)
-	// deleteState records state "delete" on an object being deleted
-	// (see deleteObject).
-	deleteState func(o client.Object, before int64) bool
 }
 
 func (s *Backend) instanceTarget(id string) target {
@@ -78,7 +75,6 @@ func (s *Backend) instanceTarget(id string) target {
 		reset: func(o client.Object, st osbv1alpha1.State) {
 			resetInstanceStatus(&o.(*osbv1alpha1.SFServiceInstance).Status, st)
 		},
-		deleteState: setInstanceDeleteState,
 	}
 }
 
@@ -94,7 +90,6 @@ func (s *Backend) bindingTarget(instanceID, bindingID string) target {
 		reset: func(o client.Object, st osbv1alpha1.State) {
 			resetBindingStatus(&o.(*osbv1alpha1.SFServiceBinding).Status, st)
 		},
-		deleteState: setBindingDeleteState,
 	}
 }
 
@@ -190,9 +185,13 @@ func deleteOutcome(async, asyncOnly bool, failed func(progress) *osb.Error) outc
 
 // rejoinDeletion answers a DELETE of an object whose deletion started
 // before: a failed deletion is tried again as a new operation, one in
-// progress is joined.
-func (s *Backend) rejoinDeletion(c *osbCall, t target, obj client.Object, op Operation, p progress, o outcome) (int, any, error) {
+// progress is joined. obj was read with read; a failed deletion is
+// restarted only on a fresh copy, since restarting writes.
+func (s *Backend) rejoinDeletion(c *osbCall, t target, obj client.Object, read Read, op Operation, p progress, o outcome) (int, any, error) {
 	if p.state == osb.StateFailed {
+		if read != Fresh {
+			return 0, nil, errAgain
+		}
 		next := op.next(OpDelete)
 		if _, err := s.begin(c, t, obj, next, osbv1alpha1.StateDelete, nil); err != nil {
 			return 0, nil, err
@@ -211,12 +210,47 @@ func (s *Backend) startDeletion(c *osbCall, t target, obj client.Object, op Oper
 	if op.Type == OpDelete {
 		next = op
 	}
-	if err := s.deleteObject(c.ctx, obj, next, c.x, t.deleteState, t.refresh); err != nil {
+	if err := s.deleteObject(c.ctx, obj); err != nil {
 		return 0, nil, again(err)
 	}
-	s.logDecision(c, t, msg, "operation", next.String())
+	s.logDeletion(c, t, msg, next)
 	o.accepted = osb.OperationResponse{Operation: next.String()}
 	return s.finish(c.ctx, next, o, t)
+}
+
+// logDeletion records an accepted deletion with the request's
+// identities: for audit, as the annotations that an update records on the
+// object, which a deletion does not write.
+func (s *Backend) logDeletion(c *osbCall, t target, msg string, op Operation) {
+	identity := ""
+	if c.x.Identity != nil {
+		identity = c.x.Identity.Annotation()
+	}
+	kv := append(append([]any{}, t.keys...), "operation", op.String(), "originatingIdentity", identity, "requestIdentity", c.x.RequestID)
+	s.log.Info(msg, kv...)
+}
+
+// decisionRead is how an attempt of a deprovision or unbind reads what it
+// decides on: the first from the cache (never older than this broker's own
+// writes), every later one fresh. The DELETE is conditional on the
+// resourceVersion read, so a decision on a stale copy ends in a conflict
+// and is taken again on a fresh read; so is a refusal (confirm).
+func decisionRead(attempt int) Read {
+	if attempt == 0 {
+		return Cached
+	}
+	return Fresh
+}
+
+// confirm turns a ConcurrencyError decided on a cached read into errAgain,
+// so that the next attempt decides again on a fresh read: the cache may
+// still hold an operation that has ended since.
+func confirm(read Read, err error) error {
+	var oe *osb.Error
+	if read != Fresh && errors.As(err, &oe) && oe.Code == osb.CodeConcurrencyError {
+		return errAgain
+	}
+	return err
 }
 
 // readForCreate reads the object of a request that creates it when it is

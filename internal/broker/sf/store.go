@@ -47,11 +47,15 @@ type Store interface {
 	Update(ctx context.Context, obj client.Object) error
 	// UpdateStatus writes obj's status, with the same precondition.
 	UpdateStatus(ctx context.Context, obj client.Object) error
-	// Delete starts the deletion of obj (of the stored object with obj's
-	// UID).
+	// Delete starts the deletion of obj: of the stored object with obj's
+	// UID and, when obj has one, its resourceVersion (Conflict
+	// otherwise). A Cached read that follows is never older than the
+	// deletion (read-your-writes).
 	Delete(ctx context.Context, obj client.Object) error
-	// List reads the objects of a namespace into list, fresh.
-	List(ctx context.Context, namespace string, list client.ObjectList) error
+	// List reads the objects of a namespace into list, as Get reads one:
+	// a Cached list holds no version older than this Store wrote or read
+	// fresh. The items are the caller's to modify.
+	List(ctx context.Context, namespace string, list client.ObjectList, read Read) error
 	// Namespace reads the namespace called name. The broker's own
 	// namespaces may come from a cache: it never changes their labels and
 	// annotations after creating them. Any other namespace, or one the

@@ -123,6 +123,7 @@ func TestInstanceProgress(t *testing.T) {
 		"Tombstone":       {reason: "Only the broker's finalizer left: deleted.", inst: inst("delete-2", osbv1alpha1.StateDelete, 2, 1, true, osbv1alpha1.FinalizerBroker), want: want{Op: "delete-2", State: osb.StateSucceeded, Gone: true}},
 		"DeleteFailed":    {reason: "A failed deletion says whether the instance is usable.", inst: inst("delete-2", osbv1alpha1.StateFailed, 2, 2, true, osbv1alpha1.FinalizerBroker, "x"), want: want{Op: "delete-2", State: osb.StateFailed, Usable: &yes}},
 		"StaleDeleteFail": {reason: "A failure from before the deletion is not the deletion's.", inst: inst("delete-2", osbv1alpha1.StateFailed, 2, 1, true, osbv1alpha1.FinalizerBroker, "x"), want: want{Op: "delete-2", State: osb.StateInProgress}},
+		"UnreportedFail":  {reason: "A failure without a generation on an object being deleted is the provision's, which the deletion left in the status.", inst: inst("create-1", osbv1alpha1.StateFailed, 2, 0, true, osbv1alpha1.FinalizerBroker, "x"), want: want{Op: "delete-2", State: osb.StateInProgress}},
 		"ServiceFabrikObj": {reason: "Objects without the broker's annotation take the operation from the lastoperation label.", inst: func() *osbv1alpha1.SFServiceInstance {
 			i := inst("", osbv1alpha1.StateUpdate, 1, 1, false)
 			i.Labels = map[string]string{osbv1alpha1.LabelLastOperation: "update"}

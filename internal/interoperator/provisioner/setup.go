@@ -60,6 +60,28 @@ func IndexFields(ctx context.Context, indexer client.FieldIndexer) error {
 	)
 }
 
+// keepReleasedStatus reports whether the status of an instance or binding
+// whose deletion the provisioner finished is still worth a write. Not when
+// the object went with the provisioner's finalizer, nor when only the
+// broker's finalizer is left and no error is recorded: that object is the
+// broker's tombstone, which reports the deletion succeeded by itself, and
+// the write would cost a request per object. Any other holder, and an
+// error (an unbind template that failed), still get the status.
+func keepReleasedStatus(obj client.Object) bool {
+	for _, f := range obj.GetFinalizers() {
+		if f != osbv1alpha1.FinalizerBroker {
+			return true
+		}
+	}
+	switch o := obj.(type) {
+	case *osbv1alpha1.SFServiceInstance:
+		return o.Status.Error != ""
+	case *osbv1alpha1.SFServiceBinding:
+		return o.Status.Error != ""
+	}
+	return true
+}
+
 // Controllers are what SetupWithManager registered.
 type Controllers struct {
 	// Instances reconciles SFServiceInstances.
@@ -103,7 +125,7 @@ func SetupWithManager(mgr ctrl.Manager, providerName string, platform cluster.Cl
 	instances, err := spruntime.NewAPIReconciler(providerName,
 		func() *osbv1alpha1.SFServiceInstance { return &osbv1alpha1.SFServiceInstance{} }, newConfig,
 		NewInstanceReconciler(engine, fresh), NewInstanceAccess(providerName, platform, engine, placer), platform,
-		append([]spruntime.Option{spruntime.WithFinalizerByReconciler()}, instanceOpts...)...)
+		append([]spruntime.Option{spruntime.WithFinalizerByReconciler(), spruntime.WithReleasedStatus(keepReleasedStatus)}, instanceOpts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +148,7 @@ func SetupWithManager(mgr ctrl.Manager, providerName string, platform cluster.Cl
 	bindings, err := spruntime.NewAPIReconciler(providerName,
 		func() *osbv1alpha1.SFServiceBinding { return &osbv1alpha1.SFServiceBinding{} }, newConfig,
 		NewBindingReconciler(engine, fresh), NewBindingAccess(providerName, platform, engine.registry, fresh), platform,
-		bindingOpts...)
+		append([]spruntime.Option{spruntime.WithReleasedStatus(keepReleasedStatus)}, bindingOpts...)...)
 	if err != nil {
 		return nil, err
 	}
