@@ -8,6 +8,7 @@
 // every instance lives in a namespace sf-<name> the broker created for it
 // (docs/broker.md). Every endpoint runs one pipeline (pipeline.go): check
 // the request against the catalog before anything is written, act on a
-// fresh read (deciding again after a write conflict), and answer with the
-// outcome of the operation it started or joined.
+// fresh read (a deletion on the cache first), deciding again on a fresh
+// read after a write conflict, and answer with the outcome of the
+// operation it started or joined.
 package sf
