@@ -228,6 +228,19 @@ func kinds(cl client.Client) []kind {
 		}, send: func(ctx context.Context, i int) error {
 			return cl.Get(ctx, client.ObjectKey{Namespace: "cm", Name: cm("get", i)}, unstructuredConfigMap(cm("get", i), nil))
 		}},
+		{name: "ConfigMap GET resourceVersion=0 (watch cache)", prepare: func(ctx context.Context, i int) error {
+			return cl.Create(ctx, unstructuredConfigMap(cm("get0", i), data(i)))
+		}, send: func(ctx context.Context, i int) error {
+			u := unstructuredConfigMap(cm("get0", i), nil)
+			return cl.Get(ctx, client.ObjectKey{Namespace: "cm", Name: cm("get0", i)}, u, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}})
+		}},
+		{name: "ConfigMap GET metadata only", prepare: func(ctx context.Context, i int) error {
+			return cl.Create(ctx, unstructuredConfigMap(cm("getm", i), data(i)))
+		}, send: func(ctx context.Context, i int) error {
+			m := &metav1.PartialObjectMetadata{}
+			m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+			return cl.Get(ctx, client.ObjectKey{Namespace: "cm", Name: cm("getm", i)}, m)
+		}},
 		{name: "instance create (the broker's)", send: func(ctx context.Context, i int) error {
 			return cl.Create(ctx, inst("a", i))
 		}},
