@@ -232,16 +232,34 @@ func (a *Applier) Get(ctx context.Context, ref osbv1alpha1.Source) (*unstructure
 	return nil, fmt.Errorf("get %s: %w", describe(ref), err)
 }
 
+// getMeta reads the metadata of the object ref names, or nil when there is
+// none (or its kind is not served). The decisions that need no more than
+// labels, UID and deletion timestamp read this: the API server encodes
+// and the client decodes only the metadata.
+func (a *Applier) getMeta(ctx context.Context, ref osbv1alpha1.Source) (*metav1.PartialObjectMetadata, error) {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
+	err := a.client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, m)
+	switch {
+	case err == nil:
+		return m, nil
+	case apierrors.IsNotFound(err), isNoMatch(err):
+		return nil, nil
+	}
+	return nil, fmt.Errorf("get %s: %w", describe(ref), err)
+}
+
 // Delete deletes the objects refs name and returns those that still exist
 // (being deleted, or whose deletion failed), so that the caller can wait.
 // Objects already being deleted are not deleted again (a namespace being
 // finalized refuses a second DELETE with a conflict); objects of a kind
 // the cluster no longer serves count as gone.
 //
-// An object it deletes is read once more: most (a ConfigMap, a Secret)
-// have no finalizers and are gone once their DELETE is answered, so that
-// the caller finishes in this pass instead of polling for the deletion
-// (one read instead of a wait, a status write and a second pass).
+// Objects are read as metadata only (getMeta). An object it deletes is
+// read once more: most (a ConfigMap, a Secret) have no finalizers and are
+// gone once their DELETE is answered, so that the caller finishes in this
+// pass instead of polling for the deletion (one read instead of a wait, a
+// status write and a second pass).
 //
 // When owner is set, an object whose UID labels say it belongs to another
 // instance or binding is left alone and counts as gone: only a takeover
@@ -251,7 +269,7 @@ func (a *Applier) Delete(ctx context.Context, refs []osbv1alpha1.Source, owner *
 	var remaining []osbv1alpha1.Source
 	var errs []error
 	for _, r := range refs {
-		obj, err := a.Get(ctx, r)
+		obj, err := a.getMeta(ctx, r)
 		if err != nil {
 			remaining = append(remaining, r)
 			errs = append(errs, err)
@@ -275,7 +293,7 @@ func (a *Applier) Delete(ctx context.Context, refs []osbv1alpha1.Source, owner *
 			errs = append(errs, wrap(r, "delete", err))
 			continue
 		}
-		if obj, err = a.Get(ctx, r); err != nil || obj != nil {
+		if obj, err = a.getMeta(ctx, r); err != nil || obj != nil {
 			remaining = append(remaining, r)
 			if err != nil {
 				errs = append(errs, err)

@@ -253,7 +253,7 @@ func (a *Applier) mayBeShared(ctx context.Context, o *unstructured.Unstructured,
 // notAnotherOwners refuses r when it exists and belongs to another
 // instance or binding than o.
 func (a *Applier) notAnotherOwners(ctx context.Context, r osbv1alpha1.Source, o Owner) error {
-	existing, err := a.Get(ctx, r)
+	existing, err := a.getMeta(ctx, r)
 	if err != nil || existing == nil {
 		return err
 	}
