@@ -506,7 +506,7 @@ func printSetup(out io.Writer, c config, took time.Duration) {
 	fmt.Fprintf(out, "GOMAXPROCS=%d NumCPU=%d; one-object plan (one ConfigMap per instance, no status template)\n", goruntime.GOMAXPROCS(0), goruntime.NumCPU())
 	fmt.Fprintf(out, "client-side rate limits of every rest.Config (inter-operator: platform, onboarding, target; benchmark): %s\n", describeLimits(c.qps, c.burst))
 	fmt.Fprintf(out, "inter-operator: %d concurrent instance reconciles; benchmark: %d creating goroutines\n", c.concurrency, c.workers)
-	fmt.Fprintf(out, "machine load: -load %d (%d busy loops from before the first phase to the end; 1-minute load average now %.2f)\n", c.load, c.load, loadAverage())
+	fmt.Fprintf(out, "machine load: -load %d (busy loops from before the first phase to the end of the run; 1-minute load average now %.2f)\n", c.load, loadAverage())
 	fmt.Fprintf(out, "instances are created as the broker does: one create (finalizer, last-operation label; an empty state means in_queue)\n\n")
 }
 
