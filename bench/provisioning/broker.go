@@ -509,15 +509,25 @@ func printPerInstance(out io.Writer, d scrapes, n int) (writes, reads float64) {
 
 // printRequestTable prints the API requests of a phase (what) by server
 // and resource: writes with their 409s, then reads by verb, each in all
-// and per instance.
+// and per instance. Rows below 0.01 per instance (watches, the API
+// server's own) are summed in one line; the sums above count them.
 func printRequestTable(out io.Writer, what string, d scrapes, n int) {
 	fmt.Fprintf(out, "  API requests during the %s (apiserver_request_total, everyone's, every code):\n", what)
 	fmt.Fprintf(out, "    %-6s %-10s %-34s %8s %6s %9s\n", "", "server", "resource", "total", "409s", "/instance")
 	rows := func(kind string, w writeCounts, conflicts writeCounts) {
+		var small, smallRows float64
 		for _, k := range w.keys() {
-			if w[k] > 0 {
-				fmt.Fprintf(out, "    %-6s %-10s %-34s %8.0f %6.0f %9.2f\n", kind, k.server, k.resource, w[k], conflicts[k], w[k]/float64(n))
+			switch per := w[k] / float64(n); {
+			case w[k] <= 0:
+			case per < 0.01:
+				small += w[k]
+				smallRows++
+			default:
+				fmt.Fprintf(out, "    %-6s %-10s %-34s %8.0f %6.0f %9.2f\n", kind, k.server, k.resource, w[k], conflicts[k], per)
 			}
+		}
+		if smallRows > 0 {
+			fmt.Fprintf(out, "    %-6s %-10s %-34s %8.0f %6s %9.2f\n", kind, "", fmt.Sprintf("(%.0f more, each < 0.01)", smallRows), small, "", small/float64(n))
 		}
 	}
 	rows("write", d.writes, d.conflicts)
