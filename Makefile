@@ -167,6 +167,10 @@ bench: tools ## Benchmarks under bench/ (each prints its figures).
 	KUBEBUILDER_ASSETS=$(BIN) $(GO) run ./bench/console
 	$(GO) run ./bench/render
 
+.PHONY: bench-under-load
+bench-under-load: tools ## The provisioning benchmark while 2 busy loops load the machine (-load 2); each phase prints the load average at its start and end.
+	KUBEBUILDER_ASSETS=$(BIN) $(GO) run ./bench/provisioning -load 2
+
 .PHONY: failover
 failover: tools build ## Two inter-operator replicas, then two operator replicas, each on a landscape of its own; the leader is killed with SIGKILL while 500 instances are provisioned: prints succeeded / 500, duplicate resources (target 0) and the takeover time (target ≤ 15 s).
 	$(GO) run ./bench/failover -bin $(BIN) -n 500 -victim interoperator

@@ -18,11 +18,14 @@ package main
 //  3. deprovision: for every instance the unbind (DELETE) and the
 //     deprovision (DELETE with accepts_incomplete=true, 202), then
 //     last_operation polled until the deletion succeeded (or 410): the
-//     time from the first DELETE until every instance is deleted.
+//     time from the first DELETE until every instance is deleted, and
+//     the API requests of the phase per instance, everyone's (broker,
+//     provisioner, API server) from apiserver_request_total, counted
+//     after -settle so that late writes count.
 //
-// Targets (issue #15): provision+bind instances/s ≥ 0.5× the provisioner's
-// load-phase rate; deprovision of all -n ≤ 60 s; sync provision p99 ≤
-// 100 ms unloaded.
+// Targets: provision+bind instances/s ≥ 0.5× the provisioner's load-phase
+// rate of the same run; deprovision of all -n ≤ 30 s, with ≤ 5 writes and
+// ≤ 3 reads per instance; sync provision p99 ≤ 100 ms unloaded.
 
 import (
 	"bytes"
@@ -46,18 +49,20 @@ import (
 	"github.com/marketplane/marketplane/internal/interoperator"
 )
 
-// Targets of issue #15 for the broker's path.
+// Targets of the broker's path.
 const (
-	targetBrokerRatio      = 0.5
-	targetDeprovisionAll   = 60 * time.Second
-	targetBrokerSyncP99    = 100 * time.Millisecond
-	brokerPollInterval     = 20 * time.Millisecond
-	brokerUser             = "bench"
-	brokerPassword         = "bench-password"
-	asyncPlanID            = "3b9e7c1d-5f2a-4e8b-a6d4-0c1b2a3f4e5d"
-	asyncPlanName          = "one-configmap-async"
-	brokerInstancePrefix   = "bk"
-	brokerSyncInstancePref = "bks"
+	targetBrokerRatio       = 0.5
+	targetDeprovisionAll    = 30 * time.Second
+	targetDeprovisionWrites = 5.0 // everyone's, per instance
+	targetDeprovisionReads  = 3.0 // everyone's, per instance
+	targetBrokerSyncP99     = 100 * time.Millisecond
+	brokerPollInterval      = 20 * time.Millisecond
+	brokerUser              = "bench"
+	brokerPassword          = "bench-password"
+	asyncPlanID             = "3b9e7c1d-5f2a-4e8b-a6d4-0c1b2a3f4e5d"
+	asyncPlanName           = "one-configmap-async"
+	brokerInstancePrefix    = "bk"
+	brokerSyncInstancePref  = "bks"
 )
 
 // brokerReport holds the figures of the broker phase.
@@ -67,11 +72,21 @@ type brokerReport struct {
 	provisionP50, provisionP99 time.Duration
 	bindP50, bindP99           time.Duration
 	deprovisionAll             time.Duration
+	// deprovisionWrites and deprovisionReads are the API requests of the
+	// deprovision per instance, everyone's.
+	deprovisionWrites, deprovisionReads float64
 }
 
 // ok reports whether the broker phase met its targets.
 func (b *brokerReport) ok() bool {
-	return b.ratio >= targetBrokerRatio && b.deprovisionAll <= targetDeprovisionAll && b.syncP99 <= targetBrokerSyncP99
+	return b.ratio >= targetBrokerRatio && b.deprovisionOK() && b.syncP99 <= targetBrokerSyncP99
+}
+
+// deprovisionOK reports whether the deprovision met its targets: its time
+// and its API requests per instance.
+func (b *brokerReport) deprovisionOK() bool {
+	return b.deprovisionAll > 0 && b.deprovisionAll <= targetDeprovisionAll &&
+		b.deprovisionWrites <= targetDeprovisionWrites && b.deprovisionReads <= targetDeprovisionReads
 }
 
 // brokerPhase runs the broker phase after the load phase, whose rate it
@@ -142,7 +157,7 @@ func (h *harness) brokerPhase(ctx context.Context, rep *report) error {
 	br.bindP50, br.bindP99 = percentile(bindLat, 0.50), percentile(bindLat, 0.99)
 	fmt.Fprintf(h.out, "  provision+bind: %d instances by %d goroutines (PUT accepts_incomplete → 202, last_operation every %s until succeeded, PUT binding → 201) in %s\n",
 		len(ids), h.c.workers, brokerPollInterval, elapsed.Round(time.Millisecond))
-	fmt.Fprintf(h.out, "  instances/s through the broker: %8.1f   (÷ provisioner-only %.1f = %.3f; target ≥ %.1f×: %s)\n",
+	fmt.Fprintf(h.out, "  instances/s through the broker: %8.1f   (÷ the load phase's %.1f = %.3f; target ≥ %.1f×: %s)\n",
 		br.perSecond, rep.loadPerSecond, br.ratio, targetBrokerRatio, verdict(br.ratio >= targetBrokerRatio))
 	fmt.Fprintf(h.out, "  provision (PUT → succeeded): p50 %s  p99 %s;  bind (PUT → 201): p50 %s  p99 %s\n",
 		ms(br.provisionP50), ms(br.provisionP99), ms(br.bindP50), ms(br.bindP99))
@@ -156,17 +171,35 @@ func (h *harness) brokerPhase(ctx context.Context, rep *report) error {
 	fmt.Fprintf(h.out, "  reconciles per instance: instance controller %.2f, binding controller %.2f\n",
 		(reconciles()-instReconciles)/float64(len(ids)), (reconcilesOf(interoperator.BindingControllerName)-bindReconciles)/float64(len(ids)))
 	printPerInstance(h.out, countsAfter.minus(countsBefore), len(ids))
+	if err := h.deprovisionPhase(ctx, bc, ids, br); err != nil {
+		return err
+	}
+	if h.c.profilePhase != "load" {
+		h.printProfiles()
+	}
+	rep.broker = br
+	return nil
+}
 
-	// 3. Deprovision everything.
-	countsBefore, cpuBefore = countsAfter, cpuAfter
+// deprovisionPhase unbinds and deprovisions the instances ids through the
+// broker and measures how long that takes and what it costs.
+func (h *harness) deprovisionPhase(ctx context.Context, bc *brokerClient, ids []string, br *brokerReport) error {
+	// The requests after the provision+bind settle before the deprovision
+	// is counted, as the deprovision's settle after it.
+	time.Sleep(h.c.settle)
+	countsBefore, err := scrapeAll(ctx, h.rs)
+	if err != nil {
+		return err
+	}
+	cpuBefore := cpuSeconds()
 	unbindLat := make([]time.Duration, len(ids))
 	deleteLat := make([]time.Duration, len(ids))
-	stopProfiles, err = h.startProfiles(ctx, h.c.profilePhase == "deprovision")
+	stopProfiles, err := h.startProfiles(ctx, h.c.profilePhase == "deprovision")
 	if err != nil {
 		return err
 	}
 	defer stopProfiles() //nolint:errcheck // stopped again below; a second stop does nothing
-	elapsed, err = parallel(ctx, h.c.workers, len(ids), func(ctx context.Context, i int) error {
+	elapsed, err := parallel(ctx, h.c.workers, len(ids), func(ctx context.Context, i int) error {
 		var err error
 		unbindLat[i], deleteLat[i], err = bc.deprovision(ctx, ids[i], h.c.timeout)
 		return err
@@ -177,20 +210,24 @@ func (h *harness) brokerPhase(ctx context.Context, rep *report) error {
 	if err := stopProfiles(); err != nil {
 		return err
 	}
+	cpuAfter := cpuSeconds()
 	br.deprovisionAll = elapsed
 	fmt.Fprintf(h.out, "  deprovision: %d × (unbind, DELETE accepts_incomplete → 202, last_operation until succeeded) by %d goroutines: %s  (target ≤ %s: %s)\n",
 		len(ids), h.c.workers, elapsed.Round(time.Millisecond), targetDeprovisionAll, verdict(br.deprovisionAll <= targetDeprovisionAll))
 	fmt.Fprintf(h.out, "  unbind (DELETE → 200): p50 %s  p99 %s;  deprovision (DELETE → last_operation succeeded or 410): p50 %s  p99 %s\n",
 		ms(percentile(unbindLat, 0.50)), ms(percentile(unbindLat, 0.99)), ms(percentile(deleteLat, 0.50)), ms(percentile(deleteLat, 0.99)))
-	if countsAfter, err = scrapeAll(ctx, h.rs); err != nil {
+	printCPU(h.out, "deprovision", cpuBefore, cpuAfter, elapsed)
+	time.Sleep(h.c.settle)
+	countsAfter, err := scrapeAll(ctx, h.rs)
+	if err != nil {
 		return err
 	}
-	printCPU(h.out, "deprovision", cpuBefore, cpuSeconds(), elapsed)
-	printPerInstance(h.out, countsAfter.minus(countsBefore), len(ids))
-	if h.c.profilePhase != "load" {
-		h.printProfiles()
-	}
-	rep.broker = br
+	d := countsAfter.minus(countsBefore)
+	printRequestTable(h.out, "deprovision", d, len(ids))
+	br.deprovisionWrites, br.deprovisionReads = printPerInstance(h.out, d, len(ids))
+	fmt.Fprintf(h.out, "  deprovision requests per instance: writes %.2f (target ≤ %.0f: %s), reads %.2f (target ≤ %.0f: %s)\n",
+		br.deprovisionWrites, targetDeprovisionWrites, verdict(br.deprovisionWrites <= targetDeprovisionWrites),
+		br.deprovisionReads, targetDeprovisionReads, verdict(br.deprovisionReads <= targetDeprovisionReads))
 	return nil
 }
 
@@ -447,9 +484,9 @@ func (bc *brokerClient) await(ctx context.Context, path string, accepted []byte,
 // printPerInstance prints the API requests of a broker phase per instance,
 // everyone's (broker, provisioner, the API server's own), writes by
 // resource and reads by verb and resource: where the phase's API-server
-// time goes.
-func printPerInstance(out io.Writer, d scrapes, n int) {
-	line := func(w writeCounts) string {
+// time goes. It returns the writes and reads per instance.
+func printPerInstance(out io.Writer, d scrapes, n int) (writes, reads float64) {
+	line := func(w writeCounts) (string, float64) {
 		var parts []string
 		var sum float64
 		for _, k := range w.keys() {
@@ -459,10 +496,40 @@ func printPerInstance(out io.Writer, d scrapes, n int) {
 			}
 		}
 		if len(parts) == 0 {
-			return "none"
+			return "none", 0
 		}
-		return fmt.Sprintf("%.2f (%s)", sum/float64(n), strings.Join(parts, ", "))
+		return fmt.Sprintf("%.2f (%s)", sum/float64(n), strings.Join(parts, ", ")), sum / float64(n)
 	}
-	fmt.Fprintf(out, "  API writes per instance (everyone's): %s\n", line(d.writes))
-	fmt.Fprintf(out, "  API reads per instance (everyone's): %s\n", line(d.reads))
+	ws, writes := line(d.writes)
+	rs, reads := line(d.reads)
+	fmt.Fprintf(out, "  API writes per instance (everyone's): %s\n", ws)
+	fmt.Fprintf(out, "  API reads per instance (everyone's): %s\n", rs)
+	return writes, reads
+}
+
+// printRequestTable prints the API requests of a phase (what) by server
+// and resource: writes with their 409s, then reads by verb, each in all
+// and per instance. Rows below 0.01 per instance (watches, the API
+// server's own) are summed in one line; the sums above count them.
+func printRequestTable(out io.Writer, what string, d scrapes, n int) {
+	fmt.Fprintf(out, "  API requests during the %s (apiserver_request_total, everyone's, every code):\n", what)
+	fmt.Fprintf(out, "    %-6s %-10s %-34s %8s %6s %9s\n", "", "server", "resource", "total", "409s", "/instance")
+	rows := func(kind string, w writeCounts, conflicts writeCounts) {
+		var small, smallRows float64
+		for _, k := range w.keys() {
+			switch per := w[k] / float64(n); {
+			case w[k] <= 0:
+			case per < 0.01:
+				small += w[k]
+				smallRows++
+			default:
+				fmt.Fprintf(out, "    %-6s %-10s %-34s %8.0f %6.0f %9.2f\n", kind, k.server, k.resource, w[k], conflicts[k], per)
+			}
+		}
+		if smallRows > 0 {
+			fmt.Fprintf(out, "    %-6s %-10s %-34s %8.0f %6s %9.2f\n", kind, "", fmt.Sprintf("(%.0f more, each < 0.01)", smallRows), small, "", small/float64(n))
+		}
+	}
+	rows("write", d.writes, d.conflicts)
+	rows("read", d.reads, nil)
 }

@@ -3,6 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,19 +17,25 @@ import (
 // TestRunSmall runs the benchmark with a few instances against a real API
 // server, so that it keeps working: every instance must succeed and the
 // figures must come out, the write counts read from the API server's
-// metrics among them. The targets are not checked: this machine is shared.
+// metrics among them. It runs with one busy loop (-load 1), which must be
+// gone when the run ends. The targets are not checked: this machine is
+// shared.
 func TestRunSmall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the benchmark against an API server; run without -short")
 	}
 	var out bytes.Buffer
 	c := config{n: 20, single: 3, workers: 4, concurrency: 4, qps: 200, burst: 400, servers: 1,
-		timeout: time.Minute, settle: 500 * time.Millisecond, broker: true}
+		timeout: time.Minute, settle: 500 * time.Millisecond, broker: true, load: 1}
 	rep, err := run(context.Background(), c, &out)
 	t.Log("\n" + out.String())
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
+	busyPIDs.Range(func(pid, _ any) bool {
+		t.Errorf("busy loop %v is left after the run", pid)
+		return true
+	})
 	if rep.instancesSucceeded != c.n || rep.loadPerSecond <= 0 || rep.rawPerSecond <= 0 || rep.idleP50 <= 0 || rep.loadP99 < rep.loadP50 {
 		t.Errorf("figures are missing: %+v", rep)
 	}
@@ -39,14 +49,37 @@ func TestRunSmall(t *testing.T) {
 		t.Errorf("benchmark writes per instance = %.2f, want at least 1", rep.benchmarkWrites)
 	}
 	// The broker phase: every figure comes out of real OSB requests.
-	if b := rep.broker; b == nil || b.perSecond <= 0 || b.ratio <= 0 || b.syncP50 <= 0 || b.provisionP50 <= 0 || b.bindP50 <= 0 || b.deprovisionAll <= 0 {
+	if b := rep.broker; b == nil || b.perSecond <= 0 || b.ratio <= 0 || b.syncP50 <= 0 || b.provisionP50 <= 0 || b.bindP50 <= 0 || b.deprovisionAll <= 0 ||
+		b.deprovisionWrites <= 0 || b.deprovisionReads <= 0 {
 		t.Errorf("broker figures are missing: %+v", rep.broker)
 	}
-	for _, want := range []string{"idle:", "raw:", "instances/s", "create→succeeded", "sfserviceinstances/status", "configmaps", "qps=200 burst=400", "instances/s through the broker", "deprovision:", "CPU time in the deprovision", "API writes per instance (everyone's)", "reconciles per instance: instance controller", "direct: the broker phase's provision+bind without the broker", "through the broker ÷ direct", "CPU time in the direct provision+bind", "API servers in the small test profile"} {
+	if rep.apiserverCPU <= 0 {
+		t.Errorf("kube-apiserver CPU per instance = %s, want a measured figure", rep.apiserverCPU)
+	}
+	for _, want := range []string{"idle:", "raw:", "instances/s", "create→succeeded", "sfserviceinstances/status", "configmaps", "qps=200 burst=400", "instances/s through the broker", "deprovision:", "CPU time in the deprovision", "API writes per instance (everyone's)", "reconciles per instance: instance controller", "direct: the broker phase's provision+bind without the broker", "through the broker ÷ direct", "CPU time in the direct provision+bind", "API servers in the small test profile",
+		"machine load: -load 1", "busy loops (-load)", "kube-apiserver CPU per instance", "API requests during the deprovision",
+		"deprovision requests per instance: writes", "all targets met:"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the output lacks %q", want)
 		}
 	}
+	// Each phase's first line names the load average at its start and end.
+	for _, phase := range []string{"idle:", "raw:", "load:", "broker:", "direct:"} {
+		if !hasLine(out.String(), phase, "[load average (1 min) ") {
+			t.Errorf("the first line of phase %q lacks the load average", phase)
+		}
+	}
+}
+
+// hasLine reports whether a line of s starts with prefix and contains
+// substr.
+func hasLine(s, prefix, substr string) bool {
+	for line := range strings.Lines(s) {
+		if strings.HasPrefix(line, prefix) && strings.Contains(line, substr) {
+			return true
+		}
+	}
+	return false
 }
 
 // TestRunMultiCluster runs the multi-cluster mode with a few instances
@@ -248,5 +281,186 @@ func TestParseLabels(t *testing.T) {
 		"subresource": "status", "verb": "PATCH", "x": `a"b,c`}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("parseLabels, -want +got:\n%s", diff)
+	}
+}
+
+func TestReportOK(t *testing.T) {
+	// met meets every target of the single-cluster benchmark with the
+	// broker phase; each case breaks one of them.
+	met := func() report {
+		return report{
+			rawPerSecond: 1000, loadPerSecond: 200, // 0.2×
+			apiserverCPU:      6 * time.Millisecond,
+			provisionerWrites: 3, eventWrites: 0,
+			idleP50: 10 * time.Millisecond, idleP99: 25 * time.Millisecond,
+			broker: &brokerReport{
+				ratio: 0.5, syncP99: 100 * time.Millisecond,
+				deprovisionAll: 30 * time.Second, deprovisionWrites: 5, deprovisionReads: 3,
+			},
+		}
+	}
+	tests := map[string]struct {
+		reason string
+		args   func(*report)
+		want   bool
+	}{
+		"AllMet": {
+			reason: "every figure on its target is met",
+			args:   func(*report) {},
+			want:   true,
+		},
+		"NoBrokerPhase": {
+			reason: "without the broker phase only the provisioner's targets count",
+			args:   func(r *report) { r.broker = nil },
+			want:   true,
+		},
+		"RawRatio": {
+			reason: "the load phase must reach 0.2× the raw creates/s of the same run, not an absolute rate",
+			args:   func(r *report) { r.rawPerSecond, r.loadPerSecond = 2000, 399 },
+			want:   false,
+		},
+		"SlowMachineRatioMet": {
+			reason: "a low absolute rate meets the target when the raw rate is low too",
+			args:   func(r *report) { r.rawPerSecond, r.loadPerSecond = 100, 20 },
+			want:   true,
+		},
+		"NoRawRate": {
+			reason: "without a raw rate the ratio is not measured and misses",
+			args:   func(r *report) { r.rawPerSecond = 0 },
+			want:   false,
+		},
+		"APIServerCPU": {
+			reason: "more than 6 ms of kube-apiserver CPU per instance misses",
+			args:   func(r *report) { r.apiserverCPU = 6*time.Millisecond + time.Microsecond },
+			want:   false,
+		},
+		"APIServerCPUNotMeasured": {
+			reason: "no API server CPU at all means it was not measured",
+			args:   func(r *report) { r.apiserverCPU = 0 },
+			want:   false,
+		},
+		"WritesWithEvents": {
+			reason: "events count towards the provisioner's 3 writes",
+			args:   func(r *report) { r.provisionerWrites, r.eventWrites = 2.5, 0.6 },
+			want:   false,
+		},
+		"IdleP50": {
+			reason: "idle p50 above 10 ms misses",
+			args:   func(r *report) { r.idleP50 = 11 * time.Millisecond },
+			want:   false,
+		},
+		"IdleP99": {
+			reason: "idle p99 above 25 ms misses",
+			args:   func(r *report) { r.idleP99 = 26 * time.Millisecond },
+			want:   false,
+		},
+		"BrokerRatio": {
+			reason: "the broker must reach 0.5× the load phase's rate",
+			args:   func(r *report) { r.broker.ratio = 0.49 },
+			want:   false,
+		},
+		"DeprovisionTime": {
+			reason: "deprovisioning all instances must take at most 30 s",
+			args:   func(r *report) { r.broker.deprovisionAll = 31 * time.Second },
+			want:   false,
+		},
+		"DeprovisionNotMeasured": {
+			reason: "a deprovision that took no time did not run",
+			args:   func(r *report) { r.broker.deprovisionAll = 0 },
+			want:   false,
+		},
+		"DeprovisionWrites": {
+			reason: "more than 5 writes per deprovisioned instance miss",
+			args:   func(r *report) { r.broker.deprovisionWrites = 5.01 },
+			want:   false,
+		},
+		"DeprovisionReads": {
+			reason: "more than 3 reads per deprovisioned instance miss",
+			args:   func(r *report) { r.broker.deprovisionReads = 3.01 },
+			want:   false,
+		},
+		"BrokerSyncP99": {
+			reason: "the broker's sync provision p99 target is kept",
+			args:   func(r *report) { r.broker.syncP99 = 101 * time.Millisecond },
+			want:   false,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := met()
+			tc.args(&r)
+			if got := r.ok(); got != tc.want {
+				t.Errorf("%s: ok() = %t, want %t (report %+v, broker %+v)", tc.reason, got, tc.want, r, r.broker)
+			}
+		})
+	}
+}
+
+func TestWithFirstLineSuffix(t *testing.T) {
+	tests := map[string]struct {
+		reason string
+		args   string
+		want   string
+	}{
+		"FirstLine":      {reason: "the suffix ends the first line", args: "idle: 3\n  max\n", want: "idle: 3 [x]\n  max\n"},
+		"LeadingNewline": {reason: "a phase starting with an empty line gets it on its first text", args: "\nbroker: on\n  sync\n", want: "\nbroker: on [x]\n  sync\n"},
+		"NoNewline":      {reason: "an unterminated line gets it at its end", args: "raw: 5", want: "raw: 5 [x]"},
+		"Empty":          {reason: "a phase that printed nothing stays empty", args: "\n", want: "\n"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := string(withFirstLineSuffix([]byte(tc.args), " [x]"))
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s: -want +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestParseLoadAverage(t *testing.T) {
+	if got := parseLoadAverage("2.31 1.29 0.48 3/412 9876\n"); got != 2.31 {
+		t.Errorf("parseLoadAverage = %v, want 2.31", got)
+	}
+	if got := parseLoadAverage(""); !math.IsNaN(got) {
+		t.Errorf("parseLoadAverage of nothing = %v, want NaN", got)
+	}
+}
+
+// TestBusyLoops starts two busy loops and checks that they run as
+// children of this process, that their CPU time is named apart, and that
+// none is left once stopped.
+func TestBusyLoops(t *testing.T) {
+	stop, err := startBusyLoops(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	busyPIDs.Range(func(k, _ any) bool { pids = append(pids, k.(int)); return true })
+	if len(pids) != 2 {
+		_ = stop()
+		t.Fatalf("busy loops recorded: %v, want 2", pids)
+	}
+	for _, pid := range pids {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+			t.Errorf("busy loop %d does not run: %v", pid, err)
+		}
+	}
+	if _, ok := cpuSeconds()[busyLoopsCPUName]; !ok {
+		t.Errorf("cpuSeconds has no %q: %v", busyLoopsCPUName, cpuSeconds())
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("second stop: %v", err)
+	}
+	for _, pid := range pids {
+		// Reaped by stop: the PID is gone, not a zombie.
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("busy loop %d is left after stop: %v", pid, err)
+		}
+	}
+	if _, ok := cpuSeconds()[busyLoopsCPUName]; ok {
+		t.Errorf("cpuSeconds still names busy loops after stop")
 	}
 }

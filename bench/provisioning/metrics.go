@@ -242,7 +242,8 @@ func resourceOf(path string) string {
 }
 
 // cpuSeconds returns the CPU time (user + system) this process and each of
-// its child processes (etcd, kube-apiserver) have used, by name.
+// its child processes (etcd, kube-apiserver; the busy loops of -load under
+// one name of their own) have used, by name.
 func cpuSeconds() map[string]float64 {
 	out := map[string]float64{}
 	var ru syscall.Rusage
@@ -270,6 +271,9 @@ func cpuSeconds() map[string]float64 {
 		}
 		if ppid, _ := strconv.Atoi(f[1]); ppid != self {
 			continue
+		}
+		if pid, _ := strconv.Atoi(strings.TrimSpace(s[:lp])); isBusyLoop(pid) {
+			comm = busyLoopsCPUName
 		}
 		ut, _ := strconv.ParseFloat(f[11], 64)
 		st, _ := strconv.ParseFloat(f[12], 64)
