@@ -176,6 +176,10 @@ type config struct {
 	// broker runs the broker phase (broker.go) after the single-cluster
 	// load phase, and its yardstick, the direct phase (direct.go).
 	broker bool
+
+	// external runs another provisioner binary instead of the in-process
+	// inter-operator (external.go).
+	external externalConfig
 }
 
 func main() {
@@ -200,6 +204,7 @@ func main() {
 	flag.BoolVar(&c.compareSingle, "compare-single", false, "in the multi-cluster mode, run the single-cluster load phase (same -n) first and print the multi ÷ single rate")
 	flag.BoolVar(&c.fullAPI, "full-api", true, "start the API servers as a production cluster runs them (every API group and admission plugin, API Priority and Fairness); false: the small test profile")
 	flag.BoolVar(&c.broker, "broker", true, "after the load phase, run the broker phase: the same plan through the OSB broker (broker.go), then the same provision+bind without the broker (direct.go)")
+	c.external.addFlags(flag.CommandLine)
 	flag.Parse()
 	r, err := run(context.Background(), c, os.Stdout)
 	if err != nil {
@@ -322,14 +327,11 @@ func run(ctx context.Context, c config, out io.Writer) (report, error) {
 			return rep, err
 		}
 	}
-	platformCache, stopInterOperator, err := startInterOperator(ctx, c, rs)
+	platformCache, stopProvisioner, err := startProvisioner(ctx, c, rs, out)
 	if err != nil {
 		return rep, err
 	}
-	defer stopInterOperator()
-	if err := waitPlanValid(ctx, rs.platform.Client); err != nil {
-		return rep, err
-	}
+	defer stopProvisioner()
 
 	tr := newTracker()
 	if err := tr.watch(ctx, bc, instanceNS); err != nil {
@@ -358,7 +360,11 @@ func (c config) checked() (config, error) {
 	default:
 		return c, fmt.Errorf("-profile-phase %q: want load, broker or deprovision", c.profilePhase)
 	}
-	return c.withMultiClusterDefaults()
+	c, err := c.withMultiClusterDefaults()
+	if err != nil {
+		return c, err
+	}
+	return c.checkedExternal()
 }
 
 // setLoggers discards the clients' logs and, unless verbose, the
@@ -664,6 +670,7 @@ func (r *report) writeTable(out io.Writer, s scrapes, own writeCounts, n int) {
 // request, and notes when the API server acknowledged it.
 func (h *harness) provision(ctx context.Context, e *entry) error {
 	inst := brokerInstance(client.ObjectKey{Namespace: instanceNS, Name: e.name}, e.name, planID)
+	h.c.external.shape(inst)
 	if err := h.client.Create(ctx, inst); err != nil {
 		return fmt.Errorf("create instance %s: %w", e.name, err)
 	}
