@@ -205,6 +205,10 @@ type config struct {
 	// load is the number of busy loops that load the machine during the
 	// phases (machineload.go).
 	load int
+
+	// external runs another provisioner binary instead of the in-process
+	// inter-operator (external.go).
+	external externalConfig
 }
 
 func main() {
@@ -230,6 +234,7 @@ func main() {
 	flag.BoolVar(&c.fullAPI, "full-api", true, "start the API servers as a production cluster runs them (every API group and admission plugin, API Priority and Fairness); false: the small test profile")
 	flag.BoolVar(&c.broker, "broker", true, "after the load phase, run the broker phase: the same plan through the OSB broker (broker.go), then the same provision+bind without the broker (direct.go)")
 	flag.IntVar(&c.load, "load", 0, "busy loops (sh -c 'while :; do :; done') that load the machine from before the first phase to the end of the run")
+	c.external.addFlags(flag.CommandLine)
 	flag.Parse()
 	// An interrupt ends the run through its context, so that the busy
 	// loops and the API servers are stopped; a second one kills at once.
@@ -384,14 +389,11 @@ func run(ctx context.Context, c config, out io.Writer) (report, error) {
 			return rep, err
 		}
 	}
-	platformCache, stopInterOperator, err := startInterOperator(ctx, c, rs)
+	platformCache, stopProvisioner, err := startProvisioner(ctx, c, rs, out)
 	if err != nil {
 		return rep, err
 	}
-	defer stopInterOperator()
-	if err := waitPlanValid(ctx, rs.platform.Client); err != nil {
-		return rep, err
-	}
+	defer stopProvisioner()
 
 	tr := newTracker()
 	if err := tr.watch(ctx, bc, instanceNS); err != nil {
@@ -432,7 +434,11 @@ func (c config) checked() (config, error) {
 	default:
 		return c, fmt.Errorf("-profile-phase %q: want load, broker or deprovision", c.profilePhase)
 	}
-	return c.withMultiClusterDefaults()
+	c, err := c.withMultiClusterDefaults()
+	if err != nil {
+		return c, err
+	}
+	return c.checkedExternal()
 }
 
 // setLoggers discards the clients' logs and, unless verbose, the
@@ -783,6 +789,7 @@ func (r *report) writeTable(out io.Writer, s scrapes, own writeCounts, n int) {
 // request, and notes when the API server acknowledged it.
 func (h *harness) provision(ctx context.Context, e *entry) error {
 	inst := brokerInstance(client.ObjectKey{Namespace: instanceNS, Name: e.name}, e.name, planID)
+	h.c.external.shape(inst)
 	if err := h.client.Create(ctx, inst); err != nil {
 		return fmt.Errorf("create instance %s: %w", e.name, err)
 	}

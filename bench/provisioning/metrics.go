@@ -246,10 +246,12 @@ func resourceOf(path string) string {
 // one name of their own) have used, by name.
 func cpuSeconds() map[string]float64 {
 	out := map[string]float64{}
+	const selfLabel = "benchmark process (provisioner + clients)"
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
-		out["benchmark process (provisioner + clients)"] = tv(ru.Utime) + tv(ru.Stime)
+		out[selfLabel] = tv(ru.Utime) + tv(ru.Stime)
 	}
+	defer addProvisionerCPU(out, selfLabel)
 	self := os.Getpid()
 	entries, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, p := range entries {
@@ -272,7 +274,11 @@ func cpuSeconds() map[string]float64 {
 		if ppid, _ := strconv.Atoi(f[1]); ppid != self {
 			continue
 		}
-		if pid, _ := strconv.Atoi(strings.TrimSpace(s[:lp])); isBusyLoop(pid) {
+		pid, _ := strconv.Atoi(strings.TrimSpace(s[:lp]))
+		if isProvisioner(pid) {
+			continue
+		}
+		if isBusyLoop(pid) {
 			comm = busyLoopsCPUName
 		}
 		ut, _ := strconv.ParseFloat(f[11], 64)
