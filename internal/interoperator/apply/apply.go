@@ -255,11 +255,11 @@ func (a *Applier) getMeta(ctx context.Context, ref osbv1alpha1.Source) (*metav1.
 // finalized refuses a second DELETE with a conflict); objects of a kind
 // the cluster no longer serves count as gone.
 //
-// Objects are read as metadata only (getMeta). An object it deletes is
-// read once more: most (a ConfigMap, a Secret) have no finalizers and are
-// gone once their DELETE is answered, so that the caller finishes in this
-// pass instead of polling for the deletion (one read instead of a wait, a
-// status write and a second pass).
+// Objects are read as metadata only (getMeta), and deleted on the
+// condition that they are still the version read. Most (a ConfigMap, a
+// Secret) have no finalizers and are gone once that DELETE is answered
+// (goneOnDelete), so that the caller finishes in this pass instead of
+// polling for the deletion; any other object is read once more.
 //
 // When owner is set, an object whose UID labels say it belongs to another
 // instance or binding is left alone and counts as gone: only a takeover
@@ -288,9 +288,20 @@ func (a *Applier) Delete(ctx context.Context, refs []osbv1alpha1.Source, owner *
 		if r.Kind == "Namespace" && r.APIVersion == "v1" {
 			a.namespaces.Delete(r.Name)
 		}
-		if err := a.client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+		uid, rv := obj.GetUID(), obj.GetResourceVersion()
+		err = a.client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &uid, ResourceVersion: &rv})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case apierrors.IsConflict(err):
+			// Changed since it was read: the caller looks again.
+			remaining = append(remaining, r)
+			continue
+		case err != nil:
 			remaining = append(remaining, r)
 			errs = append(errs, wrap(r, "delete", err))
+			continue
+		case goneOnDelete(r, obj):
 			continue
 		}
 		if obj, err = a.getMeta(ctx, r); err != nil || obj != nil {
@@ -301,6 +312,18 @@ func (a *Applier) Delete(ctx context.Context, refs []osbv1alpha1.Source, owner *
 		}
 	}
 	return remaining, errors.Join(errs...)
+}
+
+// goneOnDelete reports whether obj, as read just before its DELETE
+// succeeded on the condition of that version, is gone: it had no
+// finalizers and its kind deletes at once. A Namespace is finalized by its
+// controller (spec.finalizers) and a Pod deleted gracefully, whatever
+// their metadata says; every other kind goes at once without finalizers.
+func goneOnDelete(r osbv1alpha1.Source, obj *metav1.PartialObjectMetadata) bool {
+	if len(obj.GetFinalizers()) > 0 {
+		return false
+	}
+	return r.APIVersion != "v1" || (r.Kind != "Namespace" && r.Kind != "Pod")
 }
 
 // Namespaced reports whether the kind of ref is namespaced on the cluster.
