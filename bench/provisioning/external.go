@@ -129,8 +129,9 @@ func (e externalConfig) shape(inst *osbv1alpha1.SFServiceInstance) {
 // the provisioner: the in-process inter-operator (and waits until its
 // catalog accepted the plan), or -provisioner-cmd. It returns a reader of
 // the platform cluster through the inter-operator's cache (nil for a
-// command) and how to stop the provisioner.
-func startProvisioner(ctx context.Context, c config, rs roles, out io.Writer) (client.Reader, func(), error) {
+// command) and how to stop the provisioner. A command that exits before
+// it is stopped ends the run through abort.
+func startProvisioner(ctx context.Context, abort context.CancelCauseFunc, c config, rs roles, out io.Writer) (client.Reader, func(), error) {
 	if c.external.statusTemplate {
 		if err := addStatusTemplate(ctx, rs.platform.Client); err != nil {
 			return nil, nil, err
@@ -161,7 +162,7 @@ func startProvisioner(ctx context.Context, c config, rs roles, out io.Writer) (c
 	}
 	fmt.Fprintf(out, "ConfigMap %s/%s: instanceWorkerCount and bindingWorkerCount %d (-concurrency), for provisioners that read Service Fabrik's configuration\n",
 		catalogNamespace, scheduling.ConfigMapName, c.concurrency)
-	p, err := startCommand(c.external, rs.onboarding.Config, out)
+	p, err := startCommand(c.external, rs.onboarding.Config, out, abort)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -217,7 +218,7 @@ var runningProvisioner atomic.Pointer[externalProcess]
 
 // startCommand writes a kubeconfig with cfg's server and credentials and
 // starts e.command with it, its output going to a file.
-func startCommand(e externalConfig, cfg *rest.Config, out io.Writer) (*externalProcess, error) {
+func startCommand(e externalConfig, cfg *rest.Config, out io.Writer, abort context.CancelCauseFunc) (*externalProcess, error) {
 	dir := e.logDir
 	if dir == "" {
 		var err error
@@ -241,7 +242,9 @@ func startCommand(e externalConfig, cfg *rest.Config, out io.Writer) (*externalP
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own group, so that stop reaches its children; killed with the
+	// benchmark should the benchmark die first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", args[0], err)
@@ -255,7 +258,7 @@ func startCommand(e externalConfig, cfg *rest.Config, out io.Writer) (*externalP
 	}()
 	runningProvisioner.Store(p)
 	fmt.Fprintf(out, "provisioner command (pid %d): %s\n  KUBECONFIG=%s; its output: %s\n", cmd.Process.Pid, strings.Join(args, " "), kubeconfig, logPath)
-	go p.reportEarlyExit(logPath)
+	go p.reportEarlyExit(logPath, abort)
 	return p, nil
 }
 
@@ -272,12 +275,12 @@ func programName(args []string) string {
 	return filepath.Base(args[0])
 }
 
-// reportEarlyExit says on stderr when the provisioner exits before it is
-// stopped, since the benchmark then waits for instances that never come.
-func (p *externalProcess) reportEarlyExit(logPath string) {
+// reportEarlyExit ends the run when the provisioner exits before it is
+// stopped, since the benchmark would wait for instances that never come.
+func (p *externalProcess) reportEarlyExit(logPath string, abort context.CancelCauseFunc) {
 	<-p.exited
 	if runningProvisioner.Load() == p {
-		fmt.Fprintf(os.Stderr, "bench/provisioning: the provisioner command exited (%v) before the benchmark ended; see %s\n", p.err, logPath)
+		abort(fmt.Errorf("the provisioner command exited (%w) before the benchmark ended; see %s", p.err, logPath))
 	}
 }
 

@@ -61,6 +61,23 @@ func TestRunExternalProvisioner(t *testing.T) {
 	}
 }
 
+// TestExternalProvisionerExitEndsTheRun runs a provisioner command that
+// exits at once: the run must end with an error naming that, not with a
+// phase's timeout.
+func TestExternalProvisionerExitEndsTheRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the benchmark against an API server; run without -short")
+	}
+	var out bytes.Buffer
+	c := config{n: 5, single: 2, workers: 2, concurrency: 2, qps: -1, burst: 100, servers: 1,
+		timeout: 10 * time.Minute, settle: 100 * time.Millisecond,
+		external: externalConfig{command: "sh -c exit", logDir: t.TempDir()}}
+	_, err := run(context.Background(), c, &out)
+	if err == nil || !strings.Contains(err.Error(), "the provisioner command exited") {
+		t.Fatalf("run = %v, want the error that the provisioner command exited\n%s", err, out.String())
+	}
+}
+
 // TestExternalFlags checks that -provisioner-cmd refuses what it cannot
 // run and turns the broker phase off.
 func TestExternalFlags(t *testing.T) {

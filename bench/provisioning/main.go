@@ -350,15 +350,22 @@ func (r roles) distinct() []*testenv.Cluster {
 	return append(out, r.workloads...)
 }
 
-func run(ctx context.Context, c config, out io.Writer) (report, error) {
-	var rep report
-	c, err := c.checked()
+func run(ctx context.Context, c config, out io.Writer) (rep report, err error) {
+	c, err = c.checked()
 	if err != nil {
 		return rep, err
 	}
 	setLoggers(c.verbose)
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancelCause := context.WithCancelCause(ctx)
+	cancel := func() { cancelCause(nil) }
 	defer cancel()
+	// What aborted the run (the provisioner command exiting) says more
+	// than the canceled request it broke off.
+	defer func() {
+		if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
+			err = cause
+		}
+	}()
 
 	start := time.Now()
 	var base []testenv.Option
@@ -389,7 +396,7 @@ func run(ctx context.Context, c config, out io.Writer) (report, error) {
 			return rep, err
 		}
 	}
-	platformCache, stopProvisioner, err := startProvisioner(ctx, c, rs, out)
+	platformCache, stopProvisioner, err := startProvisioner(ctx, cancelCause, c, rs, out)
 	if err != nil {
 		return rep, err
 	}
@@ -970,7 +977,7 @@ func (t *tracker) waitAll(ctx context.Context, entries []*entry, timeout time.Du
 		case <-deadline.C:
 			return time.Time{}, fmt.Errorf("instances did not succeed within %s: %d of %d done", timeout, countDone(entries), len(entries))
 		case <-ctx.Done():
-			return time.Time{}, ctx.Err()
+			return time.Time{}, context.Cause(ctx)
 		}
 		if e.failure != "" {
 			return time.Time{}, fmt.Errorf("instance %s failed: %s", e.name, e.failure)
