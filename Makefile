@@ -164,6 +164,7 @@ fuzz: ## Each fuzz target for FUZZTIME (60s): OSB bodies, template rendering, ku
 bench: tools ## Benchmarks under bench/ (each prints its figures).
 	KUBEBUILDER_ASSETS=$(BIN) $(GO) run ./bench/broker
 	KUBEBUILDER_ASSETS=$(BIN) $(GO) run ./bench/provisioning
+	KUBEBUILDER_ASSETS=$(BIN) $(GO) run ./bench/apicost
 	KUBEBUILDER_ASSETS=$(BIN) $(GO) run ./bench/console
 	$(GO) run ./bench/render
 
