@@ -516,9 +516,18 @@ func printSetup(out io.Writer, c config, took time.Duration) {
 		profile = "small test profile: no API Priority and Fairness, fewer API groups (-full-api=false)"
 	}
 	fmt.Fprintf(out, "bench/provisioning: %s (started in %s); API servers in the %s\n", describeServers(c.servers, c.clusters), took.Round(100*time.Millisecond), profile)
-	fmt.Fprintf(out, "GOMAXPROCS=%d NumCPU=%d; one-object plan (one ConfigMap per instance, no status template)\n", goruntime.GOMAXPROCS(0), goruntime.NumCPU())
-	fmt.Fprintf(out, "client-side rate limits of every rest.Config (inter-operator: platform, onboarding, target; benchmark): %s\n", describeLimits(c.qps, c.burst))
-	fmt.Fprintf(out, "inter-operator: %d concurrent instance reconciles; benchmark: %d creating goroutines\n", c.concurrency, c.workers)
+	templates := "no status template"
+	if c.external.statusTemplate {
+		templates = "sources and status templates (-status-template)"
+	}
+	fmt.Fprintf(out, "GOMAXPROCS=%d NumCPU=%d; one-object plan (one ConfigMap per instance, %s)\n", goruntime.GOMAXPROCS(0), goruntime.NumCPU(), templates)
+	if c.external.command != "" {
+		fmt.Fprintf(out, "provisioner: the command below, with its own client settings and %d workers where it reads interoperator-config; benchmark: %d creating goroutines, %s\n",
+			c.concurrency, c.workers, describeLimits(c.qps, c.burst))
+	} else {
+		fmt.Fprintf(out, "client-side rate limits of every rest.Config (inter-operator: platform, onboarding, target; benchmark): %s\n", describeLimits(c.qps, c.burst))
+		fmt.Fprintf(out, "inter-operator: %d concurrent instance reconciles; benchmark: %d creating goroutines\n", c.concurrency, c.workers)
+	}
 	fmt.Fprintf(out, "machine load: -load %d (busy loops from before the first phase to the end of the run; 1-minute load average now %.2f)\n", c.load, loadAverage())
 	fmt.Fprintf(out, "instances are created as the broker does: one create (finalizer, last-operation label; an empty state means in_queue)\n\n")
 }
@@ -721,7 +730,9 @@ func (h *harness) load(ctx context.Context, rep *report, phase loadPhase) error 
 	}
 	fmt.Fprintln(h.out, ratio+")")
 	fmt.Fprintln(h.out, cpu+")")
-	fmt.Fprintf(h.out, "  instance reconciles per instance: %.2f\n", rep.reconcilesPerInstance)
+	if h.c.external.command == "" {
+		fmt.Fprintf(h.out, "  instance reconciles per instance: %.2f\n", rep.reconcilesPerInstance)
+	}
 	printCPU(h.out, "load phase", cpuBefore, cpuAfter, elapsed)
 
 	rep.writeTable(h.out, after.minus(before), ownAfter.minus(ownBefore), n)
