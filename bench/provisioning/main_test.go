@@ -234,7 +234,7 @@ func TestMultiClusterFlags(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", tc.reason, err)
 			}
-			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(config{})); diff != "" {
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(config{}, externalConfig{})); diff != "" {
 				t.Errorf("%s: -want +got:\n%s", tc.reason, diff)
 			}
 		})
