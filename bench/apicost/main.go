@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,12 +39,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/bench/internal/procstat"
 	"github.com/marketplane/marketplane/pkg/spruntime"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
-
-// clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat times.
-const clockTicks = 100
 
 // config is what the flags set.
 type config struct {
@@ -157,11 +154,11 @@ func (m *meter) measure(ctx context.Context, k kind, suffix string) error {
 		profiled = make(chan error, 1)
 		go func() { profiled <- profile(ctx, m.cfg, 5) }()
 	}
-	before := childCPU()
+	before := procstat.ChildrenCPU(os.Getpid())
 	if err := parallel(ctx, m.c.workers, m.c.n, k.send); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	after := childCPU()
+	after := procstat.ChildrenCPU(os.Getpid())
 	if profiled != nil {
 		if err := <-profiled; err != nil {
 			return err
@@ -417,34 +414,4 @@ func parallel(ctx context.Context, workers, n int, fn func(context.Context, int)
 	}
 	wg.Wait()
 	return first
-}
-
-// childCPU returns the CPU seconds of this process's children by command
-// name.
-func childCPU() map[string]float64 {
-	out := map[string]float64{}
-	self := os.Getpid()
-	entries, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, p := range entries {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		lp, rp := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if lp < 0 || rp < lp {
-			continue
-		}
-		f := strings.Fields(s[rp+1:])
-		if len(f) < 13 {
-			continue
-		}
-		if ppid, _ := strconv.Atoi(f[1]); ppid != self {
-			continue
-		}
-		ut, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		out[s[lp+1:rp]] += (ut + st) / clockTicks
-	}
-	return out
 }

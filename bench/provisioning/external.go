@@ -40,6 +40,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/bench/internal/procstat"
 	"github.com/marketplane/marketplane/internal/interoperator/scheduling"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
@@ -437,69 +438,13 @@ func addProvisionerCPU(out map[string]float64, selfLabel string) {
 		delete(out, selfLabel)
 		out["benchmark process (clients)"] = v
 	}
-	out[p.label] = treeCPU(p.cmd.Process.Pid)
+	out[p.label] = procstat.TreeCPU(p.cmd.Process.Pid)
 }
 
 // isProvisioner reports whether pid is the running provisioner command's.
 func isProvisioner(pid int) bool {
 	p := runningProvisioner.Load()
 	return p != nil && p.cmd.Process.Pid == pid
-}
-
-// treeCPU returns the CPU seconds (user + system, with those of its
-// reaped children) of the process root and its descendants.
-func treeCPU(root int) float64 {
-	type proc struct {
-		ppid int
-		cpu  float64
-	}
-	procs := map[int]proc{}
-	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, path := range paths {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		lp, rp := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if lp < 0 || rp < lp {
-			continue
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(s[:lp]))
-		f := strings.Fields(s[rp+1:])
-		if err != nil || len(f) < 15 {
-			continue
-		}
-		// After comm: state(3) ppid(4) … utime(14) stime(15) cutime(16)
-		// cstime(17), so f[1] is ppid and f[11:15] the times.
-		ppid, _ := strconv.Atoi(f[1])
-		var ticks float64
-		for _, t := range f[11:15] {
-			v, _ := strconv.ParseFloat(t, 64)
-			ticks += v
-		}
-		procs[pid] = proc{ppid: ppid, cpu: ticks / clockTicks}
-	}
-	inTree := func(pid int) bool {
-		for range len(procs) {
-			if pid == root {
-				return true
-			}
-			p, ok := procs[pid]
-			if !ok || p.ppid == 0 {
-				return false
-			}
-			pid = p.ppid
-		}
-		return false
-	}
-	var total float64
-	for pid, p := range procs {
-		if inTree(pid) {
-			total += p.cpu
-		}
-	}
-	return total
 }
 
 // describe says how the flags change the plan and the instances created.

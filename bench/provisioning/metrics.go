@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +16,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/marketplane/marketplane/bench/internal/procstat"
 )
 
 // writeVerbs are the verbs of apiserver_request_total that write. APPLY
@@ -253,42 +254,17 @@ func cpuSeconds() map[string]float64 {
 	}
 	defer addProvisionerCPU(out, selfLabel)
 	self := os.Getpid()
-	entries, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, p := range entries {
-		b, err := os.ReadFile(p)
-		if err != nil {
+	for _, p := range procstat.All() {
+		if p.PPID != self || isProvisioner(p.PID) {
 			continue
 		}
-		// pid (comm) state ppid ... utime(14) stime(15): fields after the
-		// closing parenthesis of comm, which may contain spaces.
-		s := string(b)
-		lp, rp := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if lp < 0 || rp < lp {
-			continue
+		name := p.Comm
+		if isBusyLoop(p.PID) {
+			name = busyLoopsCPUName
 		}
-		comm := s[lp+1 : rp]
-		f := strings.Fields(s[rp+1:])
-		if len(f) < 13 {
-			continue
-		}
-		if ppid, _ := strconv.Atoi(f[1]); ppid != self {
-			continue
-		}
-		pid, _ := strconv.Atoi(strings.TrimSpace(s[:lp]))
-		if isProvisioner(pid) {
-			continue
-		}
-		if isBusyLoop(pid) {
-			comm = busyLoopsCPUName
-		}
-		ut, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		out[comm] += (ut + st) / clockTicks
+		out[name] += p.CPU
 	}
 	return out
 }
-
-// clockTicks is USER_HZ, 100 on every Linux this runs on.
-const clockTicks = 100
 
 func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
