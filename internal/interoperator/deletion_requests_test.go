@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -61,7 +60,8 @@ func TestDeletionRequests(t *testing.T) {
 	}
 	osb := startBroker(t, e.catalog, "platform", "deletion-requests", logr.Discard())
 	waitFor(t, "the broker's catalog to offer the plan", func() bool {
-		return bytes.Contains(osb.try(http.MethodGet, "/v2/catalog", nil), []byte(`"plan-del"`))
+		_, catalog := osb.call(http.MethodGet, "/v2/catalog", nil)
+		return bytes.Contains(catalog, []byte(`"plan-del"`))
 	})
 	for _, id := range ids {
 		osb.expect(http.MethodPut, "/v2/service_instances/"+id, map[string]any{"service_id": "svc-del", "plan_id": "plan-del",
@@ -80,7 +80,7 @@ func TestDeletionRequests(t *testing.T) {
 		}
 		must(t, json.Unmarshal(osb.expect(http.MethodDelete, "/v2/service_instances/"+id+query, nil, http.StatusAccepted), &accepted))
 		waitFor(t, "the deprovision of "+id+" to succeed", func() bool {
-			body := osb.try(http.MethodGet, "/v2/service_instances/"+id+"/last_operation?operation="+accepted.Operation, nil)
+			_, body := osb.call(http.MethodGet, "/v2/service_instances/"+id+"/last_operation?operation="+accepted.Operation, nil)
 			return bytes.Contains(body, []byte(`"state":"succeeded"`))
 		})
 	}
@@ -208,26 +208,4 @@ func metricLabel(line, label string) string {
 	}
 	value, _, _ := strings.Cut(rest, `"`)
 	return value
-}
-
-// try sends a request and returns the body whatever the status: for polls.
-func (c *osbClient) try(method, path string, body any) []byte {
-	c.t.Helper()
-	var in io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		must(c.t, err)
-		in = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, c.base+path, in)
-	must(c.t, err)
-	req.SetBasicAuth(c.user, c.password)
-	req.Header.Set("X-Broker-API-Version", "2.17")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil
-	}
-	defer func() { _ = resp.Body.Close() }()
-	out, _ := io.ReadAll(resp.Body)
-	return out
 }
