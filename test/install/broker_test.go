@@ -222,6 +222,14 @@ var brokerNotReached = map[string]string{
 	"list sfplans.osb.servicefabrik.io":    "catalog informer's initial list, streamed as a watch",
 	// kubestore's informer of the broker's own namespaces (by label).
 	"list namespaces": "kubestore's namespace informer's initial list, streamed as a watch",
+	// A deprovision lists an instance's bindings from kubestore's cache.
+	"list sfservicebindings.osb.servicefabrik.io": "kubestore's binding informer's initial list, streamed as a watch",
+	// A status is written only when an operation starts on an object that
+	// exists (startOperation): an update, or the retry of a failed
+	// deletion. The scenario's provision and bind create their objects
+	// (no status), and its unbind and deprovision are one DELETE each.
+	"update sfserviceinstances/status.osb.servicefabrik.io": "an update, or the retry of a failed deprovision (sf.Backend.begin)",
+	"update sfservicebindings/status.osb.servicefabrik.io":  "the retry of a failed unbind (sf.Backend.begin)",
 }
 
 // refuseAnonymousScrape checks that the broker's metrics port, which the
