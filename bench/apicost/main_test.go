@@ -6,15 +6,15 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
 // TestRunMeasuresEveryKind runs the benchmark with a few requests of each
 // kind and checks that every kind, with and without the CRD's CEL rules,
 // printed a figure for the API server.
 func TestRunMeasuresEveryKind(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts an API server")
-	}
+	testenv.SkipIfShort(t)
 	var out bytes.Buffer
 	if err := run(context.Background(), config{n: 3, workers: 2}, &out); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())

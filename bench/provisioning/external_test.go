@@ -17,9 +17,7 @@ import (
 // phases that need the in-process inter-operator must be skipped, and the
 // process must be stopped when the run ends.
 func TestRunExternalProvisioner(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the inter-operator and runs the benchmark against an API server; run without -short")
-	}
+	testenv.SkipIfShort(t)
 	bin := t.TempDir()
 	testenv.BuildBinaries(t, bin, "github.com/marketplane/marketplane/cmd/marketplane-interoperator")
 	command := strings.Join([]string{"env", "POD_NAMESPACE=" + catalogNamespace, "POD_NAME=bench-0",
@@ -65,9 +63,7 @@ func TestRunExternalProvisioner(t *testing.T) {
 // exits at once: the run must end with an error naming that, not with a
 // phase's timeout.
 func TestExternalProvisionerExitEndsTheRun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the benchmark against an API server; run without -short")
-	}
+	testenv.SkipIfShort(t)
 	var out bytes.Buffer
 	c := config{n: 5, single: 2, workers: 2, concurrency: 2, qps: -1, burst: 100, servers: 1,
 		timeout: 10 * time.Minute, settle: 100 * time.Millisecond,
