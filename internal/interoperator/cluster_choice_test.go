@@ -117,12 +117,16 @@ func (e *env) recount(t *testing.T, name string) *resourcev1alpha1.SFCluster {
 	t.Helper()
 	c := e.sfcluster(t, name)
 	generation := c.Generation
+	// A merge patch of the spec alone: the controller writes the
+	// SFCluster's finalizers and status meanwhile, which would make an
+	// Update of the read copy conflict.
+	base := c.DeepCopy()
 	if c.Spec.SchedulingLimitPercentage == 0 {
 		c.Spec.SchedulingLimitPercentage = 100
 	} else {
 		c.Spec.SchedulingLimitPercentage = 0
 	}
-	must(t, platform.Client.Update(context.Background(), c))
+	must(t, platform.Client.Patch(context.Background(), c, client.MergeFrom(base)))
 	return e.waitSFCluster(t, name, "a status for the changed spec", func(c *resourcev1alpha1.SFCluster) bool {
 		return c.Generation > generation && c.Status.ObservedGeneration == c.Generation
 	})

@@ -148,8 +148,7 @@ func TestPlanDeletionWaitsForInstances(t *testing.T) {
 	// The instances are served on: an update of a is applied with the
 	// plan being deleted.
 	inst := e.instance(t, "a")
-	inst.Spec.Parameters = rawJSON(t, map[string]any{"size": 2})
-	must(t, onboarding.Client.Update(ctx, inst))
+	edit(t, onboarding.Client, inst, func() { inst.Spec.Parameters = rawJSON(t, map[string]any{"size": 2}) })
 	waitFor(t, "the update of a with its plan being deleted", func() bool {
 		i := e.instance(t, "a")
 		return i.Status.State == osbv1alpha1.StateSucceeded && i.Status.ObservedGeneration == i.Generation

@@ -155,7 +155,6 @@ func TestUpdateRemovesDroppedResources(t *testing.T) {
 	needsClusters(t)
 	t.Parallel()
 	e := newEnv(t, envOptions{})
-	ctx := context.Background()
 	e.createService(t, "svc")
 	tmpl := configMaps("a", "b") + "{{- if .instance.spec.parameters.extra }}\n---\n" + configMaps("c") + "{{- end }}\n"
 	plan := e.createPlan(t, "plan", "svc", []osbv1alpha1.TemplateSpec{gotemplate(osbv1alpha1.ActionProvision, tmpl)},
@@ -171,8 +170,7 @@ func TestUpdateRemovesDroppedResources(t *testing.T) {
 	}
 
 	// An update request (new parameters) drops c.
-	inst.Spec.Parameters = rawJSON(t, map[string]any{"extra": false})
-	must(t, onboarding.Client.Update(ctx, inst))
+	edit(t, onboarding.Client, inst, func() { inst.Spec.Parameters = rawJSON(t, map[string]any{"extra": false}) })
 	waitFor(t, "c to be deleted", func() bool {
 		i := e.instance(t, "inst")
 		return i.Status.State == osbv1alpha1.StateSucceeded && i.Status.ObservedGeneration == i.Generation &&
@@ -184,9 +182,7 @@ func TestUpdateRemovesDroppedResources(t *testing.T) {
 	}
 
 	// A new plan template drops b: the plan updates its instances.
-	must(t, platform.Client.Get(ctx, client.ObjectKeyFromObject(plan), plan))
-	plan.Spec.Templates[0].Content = configMaps("a")
-	must(t, platform.Client.Update(ctx, plan))
+	edit(t, platform.Client, plan, func() { plan.Spec.Templates[0].Content = configMaps("a") })
 	waitFor(t, "b to be deleted after the plan changed", func() bool {
 		return cmp.Equal([]string{"a"}, targetConfigMaps(t, e.ns, "inst"))
 	})

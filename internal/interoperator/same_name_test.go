@@ -305,8 +305,7 @@ data:
 	}
 
 	// A's update applies over them and labels them with its UID.
-	instA.Spec.Parameters = rawJSON(t, map[string]any{"size": "2"})
-	must(t, onboarding.Client.Update(ctx, instA))
+	edit(t, onboarding.Client, instA, func() { instA.Spec.Parameters = rawJSON(t, map[string]any{"size": "2"}) })
 	a.waitInstance(t, inst, osbv1alpha1.StateSucceeded)
 	for _, o := range keys {
 		must(t, target.Client.Get(ctx, client.ObjectKeyFromObject(o), o))

@@ -103,9 +103,10 @@ func TestSampleCachePlan(t *testing.T) {
 
 	// An update: the password stays, the arguments follow.
 	inst = e.instance(t, id)
-	inst.Spec.Parameters = rawJSON(t, map[string]any{"maxmemory": 32})
-	inst.Status.State = osbv1alpha1.StateUpdate
-	must(t, onboarding.Client.Update(ctx, inst))
+	edit(t, onboarding.Client, inst, func() {
+		inst.Spec.Parameters = rawJSON(t, map[string]any{"maxmemory": 32})
+		inst.Status.State = osbv1alpha1.StateUpdate
+	})
 	waitFor(t, "the Deployment to carry maxmemory 32", func() bool {
 		must(t, target.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "cache"}, dep))
 		return strings.Contains(strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " "), "--maxmemory 32mb")

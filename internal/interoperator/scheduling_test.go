@@ -158,10 +158,8 @@ func TestMultiClusterScheduling(t *testing.T) {
 			t.Fatalf("the instance was placed on the full cluster %s", inst.Spec.ClusterID)
 		}
 		// Uncordoning w3 lets it in.
-		sfc := &resourcev1alpha1.SFCluster{}
-		must(t, platform.Client.Get(context.Background(), client.ObjectKey{Namespace: e.catalog, Name: "w3"}, sfc))
-		sfc.Spec.Unschedulable = false
-		must(t, platform.Client.Update(context.Background(), sfc))
+		sfc := &resourcev1alpha1.SFCluster{ObjectMeta: metav1.ObjectMeta{Namespace: e.catalog, Name: "w3"}}
+		edit(t, platform.Client, sfc, func() { sfc.Spec.Unschedulable = false })
 		if inst := e.waitInstance(t, "c-full", osbv1alpha1.StateSucceeded); inst.Spec.ClusterID != "w3" {
 			t.Errorf("after the uncordon the instance went to %s, want w3", inst.Spec.ClusterID)
 		}

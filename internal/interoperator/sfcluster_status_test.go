@@ -330,8 +330,7 @@ func TestSFClusterOffboarding(t *testing.T) {
 
 	// Cordoned: the drain report.
 	c := e.sfcluster(t, "target")
-	c.Spec.Unschedulable = true
-	must(t, platform.Client.Update(ctx, c))
+	edit(t, platform.Client, c, func() { c.Spec.Unschedulable = true })
 	e.waitSFCluster(t, "target", "an Offboarding=Cordoned drain report naming both instances", func(c *resourcev1alpha1.SFCluster) bool {
 		off := condition(c, resourcev1alpha1.SFClusterConditionOffboarding)
 		return off != nil && off.Reason == resourcev1alpha1.SFClusterReasonCordoned &&

@@ -124,9 +124,7 @@ func TestSisterProvisioner(t *testing.T) {
 
 	// Upgrade: the sister follows the master's image.
 	const image2 = "registry.example.org/marketplane-interoperator:v2"
-	must(t, platform.Client.Get(ctx, client.ObjectKey{Name: e.name}, cfg))
-	cfg.Spec.SisterProvisioner.Image = image2
-	must(t, platform.Client.Update(ctx, cfg))
+	edit(t, platform.Client, cfg, func() { cfg.Spec.SisterProvisioner.Image = image2 })
 	waitFor(t, "the Deployment to run the new image", func() bool {
 		return sister.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: sisters.Name}, dep) == nil && dep.Spec.Template.Spec.Containers[0].Image == image2
 	})

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -539,4 +540,18 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// edit reads obj afresh through c, lets change alter it and updates it,
+// again on a conflict: the controllers write the objects the tests edit
+// (finalizers, status), so an Update of an older copy may conflict.
+func edit(t *testing.T, c client.Client, obj client.Object, change func()) {
+	t.Helper()
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return fmt.Errorf("reading %s to edit it: %w", client.ObjectKeyFromObject(obj), err)
+		}
+		change()
+		return c.Update(context.Background(), obj)
+	}))
 }
