@@ -23,8 +23,9 @@ package main
 //     provisioner, API server) from apiserver_request_total, counted
 //     after -settle so that late writes count.
 //
-// Targets: provision+bind instances/s ≥ 0.5× the provisioner's load-phase
-// rate of the same run; deprovision of all -n ≤ 30 s, with ≤ 5 writes and
+// Targets: provision+bind instances/s ≥ 0.5× the same provision+bind
+// without the broker (the direct phase, direct.go) of the same run;
+// deprovision of all -n ≤ 30 s, with ≤ 5 writes and
 // ≤ 3 reads per instance; sync provision p99 ≤ 100 ms unloaded.
 
 import (
@@ -67,7 +68,10 @@ const (
 
 // brokerReport holds the figures of the broker phase.
 type brokerReport struct {
-	syncP50, syncP99           time.Duration
+	syncP50, syncP99 time.Duration
+	// perSecond is the provision+bind rate through the broker; ratio is
+	// perSecond ÷ the rate of the same work without the broker (the
+	// direct phase), zero until that ran.
 	perSecond, ratio           float64
 	provisionP50, provisionP99 time.Duration
 	bindP50, bindP99           time.Duration
@@ -157,8 +161,8 @@ func (h *harness) brokerPhase(ctx context.Context, rep *report) error {
 	br.bindP50, br.bindP99 = percentile(bindLat, 0.50), percentile(bindLat, 0.99)
 	fmt.Fprintf(h.out, "  provision+bind: %d instances by %d goroutines (PUT accepts_incomplete → 202, last_operation every %s until succeeded, PUT binding → 201) in %s\n",
 		len(ids), h.c.workers, brokerPollInterval, elapsed.Round(time.Millisecond))
-	fmt.Fprintf(h.out, "  instances/s through the broker: %8.1f   (÷ the load phase's %.1f = %.3f; target ≥ %.1f×: %s)\n",
-		br.perSecond, rep.loadPerSecond, br.ratio, targetBrokerRatio, verdict(br.ratio >= targetBrokerRatio))
+	fmt.Fprintf(h.out, "  instances/s through the broker: %8.1f   (÷ the load phase's %.1f = %.3f; the target compares with the same work without the broker, below)\n",
+		br.perSecond, rep.loadPerSecond, br.perSecond/rep.loadPerSecond)
 	fmt.Fprintf(h.out, "  provision (PUT → succeeded): p50 %s  p99 %s;  bind (PUT → 201): p50 %s  p99 %s\n",
 		ms(br.provisionP50), ms(br.provisionP99), ms(br.bindP50), ms(br.bindP99))
 

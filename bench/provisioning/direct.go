@@ -59,8 +59,9 @@ func (h *harness) directPhase(ctx context.Context, rep *report) error {
 	fmt.Fprintf(h.out, "  provision+bind: %d instances in %s: %.1f instances/s  (÷ provisioner-only %.1f = %.3f)\n",
 		len(ids), elapsed.Round(time.Millisecond), perSecond, rep.loadPerSecond, perSecond/rep.loadPerSecond)
 	if rep.broker != nil && perSecond > 0 {
-		fmt.Fprintf(h.out, "  through the broker ÷ direct: %.1f / %.1f = %.3f  (the broker's own share of a provision+bind: %.0f %%)\n",
-			rep.broker.perSecond, perSecond, rep.broker.perSecond/perSecond, 100*(1-rep.broker.perSecond/perSecond))
+		rep.broker.ratio = rep.broker.perSecond / perSecond
+		fmt.Fprintf(h.out, "  through the broker ÷ direct: %.1f / %.1f = %.3f  (target ≥ %.1f×: %s; the broker's own share of a provision+bind: %.0f %%)\n",
+			rep.broker.perSecond, perSecond, rep.broker.ratio, targetBrokerRatio, verdict(rep.broker.ratio >= targetBrokerRatio), 100*(1-rep.broker.ratio))
 	}
 	countsAfter, err := scrapeAll(ctx, h.rs)
 	if err != nil {

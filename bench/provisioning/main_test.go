@@ -355,7 +355,7 @@ func TestReportOK(t *testing.T) {
 			want:   false,
 		},
 		"BrokerRatio": {
-			reason: "the broker must reach 0.5× the load phase's rate",
+			reason: "the broker must reach 0.5× the rate of the same work without it",
 			args:   func(r *report) { r.broker.ratio = 0.49 },
 			want:   false,
 		},

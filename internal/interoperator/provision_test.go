@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -32,6 +33,7 @@ import (
 	"github.com/marketplane/marketplane/api/common"
 	interoperatorv1alpha1 "github.com/marketplane/marketplane/api/interoperator/v1alpha1"
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/internal/interoperator/apply"
 	"github.com/marketplane/marketplane/internal/interoperator/catalog"
 	"github.com/marketplane/marketplane/internal/interoperator/clusters"
 	"github.com/marketplane/marketplane/internal/interoperator/provisioner"
@@ -68,6 +70,71 @@ func targetConfigMaps(t *testing.T, namespace, instance string) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// TestUpdateRemovesDroppedFields provisions an instance whose ConfigMap
+// the provisioner creates (a create, not a server-side apply: one request
+// where an apply needs a read first), then updates it so that the render
+// drops a data key and a label: the update's apply removes them, as it
+// would from an object it had applied, and the ConfigMap's fields are the
+// provisioner's server-side apply's alone afterwards.
+func TestUpdateRemovesDroppedFields(t *testing.T) {
+	needsClusters(t)
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	e.createService(t, "svc")
+	tmpl := `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: fields
+{{- if .instance.spec.parameters.extra }}
+  labels:
+    extra: "yes"
+{{- end }}
+data:
+  kept: "1"
+{{- if .instance.spec.parameters.extra }}
+  extra: "1"
+{{- end }}
+`
+	e.createPlan(t, "plan", "svc", []osbv1alpha1.TemplateSpec{gotemplate(osbv1alpha1.ActionProvision, tmpl)})
+	e.createInstance(t, "inst", "svc", "plan", map[string]any{"extra": true})
+	inst := e.waitInstance(t, "inst", osbv1alpha1.StateSucceeded)
+	cm := &corev1.ConfigMap{}
+	key := client.ObjectKey{Namespace: e.ns, Name: "fields"}
+	must(t, target.Client.Get(context.Background(), key, cm))
+	if cm.Data["extra"] != "1" || cm.Labels["extra"] != "yes" {
+		t.Fatalf("after provision: data %v, labels %v; want extra in both", cm.Data, cm.Labels)
+	}
+	if ops := managers(cm); !slices.Contains(ops, apply.DefaultFieldOwner+" Update") {
+		t.Errorf("after provision: managed fields %v; want the provisioner's create (%s Update)", ops, apply.DefaultFieldOwner)
+	}
+
+	edit(t, onboarding.Client, inst, func() { inst.Spec.Parameters = rawJSON(t, map[string]any{"extra": false}) })
+	waitFor(t, "the update to succeed", func() bool {
+		i := e.instance(t, "inst")
+		return i.Status.State == osbv1alpha1.StateSucceeded && i.Status.ObservedGeneration == i.Generation
+	})
+	must(t, target.Client.Get(context.Background(), key, cm))
+	if _, ok := cm.Data["extra"]; ok || cm.Data["kept"] != "1" {
+		t.Errorf("after the update: data %v; want kept alone", cm.Data)
+	}
+	if _, ok := cm.Labels["extra"]; ok {
+		t.Errorf("after the update: labels %v; want no extra", cm.Labels)
+	}
+	if diff := cmp.Diff([]string{apply.DefaultFieldOwner + " Apply"}, managers(cm)); diff != "" {
+		t.Errorf("after the update: managed fields -want +got:\n%s", diff)
+	}
+}
+
+// managers lists an object's managed fields entries as "manager
+// operation".
+func managers(o client.Object) []string {
+	var out []string
+	for _, m := range o.GetManagedFields() {
+		out = append(out, m.Manager+" "+string(m.Operation))
+	}
+	return out
 }
 
 // TestTemplateSources provisions one instance per way of supplying

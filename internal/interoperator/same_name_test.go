@@ -156,6 +156,13 @@ data:
 apiVersion: v1
 kind: ConfigMap
 metadata:
+  name: own-{{ .instanceId }}
+data:
+  owner: {{ .instance.metadata.namespace | quote }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
   name: cfg-{{ .instance.metadata.name }}
   namespace: ` + shared + `
 data:
@@ -168,11 +175,14 @@ data:
 		// object is A's object, named after the instance name, that
 		// B's instance renders too.
 		object func(inst string) client.ObjectKey
+		// created is what B's instance creates before it meets A's
+		// object: it records it, and its deprovision deletes it.
+		created int
 	}{
 		{"sf-plan", func(inst string) client.ObjectKey {
 			return client.ObjectKey{Namespace: "sfstyle-" + inst, Name: "data"}
-		}},
-		{"shared-plan", func(inst string) client.ObjectKey { return client.ObjectKey{Namespace: shared, Name: "cfg-" + inst} }},
+		}, 0},
+		{"shared-plan", func(inst string) client.ObjectKey { return client.ObjectKey{Namespace: shared, Name: "cfg-" + inst} }, 1},
 	} {
 		t.Run(tc.plan, func(t *testing.T) {
 			inst := uniqueName("dup-")
@@ -188,8 +198,13 @@ data:
 			if !strings.Contains(c.Message, "belongs to another instance") || strings.Contains(c.Message, nsA) {
 				t.Errorf("B's message %q: want it to name the conflict and not A's namespace %s", c.Message, nsA)
 			}
-			if len(instB.Status.Resources) != 0 {
-				t.Errorf("B's instance recorded %+v, want nothing: nothing was applied", instB.Status.Resources)
+			if len(instB.Status.Resources) != tc.created {
+				t.Errorf("B's instance recorded %+v, want the %d objects it created", instB.Status.Resources, tc.created)
+			}
+			for _, r := range instB.Status.Resources {
+				if r.Namespace != nsB || !strings.HasPrefix(r.Name, "own-") {
+					t.Errorf("B's instance recorded %+v, want only its own object in %s", r, nsB)
+				}
 			}
 			got := &corev1.ConfigMap{}
 			must(t, target.Client.Get(ctx, key, got))
@@ -201,6 +216,12 @@ data:
 			must(t, target.Client.Get(ctx, key, got))
 			if got.Data["owner"] != nsA {
 				t.Errorf("A's object after B's deprovision: %v, want A's", got.Data)
+			}
+			for _, r := range instB.Status.Resources {
+				err := target.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.Name}, &corev1.ConfigMap{})
+				if !apierrors.IsNotFound(err) {
+					t.Errorf("B's own %s/%s after its deprovision: %v, want it deleted", r.Namespace, r.Name, err)
+				}
 			}
 		})
 	}

@@ -14,6 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/csaupgrade"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
@@ -131,22 +134,69 @@ func applyRank(o *unstructured.Unstructured) int {
 // serves the kind it defines. It returns the references of the objects it
 // applied before an error stopped it.
 func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured, fieldOwner string) ([]osbv1alpha1.Source, error) {
-	if fieldOwner == "" {
-		fieldOwner = DefaultFieldOwner
+	return a.write(ctx, objs, Creation{FieldOwner: fieldOwner}, false)
+}
+
+// Creation is what CreateOrApply writes objects for.
+type Creation struct {
+	// FieldOwner is the field manager of the creates and applies
+	// (DefaultFieldOwner when empty).
+	FieldOwner string
+	// Owner is the instance (and binding) the objects are for: the
+	// objects it recorded are applied, the rest created.
+	Owner Owner
+	// Unconfirmed are the objects that may be another owner's, as
+	// CheckForCreate returned them: a create that finds one there reads
+	// whose it is.
+	Unconfirmed []osbv1alpha1.Source
+	// Namespace, when set, is the instance's default namespace, which
+	// EnsureNamespace creates when a write finds it missing: it is not
+	// read before, so that a namespace that exists costs nothing.
+	Namespace string
+}
+
+// CreateOrApply writes objs, prepared by Prepare and checked by
+// CheckForCreate, for c.Owner: it creates each object the owner has not
+// recorded, and applies the rest as Apply does. A create is one request
+// where a server-side apply of a new object would need a read first (is
+// the name another owner's?) and costs the API server about twice as much.
+//
+// When the create finds the object there, the object is read if it is in
+// c.Unconfirmed (CheckForCreate's objects that may be another owner's); one
+// that is another owner's is refused with a *RefusedError
+// (RuleNoAdoption) and left alone, any other is applied. The objects
+// created before such a refusal are returned among the applied ones, so
+// that the owner records and later deletes them.
+func (a *Applier) CreateOrApply(ctx context.Context, objs []*unstructured.Unstructured, c Creation) ([]osbv1alpha1.Source, error) {
+	return a.write(ctx, objs, c, true)
+}
+
+func (a *Applier) write(ctx context.Context, objs []*unstructured.Unstructured, c Creation, createNew bool) ([]osbv1alpha1.Source, error) {
+	if c.FieldOwner == "" {
+		c.FieldOwner = DefaultFieldOwner
 	}
 	applied := make([]osbv1alpha1.Source, 0, len(objs))
 	for _, o := range objs {
 		r := ref(o)
-		obj := o.DeepCopy()
-		obj.SetResourceVersion("")
-		obj.SetManagedFields(nil)
-		err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(fieldOwner), client.ForceOwnership)
-		if err != nil {
-			if r.Namespace != "" && apierrors.IsNotFound(err) && !resourceNotFound(err) {
-				// The namespace went away since it was looked up.
-				a.namespaces.Delete(r.Namespace)
+		send := func() error {
+			if createNew && !c.Owner.recorded(r) {
+				return a.create(ctx, o, r, c)
 			}
-			return applied, wrap(r, "apply", err)
+			return a.apply(ctx, o, r, c.FieldOwner)
+		}
+		err := send()
+		if r.Namespace != "" && namespaceMissing(err) {
+			// The namespace went away since it was looked up, or the
+			// default namespace is not there yet.
+			a.namespaces.Delete(r.Namespace)
+			if r.Namespace == c.Namespace {
+				if err = a.EnsureNamespace(ctx, r.Namespace); err == nil {
+					err = send()
+				}
+			}
+		}
+		if err != nil {
+			return applied, err
 		}
 		applied = append(applied, r)
 		if IsCRD(o) {
@@ -156,6 +206,63 @@ func (a *Applier) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 		}
 	}
 	return applied, nil
+}
+
+// create creates o, or applies it when it exists and is not another
+// owner's.
+func (a *Applier) create(ctx context.Context, o *unstructured.Unstructured, r osbv1alpha1.Source, c Creation) error {
+	obj := writable(o)
+	err := a.client.Create(ctx, obj, client.FieldOwner(c.FieldOwner))
+	if !apierrors.IsAlreadyExists(err) {
+		return wrap(r, "create", err)
+	}
+	if slices.Contains(c.Unconfirmed, r) {
+		if err := a.notAnotherOwners(ctx, r, c.Owner); err != nil {
+			return err
+		}
+	}
+	return a.apply(ctx, o, r, c.FieldOwner)
+}
+
+// namespaceMissing reports whether err is a write's NotFound for the
+// object's namespace (not for its kind).
+func namespaceMissing(err error) bool {
+	return apierrors.IsNotFound(err) && !resourceNotFound(err)
+}
+
+// apply applies o with server-side apply. An object created by
+// CreateOrApply has its fields owned by an Update of fieldOwner, which an
+// apply does not prune: the first apply that finds such an entry moves
+// those fields to the apply's entry (as kubectl does when it moves to
+// server-side apply) and applies again, so that fields the render no
+// longer has are removed. That costs two writes once per object, on its
+// first change.
+func (a *Applier) apply(ctx context.Context, o *unstructured.Unstructured, r osbv1alpha1.Source, fieldOwner string) error {
+	obj := writable(o)
+	if err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+		return wrap(r, "apply", err)
+	}
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(obj, sets.New(fieldOwner), fieldOwner)
+	if err != nil {
+		return fmt.Errorf("%s: moving the fields created as %s to its server-side apply: %w", describe(r), fieldOwner, err)
+	}
+	if patch == nil {
+		return nil
+	}
+	if err := a.client.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+		return wrap(r, "patch the managed fields of", err)
+	}
+	obj = writable(o)
+	return wrap(r, "apply", a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(fieldOwner), client.ForceOwnership))
+}
+
+// writable returns a copy of o to send: without the resourceVersion and
+// managedFields a rendered object may carry.
+func writable(o *unstructured.Unstructured) *unstructured.Unstructured {
+	obj := o.DeepCopy()
+	obj.SetResourceVersion("")
+	obj.SetManagedFields(nil)
+	return obj
 }
 
 // LabelCreatedNamespace marks a namespace that EnsureNamespace created:
@@ -352,6 +459,8 @@ func (a *Applier) namespaced(gvk schema.GroupVersionKind) (bool, error) {
 // wrap classifies an error of a request about ref.
 func wrap(r osbv1alpha1.Source, verb string, err error) error {
 	switch {
+	case err == nil:
+		return nil
 	case rejected(err):
 		return &RejectedError{Ref: r, Err: err}
 	case isNoMatch(err), resourceNotFound(err):

@@ -108,7 +108,8 @@ func (p Policy) grantsClusterRole(name string) bool {
 }
 
 // RefusedError is a rendered object, or a source, that the render policy
-// refuses. It is found before anything is applied or read.
+// refuses. It is found before anything is applied, except RuleNoAdoption
+// for an object CreateOrApply finds there when it creates it.
 type RefusedError struct {
 	// Ref is the object.
 	Ref osbv1alpha1.Source
@@ -153,33 +154,51 @@ func (e *TooLargeError) Error() string {
 // binding's operation everywhere. A namespace labelled for the instance,
 // or created by this render, holds only the instance's objects.
 func (a *Applier) Check(ctx context.Context, objs []*unstructured.Unstructured, p Policy) error {
+	_, err := a.check(ctx, objs, p, false)
+	return err
+}
+
+// CheckForCreate checks as Check does, except that it does not read the
+// objects that may be another owner's and that p's owner has not
+// recorded: it returns them, for CreateOrApply, whose create finds out
+// for one request less (an object that does not exist yet is created,
+// one that exists is read then).
+func (a *Applier) CheckForCreate(ctx context.Context, objs []*unstructured.Unstructured, p Policy) ([]osbv1alpha1.Source, error) {
+	return a.check(ctx, objs, p, true)
+}
+
+func (a *Applier) check(ctx context.Context, objs []*unstructured.Unstructured, p Policy, forCreate bool) ([]osbv1alpha1.Source, error) {
 	spaces, err := a.renderedNamespaces(ctx, objs, p)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var sharedRefs []osbv1alpha1.Source
+	var sharedRefs, unconfirmed []osbv1alpha1.Source
 	for i, o := range objs {
 		if err := checkSize(i, o, p); err != nil {
-			return err
+			return nil, err
 		}
 		gk := o.GroupVersionKind().GroupKind()
 		shared, err := a.mayBeShared(ctx, o, gk, p, spaces)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if shared {
-			sharedRefs = append(sharedRefs, ref(o))
+		switch r := ref(o); {
+		case !shared:
+		case forCreate && !p.Owner.recorded(r):
+			unconfirmed = append(unconfirmed, r)
+		default:
+			sharedRefs = append(sharedRefs, r)
 		}
 		if err := checkRBAC(o, gk, p); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for _, r := range sharedRefs {
 		if err := a.notAnotherOwners(ctx, r, p.Owner); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return unconfirmed, nil
 }
 
 // renderedNamespaces checks the Namespaces among objs and returns whose

@@ -346,7 +346,11 @@ func renderPolicy(cfg *interoperatorv1alpha1.ProviderConfig, vals map[string]any
 // rendered objects to the target, labelled for their owner (the policy's).
 // It returns the references of every
 // object it rendered and of those it applied (all of them unless it
-// failed). Nothing is applied unless every object passes the policy.
+// failed). Nothing is applied unless every object passes the policy's
+// rules; the one rule that needs the target's copy of an object not yet
+// recorded, that it is not another owner's, is checked by its create
+// (apply.CreateOrApply), so that objects created before such a refusal
+// are among the applied ones.
 //
 // A Helm chart's crds/ CRDs are installed as Helm installs them: those
 // the target lacks are created (after the policy passed them too) and
@@ -363,22 +367,27 @@ func (e *Engine) applyObjects(ctx context.Context, cfg *interoperatorv1alpha1.Pr
 	if err != nil {
 		return nil, nil, e.applyFailed(ctx, cfg, t, err)
 	}
-	if o := policyOutcome(t.Applier.Check(ctx, append(slices.Clip(missing), objs...), r.policy)); !o.ok() {
+	unconfirmed, err := t.Applier.CheckForCreate(ctx, append(slices.Clip(missing), objs...), r.policy)
+	if o := policyOutcome(err); !o.ok() {
 		if o.err != nil {
 			o = targetFailed(o.err)
 		}
 		return nil, nil, o
 	}
-	if defaulted {
-		if err := t.Applier.EnsureNamespace(ctx, namespace); err != nil {
-			return refs, nil, e.requestFailed(ctx, cfg, t, err)
-		}
-	}
 	if err := t.Applier.InstallCRDs(ctx, missing, fieldOwner); err != nil {
 		return refs, nil, e.applyFailed(ctx, cfg, t, err)
 	}
-	applied, err = t.Applier.Apply(ctx, objs, fieldOwner)
-	if err != nil {
+	c := apply.Creation{FieldOwner: fieldOwner, Owner: r.policy.Owner, Unconfirmed: unconfirmed}
+	if defaulted {
+		// Created if the first write into it finds it missing.
+		c.Namespace = namespace
+	}
+	applied, err = t.Applier.CreateOrApply(ctx, objs, c)
+	var refused *apply.RefusedError
+	switch {
+	case errors.As(err, &refused):
+		return refs, applied, policyOutcome(err)
+	case err != nil:
 		return refs, applied, e.applyFailed(ctx, cfg, t, err)
 	}
 	return refs, applied, outcome{}

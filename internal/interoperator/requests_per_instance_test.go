@@ -21,12 +21,13 @@ import (
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
-// TestDeletionRequests counts the API requests of unbind and deprovision
-// through the real broker in front of the real inter-operator, as the
-// broker benchmark's deletion phase does: for instances of a one-ConfigMap
-// plan with one binding each, the platform unbinds (200), deprovisions
-// with accepts_incomplete=true (202) and polls last_operation until the
-// deletion succeeded. Everyone's requests count, failed ones too.
+// TestRequestsPerInstance counts the API requests of provision and bind,
+// then of unbind and deprovision, through the real broker in front of the
+// real inter-operator, as the broker benchmark does: for instances of a
+// one-ConfigMap plan with one binding each, the platform provisions and
+// binds, unbinds (200), deprovisions with accepts_incomplete=true (202)
+// and polls last_operation until the deletion succeeded. Everyone's
+// requests count, failed ones too.
 //
 // The minimum of the finalizer protocol is six writes per instance: per
 // object (binding, instance) the broker's DELETE and the provisioner's
@@ -38,7 +39,7 @@ import (
 // provisioner create it?). Everything the broker and the controllers read
 // of instances and bindings comes from their caches. The tombstones'
 // release comes after the TTL and is not counted.
-func TestDeletionRequests(t *testing.T) {
+func TestRequestsPerInstance(t *testing.T) {
 	needsClusters(t)
 	// Not parallel: the API servers' request counters are shared.
 	const n = 3
@@ -63,6 +64,7 @@ func TestDeletionRequests(t *testing.T) {
 		_, catalog := osb.call(http.MethodGet, "/v2/catalog", nil)
 		return bytes.Contains(catalog, []byte(`"plan-del"`))
 	})
+	before := countRequests(t)
 	for _, id := range ids {
 		osb.expect(http.MethodPut, "/v2/service_instances/"+id, map[string]any{"service_id": "svc-del", "plan_id": "plan-del",
 			"organization_guid": "org", "space_guid": "space"}, http.StatusCreated)
@@ -71,7 +73,22 @@ func TestDeletionRequests(t *testing.T) {
 	}
 	time.Sleep(quietPeriod)
 
-	before := countRequests(t)
+	// The provision on the target: the ConfigMap is created, in one
+	// request. A server-side apply would need a read first (is the name
+	// another instance's?) and cost the API server twice a create; the
+	// instance's namespace, which exists, is not read either.
+	provision := countRequests(t).minus(before).per(n)
+	for _, key := range []string{"target GET configmaps", "target APPLY configmaps", "target PATCH configmaps", "target GET namespaces"} {
+		if v := provision.writes[key] + provision.reads[key]; v != 0 {
+			t.Errorf("%s: %.2f per provision, want none (writes %v, reads %v)", key, v, provision.writes, provision.reads)
+		}
+	}
+	if v := provision.writes["target POST configmaps"]; v != 1 {
+		t.Errorf("target POST configmaps: %.2f per provision, want 1 (writes %v)", v, provision.writes)
+	}
+	t.Logf("per provision+bind: writes %v, reads %v", provision.writes, provision.reads)
+
+	before = countRequests(t)
 	query := "?service_id=svc-del&plan_id=plan-del&accepts_incomplete=true"
 	for _, id := range ids {
 		osb.expect(http.MethodDelete, "/v2/service_instances/"+id+"/service_bindings/"+id+"-b"+query, nil, http.StatusOK)
@@ -117,9 +134,9 @@ func TestDeletionRequests(t *testing.T) {
 	t.Logf("per unbind+deprovision: writes %v, reads %v", got.writes, got.reads)
 }
 
-// deletionResources are the resources whose requests TestDeletionRequests
+// countedResources are the resources whose requests TestRequestsPerInstance
 // counts, on the onboarding and the target cluster.
-var deletionResources = []string{"sfserviceinstances", "sfservicebindings", "secrets", "configmaps", "namespaces", "events"}
+var countedResources = []string{"sfserviceinstances", "sfservicebindings", "secrets", "configmaps", "namespaces", "events"}
 
 // requestCounts are API requests by "<cluster> <verb> <resource>".
 type requestCounts struct {
@@ -127,7 +144,7 @@ type requestCounts struct {
 }
 
 // countRequests reads the request counters of the onboarding and target
-// API servers for deletionResources: writes (POST, PUT, PATCH, APPLY,
+// API servers for countedResources: writes (POST, PUT, PATCH, APPLY,
 // DELETE of one object, whatever the answer) and reads (GET, LIST; not
 // WATCH).
 func countRequests(t *testing.T) requestCounts {
@@ -143,7 +160,7 @@ func countRequests(t *testing.T) requestCounts {
 				continue
 			}
 			verb, resource := metricLabel(line, "verb"), metricLabel(line, "resource")
-			if !slices.Contains(deletionResources, resource) {
+			if !slices.Contains(countedResources, resource) {
 				continue
 			}
 			if sub := metricLabel(line, "subresource"); sub != "" {
