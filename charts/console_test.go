@@ -205,7 +205,7 @@ func TestConsoleDefaults(t *testing.T) {
 	if got, want := r.container.Image, "marketplane/marketplane:0.1.0"; got != want {
 		t.Errorf("console image %q, want %q", got, want)
 	}
-	want := []string{"console", "--listen=:8080", "--server=https://kubernetes.default.svc", "--certificate-authority=/etc/marketplane/onboarding-ca/ca.crt"}
+	want := []string{"console", "--listen=:8080", "--server=https://kubernetes.default.svc", "--certificate-authority=/etc/marketplane/onboarding-ca/ca.crt", "--verbosity=INFO"}
 	if !slices.Equal(r.container.Args, want) {
 		t.Errorf("console args %q, want %q", r.container.Args, want)
 	}
@@ -245,7 +245,7 @@ func TestConsoleDefaults(t *testing.T) {
 // of the install cluster's address and CA.
 func TestConsoleOnboardingKubeconfig(t *testing.T) {
 	r := renderConsole(t, "onb", map[string]any{"onboarding": map[string]any{"kubeconfigSecret": map[string]any{"name": "onboarding-kubeconfig", "key": "config"}}})
-	want := []string{"console", "--listen=:8080", "--kubeconfig=/etc/marketplane/onboarding/config"}
+	want := []string{"console", "--listen=:8080", "--kubeconfig=/etc/marketplane/onboarding/config", "--verbosity=INFO"}
 	if !slices.Equal(r.container.Args, want) {
 		t.Errorf("console args %q, want %q", r.container.Args, want)
 	}
@@ -275,7 +275,7 @@ func TestConsoleTLS(t *testing.T) {
 	})
 	r := renderConsole(t, "console-tls", values)
 	want := []string{"console", "--listen=:8443", "--server=https://kubernetes.default.svc", "--certificate-authority=/etc/marketplane/onboarding-ca/ca.crt",
-		"--tls-cert-file=/etc/marketplane/tls/tls.crt", "--tls-key-file=/etc/marketplane/tls/tls.key", "--secure-cookies", "--v=1"}
+		"--tls-cert-file=/etc/marketplane/tls/tls.crt", "--tls-key-file=/etc/marketplane/tls/tls.key", "--secure-cookies", "--verbosity=DEBUG"}
 	if !slices.Equal(r.container.Args, want) {
 		t.Errorf("console args %q, want %q", r.container.Args, want)
 	}

@@ -5,17 +5,25 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/marketplane/marketplane/internal/console"
+	"github.com/marketplane/marketplane/pkg/contract"
 )
 
 // consoleFlags are the flags of `marketplane console`.
@@ -32,14 +40,15 @@ type consoleFlags struct {
 	latencyMetric      string
 	tlsCert, tlsKey    string
 	secureCookies      bool
-	verbosity          int
+	verbosity          string
+	serverTimeout      time.Duration
 }
 
 // newConsoleCommand returns `marketplane console`: the web console for the
 // onboarding cluster. It has no credentials of its own; users sign in with
 // their own tokens.
 func newConsoleCommand() *cobra.Command {
-	f := consoleFlags{listen: "127.0.0.1:0", latencyMetric: console.DefaultLatencyMetric}
+	f := consoleFlags{listen: "127.0.0.1:0", latencyMetric: console.DefaultLatencyMetric, verbosity: contract.VerbosityInfo, serverTimeout: 30 * time.Second}
 	cmd := &cobra.Command{
 		Use:   "console",
 		Short: "Serve the web console of the onboarding cluster",
@@ -68,7 +77,8 @@ func newConsoleCommand() *cobra.Command {
 	fl.StringVar(&f.tlsCert, "tls-cert-file", "", "serve over TLS with this certificate (PEM); cookies are then Secure")
 	fl.StringVar(&f.tlsKey, "tls-key-file", "", "the key of --tls-cert-file")
 	fl.BoolVar(&f.secureCookies, "secure-cookies", false, "mark the session cookie Secure without --tls-cert-file: behind a proxy that terminates TLS")
-	fl.IntVarP(&f.verbosity, "v", "v", 0, "log verbosity (1: every request)")
+	fl.DurationVar(&f.serverTimeout, "server-timeout", f.serverTimeout, "how long to wait at start for the API servers to answer (0: do not check)")
+	fl.StringVarP(&f.verbosity, contract.FlagVerbosity, "v", f.verbosity, "log verbosity: DEBUG (every request), INFO or ERROR")
 	return cmd
 }
 
@@ -143,10 +153,48 @@ func clusterOf(path, flag string) (console.Cluster, error) {
 	return c, nil
 }
 
-func runConsole(cmd *cobra.Command, f consoleFlags) error {
+// consoleLogger returns the console's logger on w at verbosity, as the
+// providers' --verbosity: ERROR logs errors only, INFO V(0), DEBUG V(1)
+// too (every request).
+func consoleLogger(w io.Writer, verbosity string) (logr.Logger, error) {
+	v := 0
+	switch strings.ToUpper(verbosity) {
+	case contract.VerbosityInfo:
+	case contract.VerbosityDebug:
+		v = 1
+	case contract.VerbosityError:
+		v = -1
+	default:
+		return logr.Discard(), fmt.Errorf("--%s=%q: want DEBUG, INFO or ERROR", contract.FlagVerbosity, verbosity)
+	}
 	log := funcr.New(func(prefix, args string) {
-		_, _ = fmt.Fprintln(cmd.ErrOrStderr(), prefix, args)
-	}, funcr.Options{Verbosity: f.verbosity, LogTimestamp: true})
+		_, _ = fmt.Fprintln(w, prefix, args)
+	}, funcr.Options{Verbosity: max(v, 0), LogTimestamp: true})
+	if v < 0 {
+		return logr.New(errorsOnly{log.GetSink()}), nil
+	}
+	return log, nil
+}
+
+// errorsOnly is a log sink that passes errors on and drops the rest.
+type errorsOnly struct{ logr.LogSink }
+
+// Enabled implements logr.LogSink: no info line is.
+func (errorsOnly) Enabled(int) bool { return false }
+
+// WithValues implements logr.LogSink.
+func (e errorsOnly) WithValues(kv ...any) logr.LogSink {
+	return errorsOnly{e.LogSink.WithValues(kv...)}
+}
+
+// WithName implements logr.LogSink.
+func (e errorsOnly) WithName(name string) logr.LogSink { return errorsOnly{e.LogSink.WithName(name)} }
+
+func runConsole(cmd *cobra.Command, f consoleFlags) error {
+	log, err := consoleLogger(cmd.ErrOrStderr(), f.verbosity)
+	if err != nil {
+		return err
+	}
 	opts, err := consoleOptions(f, log)
 	if err != nil {
 		return err
@@ -167,6 +215,16 @@ func runConsole(cmd *cobra.Command, f consoleFlags) error {
 	if _, err := console.New(opts); err != nil {
 		return err
 	}
+	if f.serverTimeout > 0 {
+		if err := checkServer(contextOf(cmd), opts.Onboarding, "onboarding cluster's", f.serverTimeout); err != nil {
+			return err
+		}
+		if opts.Platform.Server != "" {
+			if err := checkServer(contextOf(cmd), opts.Platform, "platform cluster's", f.serverTimeout); err != nil {
+				return err
+			}
+		}
+	}
 	l, err := (&net.ListenConfig{}).Listen(contextOf(cmd), "tcp", f.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", f.listen, err)
@@ -178,6 +236,40 @@ func runConsole(cmd *cobra.Command, f consoleFlags) error {
 	ctx, stop := signal.NotifyContext(contextOf(cmd), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return console.Serve(ctx, l, opts)
+}
+
+// checkServer waits up to timeout for c to answer GET /version as a
+// Kubernetes API server does (anonymously, or refusing anonymous users),
+// so that a wrong address is an error at start rather than at every
+// user's sign-in.
+func checkServer(ctx context.Context, c console.Cluster, what string, timeout time.Duration) error {
+	cfg := &rest.Config{Host: c.Server, TLSClientConfig: rest.TLSClientConfig{CAData: c.CAData, ServerName: c.TLSServerName}, Timeout: 5 * time.Second}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("the %s API server %s: %w", what, c.Server, err)
+	}
+	var last error
+	poll := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		_, last = dc.ServerVersion()
+		switch {
+		case last == nil, apierrors.IsUnauthorized(last), apierrors.IsForbidden(last):
+			last = nil
+			return true, nil
+		case apierrors.IsNotFound(last):
+			// It answers, and it is not an API server: no need to wait.
+			return true, nil
+		}
+		return false, nil
+	})
+	switch {
+	case apierrors.IsNotFound(last):
+		return fmt.Errorf("the %s API server %s answers, but not as a Kubernetes API server (GET /version: %w): check --server or --kubeconfig", what, c.Server, last)
+	case last != nil && poll != nil:
+		return fmt.Errorf("the %s API server %s does not answer within %s (%w): check --server or --kubeconfig, and --certificate-authority for a TLS error", what, c.Server, timeout, last)
+	case poll != nil:
+		return fmt.Errorf("waiting for the %s API server %s: %w", what, c.Server, poll)
+	}
+	return nil
 }
 
 func contextOf(cmd *cobra.Command) context.Context {

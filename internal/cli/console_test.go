@@ -2,9 +2,12 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,17 +15,23 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
-// TestConsoleCommand: `marketplane console --listen 127.0.0.1:0` prints the
-// URL it serves on, answers there, and stops cleanly when its context ends.
+// TestConsoleCommand: `marketplane console --listen 127.0.0.1:0`, pointed
+// at a real API server, prints the URL it serves on, answers there, and
+// stops cleanly when its context ends.
 func TestConsoleCommand(t *testing.T) {
+	testenv.SkipIfShort(t)
+	env := testenv.Start(t)
+	kubeconfig := writeFile(t, t.TempDir(), "kubeconfig", string(env.Kubeconfig), 0o600)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	pr, pw := io.Pipe()
 	cmd := NewRootCommand(pw)
 	cmd.SetErr(io.Discard)
-	cmd.SetArgs([]string{"console", "--server", "https://127.0.0.1:1", "--listen", "127.0.0.1:0"})
+	cmd.SetArgs([]string{"console", "--kubeconfig", kubeconfig, "--listen", "127.0.0.1:0", "-v", "DEBUG"})
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx); _ = pw.Close() }()
 	lines := make(chan string, 1)
@@ -105,5 +114,42 @@ users:
 	}
 	if _, err := consoleOptions(consoleFlags{}, logr.Discard()); err == nil {
 		t.Errorf("neither --kubeconfig nor --server: no error")
+	}
+}
+
+// TestConsoleChecksItsServer: the console refuses to start when its
+// --server does not answer, or answers as something else than a
+// Kubernetes API server, and says what to check; -v takes the levels
+// every Marketplane command takes.
+func TestConsoleChecksItsServer(t *testing.T) {
+	l, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "https://" + l.Addr().String()
+	_ = l.Close()
+	web := httptest.NewServer(http.NotFoundHandler())
+	defer web.Close()
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"Closed":        {[]string{"--server", closed, "--server-timeout", "1s"}, "does not answer within 1s"},
+		"NotKubernetes": {[]string{"--server", web.URL}, "answers, but not as a Kubernetes API server"},
+		"Verbosity":     {[]string{"--server", web.URL, "-v", "1"}, `--verbosity="1": want DEBUG, INFO or ERROR`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			cmd := NewRootCommand(&out)
+			cmd.SetErr(io.Discard)
+			cmd.SetArgs(append([]string{"console", "--listen", "127.0.0.1:0"}, tc.args...))
+			err := cmd.ExecuteContext(t.Context())
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("console %v: %v; want an error with %q", tc.args, err, tc.want)
+			}
+			if out.Len() > 0 {
+				t.Errorf("console %v printed %q before failing; want nothing (it must not listen)", tc.args, out.String())
+			}
+		})
 	}
 }

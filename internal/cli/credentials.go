@@ -51,7 +51,10 @@ func kubeconfigFromCredentials(in io.Reader) ([]byte, error) {
 		namespaceCredentials
 	}
 	if err := json.NewDecoder(in).Decode(&body); err != nil {
-		return nil, fmt.Errorf("read credentials: %w", err)
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("read credentials: standard input is empty; pipe in an OSB bind response, e.g. the body of PUT /v2/service_instances/ID/service_bindings/BID")
+		}
+		return nil, fmt.Errorf("read credentials: standard input is not a JSON bind response (%w); want {\"credentials\": {...}} as the broker answers a bind, or just the credentials object", err)
 	}
 	c := body.namespaceCredentials
 	if body.Credentials != nil {

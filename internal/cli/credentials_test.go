@@ -16,7 +16,8 @@ func TestKubeconfigFromCredentials(t *testing.T) {
 		"CredentialsOnly": {in: `{"apiServer":"https://127.0.0.1:6443","caData":"Y2E=","token":"t0k","namespace":"sf-1"}`},
 		"NoToken":         {in: `{"credentials":{"apiServer":"https://x"}}`, wantErr: "want apiServer and token"},
 		"BadCA":           {in: `{"apiServer":"https://x","token":"t","caData":"!!"}`, wantErr: "caData is not base64"},
-		"NotJSON":         {in: `hello`, wantErr: "read credentials"},
+		"NotJSON":         {in: `hello`, wantErr: "standard input is not a JSON bind response"},
+		"Empty":           {in: ``, wantErr: "standard input is empty; pipe in an OSB bind response"},
 		"Kubeconfig":      {in: `{"credentials":{"kubeconfig":"apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:6443\n    certificate-authority-data: Y2E=\nusers:\n- name: u\n  user:\n    token: t0k\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n"}}`},
 		"BadKubeconfig":   {in: `{"credentials":{"kubeconfig":"clusters: ["}}`, wantErr: "read credentials: kubeconfig"},
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -235,5 +236,33 @@ func TestOfferingsCommandAsTenant(t *testing.T) {
 	}
 	if out, err := run("offerings", "list", "--kubeconfig", kubeconfig); err == nil || !strings.Contains(err.Error(), "forbidden") {
 		t.Errorf("offerings list without the viewer binding: %v\n%s", err, out)
+	}
+}
+
+// TestOfferingsCommandErrors: without a kubeconfig, or without the
+// offering to explain, the commands say what to pass instead of
+// client-go's or cobra's bare message.
+func TestOfferingsCommandErrors(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("HOME", home)
+	t.Setenv("KUBERNETES_MASTER", "")
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"ListWithoutKubeconfig":    {[]string{"offerings", "list"}, "no kubeconfig: pass --kubeconfig FILE or set KUBECONFIG"},
+		"ExplainWithoutKubeconfig": {[]string{"offerings", "explain", "sp-sample"}, "no kubeconfig: pass --kubeconfig FILE or set KUBECONFIG"},
+		"ExplainWithoutOffering":   {[]string{"offerings", "explain"}, "name the offering to explain: marketplane offerings explain OFFERING [FIELD]"},
+		"ExplainTooMany":           {[]string{"offerings", "explain", "a", "b", "c"}, "3 arguments: want OFFERING and at most one FIELD"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cmd := NewRootCommand(io.Discard)
+			cmd.SetErr(io.Discard)
+			cmd.SetArgs(tc.args)
+			if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%v: %v; want an error with %q", tc.args, err, tc.want)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -27,7 +28,11 @@ func (f *offeringsFlags) client() (client.Client, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = f.kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: f.context}).ClientConfig()
-	if err != nil {
+	switch {
+	case clientcmd.IsEmptyConfig(err):
+		return nil, errors.New("no kubeconfig: pass --kubeconfig FILE or set KUBECONFIG to a kubeconfig of the onboarding cluster " +
+			"(on a local landscape: .landscape/kubeconfigs/onboarding.kubeconfig; `marketplane landscape status` lists them)")
+	case err != nil:
 		return nil, fmt.Errorf("load the kubeconfig: %w", err)
 	}
 	scheme := runtime.NewScheme()
@@ -114,7 +119,15 @@ func newOfferingsExplainCommand(f *offeringsFlags) *cobra.Command {
 			"FIELD is a dotted path, e.g. `spec.version` or `parameters.pods`.",
 		Example: "  marketplane offerings explain sp-sample\n" +
 			"  marketplane offerings explain sf-interoperator-kubernetes-namespace --plan small parameters.pods",
-		Args: cobra.RangeArgs(1, 2),
+		Args: func(_ *cobra.Command, args []string) error {
+			switch {
+			case len(args) == 0:
+				return errors.New("name the offering to explain: marketplane offerings explain OFFERING [FIELD] (`marketplane offerings list` shows the names)")
+			case len(args) > 2:
+				return fmt.Errorf("%d arguments: want OFFERING and at most one FIELD (a dotted path such as spec.version)", len(args))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 2 {
 				req.field = args[1]

@@ -2,8 +2,12 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/marketplane/marketplane/pkg/manifests"
 
@@ -62,5 +66,33 @@ func TestCRDsCommand(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOneMeaningPerFlag walks every marketplane command: a shorthand
+// means the same long flag wherever it appears (-v is --verbosity, never
+// --version), and --version has no shorthand.
+func TestOneMeaningPerFlag(t *testing.T) {
+	root := NewRootCommand(&bytes.Buffer{})
+	root.InitDefaultVersionFlag()
+	meaning := map[string]string{"v": "verbosity", "o": "output", "f": "filename"}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.InitDefaultHelpFlag()
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if f.Shorthand == "" || f.Name == "help" {
+				return
+			}
+			if want, ok := meaning[f.Shorthand]; !ok || f.Name != want {
+				t.Errorf("%s: -%s is --%s; want -%s only as --%s", c.CommandPath(), f.Shorthand, f.Name, f.Shorthand, cmp.Or(want, "(no such shorthand)"))
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	if f := root.Flags().Lookup("version"); f == nil || f.Shorthand != "" {
+		t.Errorf("root --version: %+v; want the flag, without a shorthand", f)
 	}
 }

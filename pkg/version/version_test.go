@@ -147,3 +147,19 @@ func TestAddFlag(t *testing.T) {
 		t.Error("--version ran the command")
 	}
 }
+
+// TestAddFlagLeavesVToVerbosity: on a command without a verbosity flag,
+// -v is not --version (cobra's default would make it so): -v means the
+// log verbosity on every Marketplane command.
+func TestAddFlagLeavesVToVerbosity(t *testing.T) {
+	cmd := &cobra.Command{Use: "marketplane-test", RunE: func(*cobra.Command, []string) error { return nil }}
+	AddFlag(cmd)
+	var out strings.Builder
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"-v"})
+	err := cmd.Execute()
+	if err == nil || !strings.Contains(err.Error(), "unknown shorthand flag: 'v'") {
+		t.Errorf("-v: error %v, output %q; want it unknown, not the version", err, out.String())
+	}
+}
