@@ -28,7 +28,11 @@
 //     (preceded by the output with -v), or the output and "FAIL\tpkg\t1.234s".
 //
 // Flags: -p (default 4), -bindir (default bin/testbin), -buildonly (build the
-// test binaries, run none: for a warm-up or to measure the build), the test flags -count,
+// test binaries, run none: for a warm-up or to measure the build), -nice N
+// (run the test binaries at niceness N, through nice(1), except those of the
+// packages -favor names: import paths or directories, comma-separated or
+// repeated; `make test` favors the README quick start, whose kubectl must
+// finish its TLS handshakes within 10 s beside thirty API servers), the test flags -count,
 // -timeout (default 10m), -run, -skip, -v, -short, -failfast, -parallel, -cpu,
 // -shuffle, -bench, -benchtime, -benchmem, -list, and the build flags -race,
 // -tags, -gcflags, -ldflags (after -s -w: the binaries are stripped like those

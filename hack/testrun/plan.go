@@ -42,7 +42,11 @@ type options struct {
 	verbose   bool          // -v: print the output of passing packages too
 	failFast  bool          // -failfast: start no package after a failure
 	buildOnly bool          // -buildonly: build the test binaries, run none
-	patterns  []string
+	// nice is the niceness the test binaries run at (-nice), except
+	// those of the favored packages (-favor: import paths or directories).
+	nice     int
+	favored  []string
+	patterns []string
 }
 
 // parseArgs reads `testrun [flags] [packages]`, where the flags are -p, -bindir
@@ -96,7 +100,7 @@ func (p *argParser) flag(a string) error {
 		b, err := boolValue(name, value, hasValue)
 		p.o.buildOnly = b
 		return err
-	case "p", "bindir":
+	case "p", "bindir", "nice", "favor":
 		return p.testrunFlag(f)
 	}
 	if spec, ok := buildFlags[name]; ok {
@@ -128,14 +132,25 @@ func (p *argParser) needValue(f flagArg) (string, error) {
 	return p.args[p.i], nil
 }
 
-// testrunFlag reads testrun's own -p and -bindir.
+// testrunFlag reads testrun's own -p, -bindir, -nice and -favor.
 func (p *argParser) testrunFlag(f flagArg) error {
 	v, err := p.needValue(f)
 	if err != nil {
 		return err
 	}
-	if f.name == "bindir" {
+	switch f.name {
+	case "bindir":
 		p.o.binDir = v
+		return nil
+	case "favor":
+		p.o.favored = append(p.o.favored, strings.Split(v, ",")...)
+		return nil
+	case "nice":
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 19 {
+			return fmt.Errorf("-nice %q: want a niceness from 0 to 19", v)
+		}
+		p.o.nice = n
 		return nil
 	}
 	n, err := strconv.Atoi(v)

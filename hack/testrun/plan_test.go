@@ -2,7 +2,11 @@ package main
 
 import (
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,6 +61,22 @@ func TestParseArgs(t *testing.T) {
 				testArgs:  []string{"-test.paniconexit0", "-test.v=false", "-test.timeout=0"},
 				patterns:  []string{"."},
 			},
+		},
+		"NiceAndFavor": {
+			reason: "-nice for every test binary but those -favor names, comma-separated or repeated",
+			args:   []string{"-nice", "10", "-favor", "./test/e2e,m/x", "-favor=m/y", "./..."},
+			want: options{
+				parallel: 4, binDir: "bin/testbin", timeout: 10 * time.Minute, nice: 10,
+				favored:   []string{"./test/e2e", "m/x", "m/y"},
+				buildArgs: []string{"-ldflags=-s -w"},
+				testArgs:  []string{"-test.paniconexit0", "-test.timeout=10m0s"},
+				patterns:  []string{"./..."},
+			},
+		},
+		"BadNice": {
+			reason:  "a niceness above 19 does not exist",
+			args:    []string{"-nice=20"},
+			wantErr: true,
 		},
 		"UnknownFlag": {
 			reason:  "a flag testrun cannot honour (coverage, json) is refused, not dropped",
@@ -207,5 +227,40 @@ func TestReport(t *testing.T) {
 				t.Errorf("%s: -want +got:\n%s", tc.reason, diff)
 			}
 		})
+	}
+}
+
+// TestNiceCommand runs the command testrun would run for a favored and for
+// another package, with a script as the test binary that prints the
+// niceness it runs at: -nice reaches the other package's process, not the
+// favored one's.
+func TestNiceCommand(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "nice.test")
+	// Field 19 of /proc/PID/stat is the niceness.
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\ncut -d' ' -f19 /proc/$$/stat\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	niceness := func(cmd *exec.Cmd) int {
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%v: %v", cmd.Args, err)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(out)))
+		if err != nil {
+			t.Fatalf("%v printed %q", cmd.Args, out)
+		}
+		return n
+	}
+	opts, err := parseArgs([]string{"-nice", "5", "-favor", dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := niceness(options{}.command(t.Context(), bin, testPackage{ImportPath: "m/a", Dir: dir}))
+	if got := niceness(opts.command(t.Context(), bin, testPackage{ImportPath: "m/favored", Dir: dir})); got != base {
+		t.Errorf("favored package (by directory) at niceness %d, want %d as testrun", got, base)
+	}
+	if got, want := niceness(opts.command(t.Context(), bin, testPackage{ImportPath: "m/other", Dir: t.TempDir()})), min(base+5, 19); got != want {
+		t.Errorf("other package at niceness %d, want %d", got, want)
 	}
 }

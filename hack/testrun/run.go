@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -258,7 +259,7 @@ func (r *runner) runPackage(ctx context.Context, p testPackage, binDir, bucketDi
 	defer cancel()
 
 	var buf bytes.Buffer
-	cmd := exec.CommandContext(killCtx, bin, r.opts.testArgs...)
+	cmd := r.opts.command(killCtx, bin, p)
 	cmd.Dir = p.Dir
 	cmd.Env = append(os.Environ(),
 		"PATH="+filepath.Join(r.goroot, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"),
@@ -297,4 +298,29 @@ func (r *runner) runPackage(ctx context.Context, p testPackage, binDir, bucketDi
 func exitedWithStatus(err error) bool {
 	var ee *exec.ExitError
 	return errors.As(err, &ee) && ee.Exited()
+}
+
+// command returns the command that runs the test binary bin of p: through
+// nice(1) at -nice unless -favor names p. nice(1) sets the niceness before
+// it executes the binary, so that every thread and process of the test has
+// it (setpriority(2) after the start would reach only the main thread).
+func (o options) command(ctx context.Context, bin string, p testPackage) *exec.Cmd {
+	if o.nice > 0 && !o.favors(p) {
+		return exec.CommandContext(ctx, "nice", append([]string{"-n", strconv.Itoa(o.nice), bin}, o.testArgs...)...)
+	}
+	return exec.CommandContext(ctx, bin, o.testArgs...)
+}
+
+// favors reports whether p is one of the packages -favor names, by import
+// path or directory.
+func (o options) favors(p testPackage) bool {
+	for _, f := range o.favored {
+		if f == p.ImportPath {
+			return true
+		}
+		if dir, err := filepath.Abs(f); err == nil && dir == p.Dir {
+			return true
+		}
+	}
+	return false
 }
