@@ -13,7 +13,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -29,7 +28,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -39,6 +37,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/bench/internal/brokerobj"
+	"github.com/marketplane/marketplane/bench/internal/parallel"
 	"github.com/marketplane/marketplane/bench/internal/procstat"
 	"github.com/marketplane/marketplane/pkg/spruntime"
 	"github.com/marketplane/marketplane/pkg/testenv"
@@ -87,7 +87,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 			return fmt.Errorf("create namespace %s: %w", ns, err)
 		}
 	}
-	fmt.Fprintf(out, "bench/apicost: %d requests of each kind by %d goroutines on one API server (production profile); load average %s\n", c.n, c.workers, loadAverage())
+	fmt.Fprintf(out, "bench/apicost: %d requests of each kind by %d goroutines on one API server (production profile); load average %.2f\n", c.n, c.workers, procstat.LoadAverage())
 	fmt.Fprintf(out, "%-62s %10s %10s\n", "kind", "apiserver", "etcd")
 	fmt.Fprintf(out, "%-62s %10s %10s\n", "", "ms/request", "ms/request")
 	m := &meter{c: c, cfg: cl.Config, out: out}
@@ -116,17 +116,8 @@ func run(ctx context.Context, c config, out io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprintf(out, "load average at the end: %s\n", loadAverage())
+	fmt.Fprintf(out, "load average at the end: %.2f\n", procstat.LoadAverage())
 	return nil
-}
-
-// loadAverage returns the 1-, 5- and 15-minute load averages.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
-		return strings.Join(f[:3], " ")
-	}
-	return "unknown"
 }
 
 // meter measures kinds of requests.
@@ -144,7 +135,7 @@ func (m *meter) measure(ctx context.Context, k kind, suffix string) error {
 		return nil
 	}
 	if k.prepare != nil {
-		if err := parallel(ctx, m.c.workers, m.c.n, k.prepare); err != nil {
+		if _, err := parallel.Run(ctx, m.c.workers, m.c.n, k.prepare); err != nil {
 			return fmt.Errorf("%s: prepare: %w", name, err)
 		}
 	}
@@ -155,7 +146,7 @@ func (m *meter) measure(ctx context.Context, k kind, suffix string) error {
 		go func() { profiled <- profile(ctx, m.cfg, 5) }()
 	}
 	before := procstat.ChildrenCPU(os.Getpid())
-	if err := parallel(ctx, m.c.workers, m.c.n, k.send); err != nil {
+	if _, err := parallel.Run(ctx, m.c.workers, m.c.n, k.send); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	after := procstat.ChildrenCPU(os.Getpid())
@@ -270,20 +261,9 @@ func kinds(cl client.Client) []kind {
 	}
 }
 
-// instance is the SFServiceInstance the broker creates.
+// instance is the SFServiceInstance the broker creates, named key.Name.
 func instance(key client.ObjectKey) *osbv1alpha1.SFServiceInstance {
-	return &osbv1alpha1.SFServiceInstance{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: key.Namespace, Name: key.Name,
-			Finalizers: []string{osbv1alpha1.FinalizerBroker},
-			Labels:     map[string]string{osbv1alpha1.LabelLastOperation: string(osbv1alpha1.StateInQueue)},
-		},
-		Spec: osbv1alpha1.SFServiceInstanceSpec{
-			InstanceID: key.Name, ServiceID: "0f4c9c1e-8a52-4f0e-b7a1-6d3e2c1b0a91", PlanID: "7e2d4b6a-1c3f-4a5e-9b8d-2f0e1d3c5b7a",
-			OrganizationGUID: "bench-org", SpaceGUID: "bench-space",
-			Context: &runtime.RawExtension{Raw: []byte(`{"platform":"kubernetes","namespace":"bench"}`)},
-		},
-	}
+	return brokerobj.Instance(key, key.Name, "0f4c9c1e-8a52-4f0e-b7a1-6d3e2c1b0a91", "7e2d4b6a-1c3f-4a5e-9b8d-2f0e1d3c5b7a")
 }
 
 // succeed sets the status the provisioner writes for a succeeded
@@ -387,31 +367,4 @@ func profile(ctx context.Context, cfg *rest.Config, seconds int) error {
 		return fmt.Errorf("profile the API server: %w", err)
 	}
 	return os.WriteFile("apiserver.prof", raw, 0o600)
-}
-
-// parallel runs fn for 0..n-1 on workers goroutines; the first error
-// stops the rest.
-func parallel(ctx context.Context, workers, n int, fn func(context.Context, int) error) error {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				if err := fn(ctx, i); err != nil {
-					mu.Lock()
-					first = errors.Join(first, err)
-					mu.Unlock()
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return first
 }

@@ -46,6 +46,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/bench/internal/parallel"
 	"github.com/marketplane/marketplane/internal/broker/app"
 	"github.com/marketplane/marketplane/internal/interoperator"
 )
@@ -139,7 +140,7 @@ func (h *harness) brokerPhase(ctx context.Context, rep *report) error {
 	defer stopProfiles() //nolint:errcheck // stopped again below; a second stop does nothing
 	provLat := make([]time.Duration, len(ids))
 	bindLat := make([]time.Duration, len(ids))
-	elapsed, err := parallel(ctx, h.c.workers, len(ids), func(ctx context.Context, i int) error {
+	elapsed, err := parallel.Run(ctx, h.c.workers, len(ids), func(ctx context.Context, i int) error {
 		var err error
 		if provLat[i], err = bc.provisionAsync(ctx, ids[i], h.c.timeout); err != nil {
 			return err
@@ -203,7 +204,7 @@ func (h *harness) deprovisionPhase(ctx context.Context, bc *brokerClient, ids []
 		return err
 	}
 	defer stopProfiles() //nolint:errcheck // stopped again below; a second stop does nothing
-	elapsed, err := parallel(ctx, h.c.workers, len(ids), func(ctx context.Context, i int) error {
+	elapsed, err := parallel.Run(ctx, h.c.workers, len(ids), func(ctx context.Context, i int) error {
 		var err error
 		unbindLat[i], deleteLat[i], err = bc.deprovision(ctx, ids[i], h.c.timeout)
 		return err

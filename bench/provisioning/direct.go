@@ -24,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
+	"github.com/marketplane/marketplane/bench/internal/brokerobj"
+	"github.com/marketplane/marketplane/bench/internal/parallel"
 	"github.com/marketplane/marketplane/internal/broker/sf"
 )
 
@@ -48,7 +50,7 @@ func (h *harness) directPhase(ctx context.Context, rep *report) error {
 		return err
 	}
 	cpuBefore := cpuSeconds()
-	elapsed, err := parallel(ctx, h.c.workers, len(ids), func(ctx context.Context, i int) error {
+	elapsed, err := parallel.Run(ctx, h.c.workers, len(ids), func(ctx context.Context, i int) error {
 		return h.provisionAndBindDirectly(ctx, instances, bindings, ids[i])
 	})
 	if err != nil {
@@ -85,7 +87,7 @@ func (h *harness) provisionAndBindDirectly(ctx context.Context, instances, bindi
 	if err := h.client.Create(ctx, ns); err != nil {
 		return fmt.Errorf("create namespace %s: %w", ns.Name, err)
 	}
-	inst := brokerInstance(key, id, asyncPlanID)
+	inst := brokerobj.Instance(key, id, serviceID, asyncPlanID)
 	// The broker's operation annotation, which the load phase leaves out.
 	inst.Annotations = map[string]string{sf.AnnotationOperation: "create-1"}
 	ie := instances.expect(key.Name)

@@ -8,11 +8,7 @@ package main
 import (
 	"errors"
 	"fmt"
-	"math"
-	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 
@@ -67,30 +63,6 @@ func killBusyLoops(cmds []*exec.Cmd) error {
 func isBusyLoop(pid int) bool {
 	_, ok := busyPIDs.Load(pid)
 	return ok
-}
-
-// loadAverage returns the 1-minute load average of /proc/loadavg, NaN
-// when it cannot be read.
-func loadAverage() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return math.NaN()
-	}
-	return parseLoadAverage(string(b))
-}
-
-// parseLoadAverage returns the first field of a /proc/loadavg line, NaN
-// when it is not a number.
-func parseLoadAverage(s string) float64 {
-	f := strings.Fields(s)
-	if len(f) == 0 {
-		return math.NaN()
-	}
-	v, err := strconv.ParseFloat(f[0], 64)
-	if err != nil {
-		return math.NaN()
-	}
-	return v
 }
 
 // describeLoad describes the 1-minute load averages at a phase's start

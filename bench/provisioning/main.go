@@ -109,7 +109,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -118,7 +117,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -135,6 +133,9 @@ import (
 	interoperatorv1alpha1 "github.com/marketplane/marketplane/api/interoperator/v1alpha1"
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
+	"github.com/marketplane/marketplane/bench/internal/brokerobj"
+	"github.com/marketplane/marketplane/bench/internal/parallel"
+	"github.com/marketplane/marketplane/bench/internal/procstat"
 	"github.com/marketplane/marketplane/internal/interoperator"
 	"github.com/marketplane/marketplane/pkg/providerapp"
 	"github.com/marketplane/marketplane/pkg/testenv"
@@ -422,7 +423,7 @@ func run(ctx context.Context, c config, out io.Writer) (rep report, err error) {
 		return rep, err
 	}
 	fmt.Fprintf(out, "\nall targets met: %s (total run %s; -load %d; load average (1 min) now %.2f)\n",
-		verdict(rep.ok()), time.Since(start).Round(100*time.Millisecond), c.load, loadAverage())
+		verdict(rep.ok()), time.Since(start).Round(100*time.Millisecond), c.load, procstat.LoadAverage())
 	return rep, nil
 }
 
@@ -528,7 +529,7 @@ func printSetup(out io.Writer, c config, took time.Duration) {
 		fmt.Fprintf(out, "client-side rate limits of every rest.Config (inter-operator: platform, onboarding, target; benchmark): %s\n", describeLimits(c.qps, c.burst))
 		fmt.Fprintf(out, "inter-operator: %d concurrent instance reconciles; benchmark: %d creating goroutines\n", c.concurrency, c.workers)
 	}
-	fmt.Fprintf(out, "machine load: -load %d (busy loops from before the first phase to the end of the run; 1-minute load average now %.2f)\n", c.load, loadAverage())
+	fmt.Fprintf(out, "machine load: -load %d (busy loops from before the first phase to the end of the run; 1-minute load average now %.2f)\n", c.load, procstat.LoadAverage())
 	fmt.Fprintf(out, "instances are created as the broker does: one create (finalizer, last-operation label; an empty state means in_queue)\n\n")
 }
 
@@ -554,10 +555,10 @@ func (h *harness) runPhase(ctx context.Context, phase func(context.Context, *rep
 	out := h.out
 	var buf bytes.Buffer
 	h.out = &buf
-	startLoad := loadAverage()
+	startLoad := procstat.LoadAverage()
 	err := phase(ctx, rep)
 	h.out = out
-	_, werr := out.Write(withFirstLineSuffix(buf.Bytes(), " "+describeLoad(startLoad, loadAverage())))
+	_, werr := out.Write(withFirstLineSuffix(buf.Bytes(), " "+describeLoad(startLoad, procstat.LoadAverage())))
 	return errors.Join(err, werr)
 }
 
@@ -628,7 +629,7 @@ func (h *harness) idle(ctx context.Context, rep *report) error {
 // raw measures the create rate of the onboarding API server, where the
 // instances are created, with the benchmark's client.
 func (h *harness) raw(ctx context.Context, rep *report) error {
-	elapsed, err := parallel(ctx, h.c.workers, h.c.n, func(ctx context.Context, i int) error {
+	elapsed, err := parallel.Run(ctx, h.c.workers, h.c.n, func(ctx context.Context, i int) error {
 		return h.client.Create(ctx, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Namespace: rawNS, Name: fmt.Sprintf("raw-%05d", i)},
 			Data:       map[string]string{"instanceId": fmt.Sprintf("raw-%05d", i), "plan": "one-configmap"},
@@ -681,7 +682,7 @@ func (h *harness) load(ctx context.Context, rep *report, phase loadPhase) error 
 		entries[i] = h.tracker.expect(name)
 	}
 	start := time.Now()
-	createElapsed, err := parallel(ctx, h.c.workers, n, func(ctx context.Context, i int) error {
+	createElapsed, err := parallel.Run(ctx, h.c.workers, n, func(ctx context.Context, i int) error {
 		return h.provision(ctx, entries[i])
 	})
 	if err != nil {
@@ -806,32 +807,13 @@ func (r *report) writeTable(out io.Writer, s scrapes, own writeCounts, n int) {
 // provision creates the instance of e as the broker records a provision
 // request, and notes when the API server acknowledged it.
 func (h *harness) provision(ctx context.Context, e *entry) error {
-	inst := brokerInstance(client.ObjectKey{Namespace: instanceNS, Name: e.name}, e.name, planID)
+	inst := brokerobj.Instance(client.ObjectKey{Namespace: instanceNS, Name: e.name}, e.name, serviceID, planID)
 	h.c.external.shape(inst)
 	if err := h.client.Create(ctx, inst); err != nil {
 		return fmt.Errorf("create instance %s: %w", e.name, err)
 	}
 	h.tracker.created(e, time.Now())
 	return nil
-}
-
-// brokerInstance returns the SFServiceInstance the broker records for a
-// provision request of id with plan, stored at key: the broker's
-// finalizer, the in_queue label (no status: an empty state means
-// in_queue).
-func brokerInstance(key client.ObjectKey, id, plan string) *osbv1alpha1.SFServiceInstance {
-	return &osbv1alpha1.SFServiceInstance{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: key.Namespace, Name: key.Name,
-			Finalizers: []string{osbv1alpha1.FinalizerBroker},
-			Labels:     map[string]string{osbv1alpha1.LabelLastOperation: string(osbv1alpha1.StateInQueue)},
-		},
-		Spec: osbv1alpha1.SFServiceInstanceSpec{
-			InstanceID: id, ServiceID: serviceID, PlanID: plan,
-			OrganizationGUID: "bench-org", SpaceGUID: "bench-space",
-			Context: &runtime.RawExtension{Raw: []byte(`{"platform":"kubernetes","namespace":"bench"}`)},
-		},
-	}
 }
 
 // sequential provisions the named instances one after another, each when
@@ -1010,34 +992,6 @@ func countDone(entries []*entry) int {
 		}
 	}
 	return n
-}
-
-// parallel runs fn for 0..n-1 on workers goroutines and returns how long
-// that took. The first error stops the rest.
-func parallel(ctx context.Context, workers, n int, fn func(context.Context, int) error) (time.Duration, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
-	start := time.Now()
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				if err := fn(ctx, i); err != nil {
-					once.Do(func() { first = err; cancel() })
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return time.Since(start), first
 }
 
 // startServers starts the API servers of the roles and, with workloads

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"strings"
 	"testing"
@@ -414,15 +413,6 @@ func TestWithFirstLineSuffix(t *testing.T) {
 				t.Errorf("%s: -want +got:\n%s", tc.reason, diff)
 			}
 		})
-	}
-}
-
-func TestParseLoadAverage(t *testing.T) {
-	if got := parseLoadAverage("2.31 1.29 0.48 3/412 9876\n"); got != 2.31 {
-		t.Errorf("parseLoadAverage = %v, want 2.31", got)
-	}
-	if got := parseLoadAverage(""); !math.IsNaN(got) {
-		t.Errorf("parseLoadAverage of nothing = %v, want NaN", got)
 	}
 }
 

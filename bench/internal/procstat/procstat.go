@@ -1,9 +1,10 @@
 // Package procstat reads the processes of the machine and their CPU times
 // from /proc, for the benchmarks that count the CPU of the processes they
-// start.
+// start, and the machine's load average.
 package procstat
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -95,4 +96,28 @@ func TreeCPU(root int) float64 {
 	}
 	walk(root)
 	return sum
+}
+
+// LoadAverage returns the 1-minute load average of /proc/loadavg, NaN
+// when it cannot be read.
+func LoadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return math.NaN()
+	}
+	return ParseLoadAverage(string(b))
+}
+
+// ParseLoadAverage returns the first field of a /proc/loadavg line, NaN
+// when it is not a number.
+func ParseLoadAverage(s string) float64 {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return math.NaN()
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return math.NaN()
+	}
+	return v
 }

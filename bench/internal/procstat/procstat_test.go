@@ -1,6 +1,7 @@
 package procstat
 
 import (
+	"math"
 	"os"
 	"testing"
 )
@@ -36,4 +37,13 @@ func TestAllHoldsThisProcess(t *testing.T) {
 		}
 	}
 	t.Fatal("this process is not among All()")
+}
+
+func TestParseLoadAverage(t *testing.T) {
+	if got := ParseLoadAverage("2.31 1.29 0.48 3/412 9876\n"); got != 2.31 {
+		t.Errorf("ParseLoadAverage = %v, want 2.31", got)
+	}
+	if got := ParseLoadAverage(""); !math.IsNaN(got) {
+		t.Errorf("ParseLoadAverage of nothing = %v, want NaN", got)
+	}
 }

@@ -242,6 +242,13 @@ func (a *Applier) apply(ctx context.Context, o *unstructured.Unstructured, r osb
 	if err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
 		return wrap(r, "apply", err)
 	}
+	// Most applies find no such entry: the check costs no decoding of
+	// the managed fields.
+	if !slices.ContainsFunc(obj.GetManagedFields(), func(m metav1.ManagedFieldsEntry) bool {
+		return m.Manager == fieldOwner && m.Operation == metav1.ManagedFieldsOperationUpdate && m.Subresource == ""
+	}) {
+		return nil
+	}
 	patch, err := csaupgrade.UpgradeManagedFieldsPatch(obj, sets.New(fieldOwner), fieldOwner)
 	if err != nil {
 		return fmt.Errorf("%s: moving the fields created as %s to its server-side apply: %w", describe(r), fieldOwner, err)
@@ -329,14 +336,7 @@ func (a *Applier) Get(ctx context.Context, ref osbv1alpha1.Source) (*unstructure
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion(ref.APIVersion)
 	u.SetKind(ref.Kind)
-	err := a.client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, u)
-	switch {
-	case err == nil:
-		return u, nil
-	case apierrors.IsNotFound(err), isNoMatch(err):
-		return nil, nil
-	}
-	return nil, fmt.Errorf("get %s: %w", describe(ref), err)
+	return read(ctx, a.client, ref, u)
 }
 
 // getMeta reads the metadata of the object ref names, or nil when there is
@@ -346,14 +346,21 @@ func (a *Applier) Get(ctx context.Context, ref osbv1alpha1.Source) (*unstructure
 func (a *Applier) getMeta(ctx context.Context, ref osbv1alpha1.Source) (*metav1.PartialObjectMetadata, error) {
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
-	err := a.client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, m)
+	return read(ctx, a.client, ref, m)
+}
+
+// read reads the object ref names into obj, of ref's kind: nil, and no
+// error, when it does not exist or its kind is not served.
+func read[T client.Object](ctx context.Context, c client.Client, ref osbv1alpha1.Source, obj T) (T, error) {
+	var none T
+	err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, obj)
 	switch {
 	case err == nil:
-		return m, nil
+		return obj, nil
 	case apierrors.IsNotFound(err), isNoMatch(err):
-		return nil, nil
+		return none, nil
 	}
-	return nil, fmt.Errorf("get %s: %w", describe(ref), err)
+	return none, fmt.Errorf("get %s: %w", describe(ref), err)
 }
 
 // Delete deletes the objects refs name and returns those that still exist
