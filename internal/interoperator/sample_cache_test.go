@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
@@ -123,12 +124,19 @@ func TestSampleCachePlan(t *testing.T) {
 }
 
 // makeAvailable writes the status the Deployment controller would once
-// dep's pod is ready.
+// dep's pod is ready, on a fresh read when the provisioner wrote dep
+// meanwhile (the first update of an object it created writes it three
+// times), as that controller does.
 func makeAvailable(t *testing.T, dep *appsv1.Deployment) {
 	t.Helper()
-	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 1, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 1,
-		Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable", LastUpdateTime: metav1.Now(), LastTransitionTime: metav1.Now()}}}
-	must(t, target.Client.Status().Update(context.Background(), dep))
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := target.Client.Get(context.Background(), client.ObjectKeyFromObject(dep), dep); err != nil {
+			return err
+		}
+		dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 1, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 1,
+			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable", LastUpdateTime: metav1.Now(), LastTransitionTime: metav1.Now()}}}
+		return target.Client.Status().Update(context.Background(), dep)
+	}))
 }
 
 // cacheBindResponse reads the bind response Secret of b.

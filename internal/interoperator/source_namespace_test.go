@@ -80,8 +80,7 @@ func operate(t *testing.T, apiVersion, kind, namespace, name string, status map[
 		must(t, err)
 		return true
 	})
-	must(t, unstructured.SetNestedMap(obj.Object, status, "status"))
-	must(t, target.Client.Update(ctx, obj))
+	edit(t, target.Client, obj, func() { must(t, unstructured.SetNestedMap(obj.Object, status, "status")) })
 }
 
 // TestServiceFabrikDockerPattern provisions and binds with a plan shaped
