@@ -23,10 +23,12 @@ TOOLS         := $(ETCD_BINARY) $(KUBE_BINARIES) $(KWOK_BINARY) $(KWOK_STAGES)
 # The linter, built from the version pinned in hack/tools/lint (not part of `tools`:
 # only `lint` needs it).
 GOLANGCI_LINT := $(BIN)/golangci-lint
+# Builds binaries with one go build and shows how far each one is (hack/buildprogress).
+BUILDPROGRESS := $(BIN)/buildprogress
 # The Kubernetes version pinned in the tools module, stamped into the binaries so that
 # /version and the apiserver's compatibility version report it (a plain `go build`
 # would report v0.0.0-master).
-KUBE_VERSION  := $(shell grep -oE 'k8s.io/kubernetes v[0-9]+\.[0-9]+\.[0-9]+' hack/tools/kube/go.mod | cut -d' ' -f2)
+KUBE_VERSION  := $(shell grep -oE 'k8s.io/kubernetes v[0-9]+\.[0-9]+\.[0-9]+' hack/tools/cluster/go.mod | cut -d' ' -f2)
 KUBE_MINOR    := $(word 2,$(subst ., ,$(KUBE_VERSION)))
 KUBE_LDFLAGS  := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
 	-X $(p).gitVersion=$(KUBE_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=$(KUBE_MINOR) -X $(p).gitTreeState=clean)
@@ -113,8 +115,8 @@ lint: $(GOLANGCI_LINT) ## go vet, gofmt and golangci-lint (.golangci.yml).
 	cd $(COMPAT) && $(GOLANGCI_LINT) run --config $(ROOT)/.golangci.yml ./...
 
 .PHONY: build
-build: ## Build every binary (cmd/* and the sample provider) into bin/.
-	$(GO) build -o $(BIN)/ $(addprefix ./,$(wildcard cmd/*)) ./providers/sample/cmd/sample
+build: | $(BUILDPROGRESS) ## Build every binary (cmd/* and the sample provider) into bin/, showing per binary how far it is.
+	@GO=$(GO) $(BUILDPROGRESS) -o $(BIN) $(addprefix ./,$(wildcard cmd/*)) ./providers/sample/cmd/sample
 
 ##@ Test
 
@@ -247,29 +249,27 @@ image: ## Build one container image per release binary from the Dockerfile with 
 .PHONY: tools
 tools: $(TOOLS) ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok into bin/ (skipped when current).
 
-$(ETCD_BINARY): hack/tools/etcd/go.mod hack/tools/etcd/go.sum
-	@mkdir -p $(BIN)
-	@echo "building etcd from the Go module proxy (first time only)..."
-	cd hack/tools/etcd && $(GO) build -ldflags "-s -w" -o $(BIN)/etcd go.etcd.io/etcd/server/v3
-	@touch $@
-
-$(KUBE_BINARIES) &: hack/tools/kube/go.mod hack/tools/kube/go.sum
-	@mkdir -p $(BIN)
-	@echo "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl from the Go module proxy (first time about 5 minutes)..."
-	cd hack/tools/kube && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
-	@touch $(KUBE_BINARIES)
-	@$(BIN)/kube-apiserver --version | grep -qx 'Kubernetes $(KUBE_VERSION)' || { echo "bin/kube-apiserver does not report $(KUBE_VERSION)"; exit 1; }
-
-$(KWOK_BINARY) $(KWOK_STAGES) &: hack/tools/kwok/go.mod hack/tools/kwok/go.sum
-	@mkdir -p $(BIN)
-	@echo "building kwok from the Go module proxy (first time about 2 minutes)..."
-	cd hack/tools/kwok && $(GO) build -ldflags "-s -w" -o $(KWOK_BINARY) sigs.k8s.io/kwok/cmd/kwok
-	dir=$$(cd hack/tools/kwok && $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage; \
+# etcd, the Kubernetes binaries and kwok come from one tools module and one go build
+# (hack/buildprogress: it shows per binary how many of its packages are compiled, and how
+# long the build has run): one dependency graph, so each shared package is compiled once,
+# and its versions are the main module's wherever both need a module (hack/toolsmod
+# checks), so `make build` reuses those packages. Measured first-run costs: README.
+$(ETCD_BINARY) $(KUBE_BINARIES) $(KWOK_BINARY) $(KWOK_STAGES) &: hack/tools/cluster/go.mod hack/tools/cluster/go.sum | $(BUILDPROGRESS)
+	@echo "building etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok from the Go module proxy (first time only; see the README for how long)..."
+	cd hack/tools/cluster && GO=$(GO) $(BUILDPROGRESS) -o $(BIN) -ldflags "$(KUBE_LDFLAGS)" \
+		etcd=go.etcd.io/etcd/server/v3 $(addprefix k8s.io/kubernetes/cmd/,$(notdir $(KUBE_BINARIES))) sigs.k8s.io/kwok/cmd/kwok
+	dir=$$(cd hack/tools/cluster && $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage; \
 	for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
 		$(addprefix pod/general/pod-,create.yaml init-container-running.yaml init-container-completed.yaml ready.yaml complete.yaml delete.yaml); do \
 		echo "---"; echo "# $$f of sigs.k8s.io/kwok"; cat "$$dir/$$f"; \
 	done >$(KWOK_STAGES).tmp && mv $(KWOK_STAGES).tmp $(KWOK_STAGES)
-	@touch $(KWOK_BINARY) $(KWOK_STAGES)
+	@touch $(ETCD_BINARY) $(KUBE_BINARIES) $(KWOK_BINARY) $(KWOK_STAGES)
+	@$(BIN)/kube-apiserver --version | grep -qx 'Kubernetes $(KUBE_VERSION)' || { echo "bin/kube-apiserver does not report $(KUBE_VERSION)"; exit 1; }
+
+# Rebuilt when its code changes; the binaries it built are not rebuilt for that.
+$(BUILDPROGRESS): $(wildcard hack/buildprogress/*.go)
+	@mkdir -p $(BIN)
+	@$(GO) build -o $@ ./hack/buildprogress
 
 # Debian's chromium for the console's browser tests (internal/console), unpacked into bin/
 # without installing it: the packages `apt-get install --simulate` would add (the closure

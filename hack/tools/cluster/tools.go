@@ -1,11 +1,13 @@
 //go:build tools
 
-// Package tools pins the Kubernetes commands built by `make tools`.
+// Package tools pins the commands built by `make tools`.
 package tools
 
 import (
+	_ "go.etcd.io/etcd/server/v3"
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "sigs.k8s.io/kwok/cmd/kwok"
 )
