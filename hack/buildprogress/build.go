@@ -25,6 +25,7 @@ type build struct {
 	terminal    bool
 	now         func() time.Time
 
+	// mu guards progress and the writes to out and errOut.
 	mu       sync.Mutex
 	progress *progress
 }
@@ -33,6 +34,7 @@ type build struct {
 // output directory, reports progress, and renames the binaries into place.
 func (b *build) run(ctx context.Context) error {
 	start := b.now()
+	fmt.Fprintln(b.out, "listing the packages to compile (the first time this downloads the modules)...")
 	names := make([]string, len(b.targets))
 	stale := make([]map[string]bool, len(b.targets))
 	for i, t := range b.targets {
@@ -101,28 +103,34 @@ func (b *build) goBuild(ctx context.Context, tmp string, start time.Time) error 
 	}
 	cmd := exec.CommandContext(ctx, goCommand(), args...)
 	cmd.Dir = b.dir
-	cmd.Stdout = b.errOut
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return fmt.Errorf("go build: %w", err)
-	}
+	// Both streams go through one pipe, read here alone, so that lines
+	// are passed on whole and in order.
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("go build: %w", err)
 	}
+	waited := make(chan error, 1)
+	go func() {
+		err := cmd.Wait()
+		pw.Close()
+		waited <- err
+	}()
 	stopTicker := b.report(tmp, start)
-	scanner := bufio.NewScanner(stderr)
+	scanner := bufio.NewScanner(pr)
 	scanner.Buffer(make([]byte, 64*1024), 1024*1024)
 	for scanner.Scan() {
 		line := scanner.Text()
 		b.mu.Lock()
-		counted := b.progress.started(strings.TrimSpace(line))
-		b.mu.Unlock()
-		if !counted && !isImportPath(line) {
+		if !b.progress.started(strings.TrimSpace(line)) && !isImportPath(line) {
 			b.clearLine()
 			fmt.Fprintln(b.errOut, line)
 		}
+		b.mu.Unlock()
 	}
-	waitErr := cmd.Wait()
+	// A line too long for the scanner: drain the rest so go build can end.
+	_, _ = io.Copy(io.Discard, pr)
+	waitErr := <-waited
 	stopTicker()
 	if waitErr != nil {
 		var exit *exec.ExitError
@@ -154,7 +162,6 @@ func (b *build) report(tmp string, start time.Time) func() {
 			b.mu.Lock()
 			newlyDone := b.markDone(tmp)
 			line := b.progress.line(now.Sub(start))
-			b.mu.Unlock()
 			switch {
 			case b.terminal:
 				fmt.Fprintf(b.out, "\r\033[K%s", line)
@@ -162,6 +169,7 @@ func (b *build) report(tmp string, start time.Time) func() {
 				fmt.Fprintln(b.out, line)
 				lastPrint = now
 			}
+			b.mu.Unlock()
 		}
 	}()
 	return func() {
