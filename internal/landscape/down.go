@@ -127,10 +127,14 @@ func stopAll(ctx context.Context, layout controlplane.Layout, out io.Writer) (*o
 		// directory can still go once no supervisor holds the lock.
 		fmt.Fprintf(out, "warning: %v\n", err)
 	}
+	// The supervisor's processes, the providers the operator runs
+	// included, read before it stops.
+	var tree []*controlplane.Process
 	if state != nil && controlplane.Alive(state.Supervisor) {
 		if state.Supervisor.PID == os.Getpid() {
 			return nil, false, errors.New("the landscape of this state directory runs in this process: stop it first")
 		}
+		tree = ProcessTree(state.Supervisor.PID)
 		fmt.Fprintf(out, "• stopping the landscape (supervisor pid %d)\n", state.Supervisor.PID)
 		if err := stopSupervisor(ctx, state.Supervisor); err != nil {
 			return nil, false, err
@@ -152,6 +156,14 @@ func stopAll(ctx context.Context, layout controlplane.Layout, out io.Writer) (*o
 				}
 				ran = true
 			}
+		}
+	}
+	// The providers die with the operator replicas that run them
+	// (Pdeathsig); stop is done once they are gone too.
+	for _, p := range tree {
+		if err := controlplane.StopRecorded(p, DefaultStopTimeout); err != nil {
+			lock.Close()
+			return nil, false, err
 		}
 	}
 	return lock, ran, nil

@@ -91,6 +91,13 @@ func TestStopStart(t *testing.T) {
 		t.Errorf("status of the running landscape does not say it runs, with its pid:\n%s", out)
 	}
 
+	// Every process of the landscape: the recorded ones and the providers
+	// the operator runs, which state.json does not record.
+	tree := landscape.ProcessTree(running.Supervisor.PID)
+	if missing := missingFrom(tree, running.RecordedProcesses()); missing != "" || !slices.ContainsFunc(tree, func(p *controlplane.Process) bool { return p.Name == "sample" }) {
+		t.Fatalf("the supervisor's process tree %s lacks recorded processes (%s) or the sample provider: the check after stop could not fail", names(tree), missing)
+	}
+
 	t.Run("stop ends every process and keeps the state directory", func(t *testing.T) {
 		out := runCLI(t, "landscape", "stop", "--state-dir", dir)
 		if !strings.Contains(out, "Stopped the landscape in") || !strings.Contains(out, "'marketplane landscape start' resumes it") {
@@ -101,6 +108,11 @@ func TestStopStart(t *testing.T) {
 			t.Errorf("the supervisor (pid %d) runs after stop", running.Supervisor.PID)
 		}
 		checkNothingLeft(t, running)
+		for _, p := range tree {
+			if controlplane.Alive(p) {
+				t.Errorf("%s (pid %d) of the landscape's process tree is still alive after stop", p.Name, p.PID)
+			}
+		}
 		for _, path := range []string{running.Etcd.DataDir, running.Clusters[landscape.ClusterPlatform].Kubeconfig,
 			running.Clusters[bound.Credentials.Cluster].Kubeconfig, controlplane.Layout{Dir: dir}.PKIDir(), filepath.Join(dir, stack.BrokerCredentialsFile)} {
 			if _, err := os.Stat(path); err != nil {
@@ -267,4 +279,24 @@ func sameObjects(before, after instanceObjects) string {
 	}
 	slices.Sort(diffs)
 	return strings.Join(diffs, "; ")
+}
+
+// missingFrom returns the names of the processes of want that tree lacks.
+func missingFrom(tree, want []*controlplane.Process) string {
+	var missing []string
+	for _, w := range want {
+		if !slices.ContainsFunc(tree, func(p *controlplane.Process) bool { return p.PID == w.PID && p.StartTime == w.StartTime }) {
+			missing = append(missing, w.Name)
+		}
+	}
+	return strings.Join(missing, ", ")
+}
+
+// names lists processes as name/pid.
+func names(ps []*controlplane.Process) string {
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, p.Name+"/"+strconv.Itoa(p.PID))
+	}
+	return strings.Join(out, " ")
 }
