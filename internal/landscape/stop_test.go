@@ -99,7 +99,9 @@ func TestStopStart(t *testing.T) {
 	}
 
 	t.Run("stop ends every process and keeps the state directory", func(t *testing.T) {
+		begin := time.Now()
 		out := runCLI(t, "landscape", "stop", "--state-dir", dir)
+		t.Logf("'landscape stop' of the whole landscape with one provisioned cluster: %s", time.Since(begin).Round(10*time.Millisecond))
 		if !strings.Contains(out, "Stopped the landscape in") || !strings.Contains(out, "'marketplane landscape start' resumes it") {
 			t.Errorf("stop does not say that it stopped the landscape and how to resume it:\n%s", out)
 		}
