@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -44,14 +45,18 @@ func newLandscapeCommand() *cobra.Command {
 	o := &landscapeOptions{}
 	cmd := &cobra.Command{
 		Use:   "landscape",
-		Short: "Run Marketplane on this machine: etcd, API servers, the operator (up, down, status)",
+		Short: "Run Marketplane on this machine: etcd, API servers, the operator (up, stop, start, down, status)",
 		Long: "The local landscape runs one etcd and real kube-apiservers (with kube-controller-managers) for the\n" +
 			"platform, onboarding and workload clusters on loopback ports, registers them, and runs the provider\n" +
 			"operator with the process deployer and the local cluster provider (a fresh API server for each MCP).\n" +
-			"Everything lives in the state directory: kubeconfigs/, logs/, state.json.",
+			"Everything lives in the state directory: kubeconfigs/, logs/, state.json.\n\n" +
+			"'up' creates and starts it (or resumes the one in the state directory); 'stop' stops it and keeps\n" +
+			"its data (instances, MCPs, bindings); 'start' resumes a stopped one; 'down' stops it and removes\n" +
+			"the state directory; 'status' says whether it runs, was stopped, or crashed.",
 	}
 	cmd.PersistentFlags().StringVar(&o.stateDir, "state-dir", landscape.DefaultStateDir, "state directory of the landscape")
-	cmd.AddCommand(newLandscapeUpCommand(o), newLandscapeDownCommand(o), newLandscapeStatusCommand(o))
+	cmd.AddCommand(newLandscapeUpCommand(o), newLandscapeStopCommand(o), newLandscapeStartCommand(o),
+		newLandscapeDownCommand(o), newLandscapeStatusCommand(o))
 	return cmd
 }
 
@@ -60,9 +65,10 @@ func newLandscapeUpCommand(o *landscapeOptions) *cobra.Command {
 		Use:   "up",
 		Short: "Start the landscape (or resume the one in the state directory)",
 		Long: "Start the landscape and return once it is ready; it keeps running in the background until\n" +
-			"'landscape down'. With --foreground it runs in this terminal until Ctrl-C, which stops it and\n" +
-			"keeps its data for the next 'up'. A landscape that crashed is resumed: what is left of it is\n" +
-			"stopped and everything starts again from state.json.",
+			"'landscape stop' (which keeps its data) or 'landscape down' (which removes it). With --foreground\n" +
+			"it runs in this terminal until Ctrl-C, which stops it and keeps its data. A landscape that was\n" +
+			"stopped or crashed is resumed, as 'landscape start' does: what is left of it is stopped and\n" +
+			"everything starts again from state.json.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.foreground {
@@ -72,17 +78,74 @@ func newLandscapeUpCommand(o *landscapeOptions) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&o.foreground, "foreground", false, "run in this terminal until Ctrl-C instead of in the background")
-	f.StringVar(&o.binDir, "bin-dir", "", "directory with etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (and kwok-stages.yaml) and provider binaries (default: beside this binary, $KUBEBUILDER_ASSETS, or bin/ above the working directory)")
-	f.DurationVar(&o.startTimeout, "start-timeout", landscape.DefaultStartTimeout, "how long each part of the start may take")
-	f.DurationVar(&o.operatorLease, "operator-lease", landscape.DefaultOperatorLease, "the leader-election lease of the two operator replicas: a leader that cannot renew it within this minus 3s exits (and its providers with it); a killed leader is replaced within about this long (10s: the operator's own defaults)")
+	addRunFlags(f, o)
 	f.StringArrayVar(&o.imageMaps, "image-map", nil, "run the provider image IMAGE from the local binary BINARY: IMAGE=BINARY, IMAGE is repo:tag, repo@digest or repo:* for every tag (repeatable)")
 	f.StringArrayVar(&o.imageMapFiles, "image-map-file", nil, "image map file, the format of marketplane-operator --image-map (YAML: images: [{image, binary}]; repeatable)")
 	f.StringArrayVar(&o.manifests, "manifest", nil, "YAML file applied to the platform cluster once the landscape runs, e.g. your ServiceProvider and its ProviderConfig; up waits until its providers are Ready (repeatable)")
 	f.BoolVar(&o.detached, "detached", false, "set by 'up' for the background process it starts")
 	_ = f.MarkHidden("detached")
+	return cmd
+}
+
+// addRunFlags adds the flags that 'up' and 'start' share: how the
+// landscape runs, not what it holds.
+func addRunFlags(f *pflag.FlagSet, o *landscapeOptions) {
+	f.BoolVar(&o.foreground, "foreground", false, "run in this terminal until Ctrl-C instead of in the background")
+	f.StringVar(&o.binDir, "bin-dir", "", "directory with etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok (and kwok-stages.yaml) and provider binaries (default: beside this binary, $KUBEBUILDER_ASSETS, or bin/ above the working directory)")
+	f.DurationVar(&o.startTimeout, "start-timeout", landscape.DefaultStartTimeout, "how long each part of the start may take")
+	f.DurationVar(&o.operatorLease, "operator-lease", landscape.DefaultOperatorLease, "the leader-election lease of the two operator replicas: a leader that cannot renew it within this minus 3s exits (and its providers with it); a killed leader is replaced within about this long (10s: the operator's own defaults)")
 	f.BoolVar(&o.controlPlaneOnly, "control-plane-only", false, "start only the control plane and the operator, without providers, catalog and broker")
 	_ = f.MarkHidden("control-plane-only")
+}
+
+func newLandscapeStopCommand(o *landscapeOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "stop",
+		Short: "Stop the landscape and keep its state directory; 'start' resumes it",
+		Long: "Stop the landscape running in the background (or in another terminal): its supervisor is asked\n" +
+			"to stop (SIGTERM) and waited for, then every process of the landscape is gone. The state\n" +
+			"directory stays: etcd's data (instances, MCPs, bindings), the PKI, the kubeconfigs. 'landscape\n" +
+			"start' resumes it, 'landscape down' removes it. Stopping a landscape that is not running says so.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := cmd.OutOrStdout()
+			progress := newLandscapeProgress(out, isTerminal(out))
+			err := landscape.Stop(cmd.Context(), o.stateDir, progress)
+			progress.finish(err)
+			return err
+		},
+	}
+}
+
+func newLandscapeStartCommand(o *landscapeOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "start",
+		Short: "Start a stopped landscape from its state directory",
+		Long: "Start the landscape of the state directory again, as it was stopped (or left by a crash): the\n" +
+			"same clusters, data, certificates and, where free, ports, with the providers and image map of its\n" +
+			"last run. It returns once the landscape is ready, which then runs in the background (with\n" +
+			"--foreground, in this terminal until Ctrl-C). A directory without a landscape needs 'landscape up';\n" +
+			"a landscape that runs already is left as it is.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := cmd.OutOrStdout()
+			st, err := landscape.ReadStatus(o.stateDir)
+			switch {
+			case errors.Is(err, controlplane.ErrNoState):
+				return fmt.Errorf("no landscape in %s to start: 'marketplane landscape up' creates one", o.stateDir)
+			case err != nil:
+				return err
+			case st.Running:
+				fmt.Fprintf(out, "The landscape in %s runs already (supervisor pid %d); 'marketplane landscape status' shows it.\n", st.Dir, st.State.Supervisor.PID)
+				return nil
+			}
+			if o.foreground {
+				return runLandscape(cmd.Context(), out, o)
+			}
+			return startDetached(cmd.Context(), out, o)
+		},
+	}
+	addRunFlags(cmd.Flags(), o)
 	return cmd
 }
 
@@ -208,7 +271,7 @@ func detachedArgs(o *landscapeOptions) ([]string, controlplane.Layout, error) {
 		return nil, layout, err
 	}
 	if st, err := landscape.ReadStatus(layout.Dir); err == nil && st.Running {
-		return nil, layout, fmt.Errorf("%w: %s (pid %d); 'marketplane landscape status' shows it, 'marketplane landscape down' stops it",
+		return nil, layout, fmt.Errorf("%w: %s (pid %d); 'marketplane landscape status' shows it, 'marketplane landscape stop' stops it",
 			landscape.ErrRunning, layout.Dir, st.State.Supervisor.PID)
 	}
 	binDir, err := controlplane.BinDir(o.binDir)

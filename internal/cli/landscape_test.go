@@ -85,3 +85,63 @@ func TestLandscapeStatusTree(t *testing.T) {
 		t.Errorf("status without --tree is not the table:\n%s", got)
 	}
 }
+
+// TestLandscapeStopStartWithoutARunningLandscape checks stop, start and
+// status where no supervisor runs: no landscape (stop says so, start names
+// up), a crashed one (status says so; stop records the stop and status
+// then says stopped, keeping the state directory), and a second stop.
+func TestLandscapeStopStartWithoutARunningLandscape(t *testing.T) {
+	run := func(args ...string) (string, error) {
+		t.Helper()
+		var out bytes.Buffer
+		cmd := NewRootCommand(&out)
+		cmd.SetErr(&out)
+		cmd.SetArgs(append([]string{"landscape"}, args...))
+		err := cmd.ExecuteContext(t.Context())
+		return out.String(), err
+	}
+	empty := filepath.Join(t.TempDir(), "none")
+	if out, err := run("stop", "--state-dir", empty); err != nil || !strings.Contains(out, "No landscape in") {
+		t.Errorf("stop without a landscape = %v:\n%s\nwant success saying there is none", err, out)
+	}
+	if _, err := run("start", "--state-dir", empty); err == nil || !strings.Contains(err.Error(), "'marketplane landscape up' creates one") {
+		t.Errorf("start without a landscape = %v; want an error naming up", err)
+	}
+
+	dir := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(dir, controlplane.MarkerFile), nil, 0o600))
+	gone := &controlplane.Process{Name: "marketplane", Binary: "/nonexistent/marketplane", PID: 1 << 22, StartTime: 1}
+	crashed := &controlplane.State{Phase: controlplane.PhaseReady, Supervisor: gone, Clusters: map[string]*controlplane.Cluster{
+		"platform": {Name: "platform", Port: 1000, APIServer: &controlplane.Process{Name: "kube-apiserver-platform", Binary: "/nonexistent/kube-apiserver", PID: 1<<22 + 1, StartTime: 1}},
+	}}
+	must(controlplane.NewStore(dir, crashed).Update(func(*controlplane.State) error { return nil }))
+	out, err := run("status", "--state-dir", dir)
+	must(err)
+	if want := "not running (unexpectedly: crashed or killed in phase Ready, its supervisor, pid 4194304, is gone)"; !strings.Contains(out, want) {
+		t.Errorf("status of a crashed landscape lacks %q:\n%s", want, out)
+	}
+	out, err = run("stop", "--state-dir", dir)
+	must(err)
+	if !strings.Contains(out, "is not running (unexpectedly: crashed") || !strings.Contains(out, "'marketplane landscape start' resumes it") {
+		t.Errorf("stop of a crashed landscape does not say it was not running:\n%s", out)
+	}
+	st, err := controlplane.ReadState(dir)
+	must(err)
+	if st.Phase != controlplane.PhaseStopped || st.StoppedAt == nil || st.Supervisor != nil || len(st.RecordedProcesses()) != 0 || st.Clusters["platform"].Port != 1000 {
+		t.Errorf("state after stop: %+v; want Stopped on purpose, no processes, the clusters kept", st)
+	}
+	out, err = run("status", "--state-dir", dir)
+	must(err)
+	if !strings.Contains(out, ": stopped (stopped on purpose at ") || !strings.Contains(out, "'marketplane landscape start' resumes it") {
+		t.Errorf("status after stop does not say stopped:\n%s", out)
+	}
+	if out, err := run("stop", "--state-dir", dir); err != nil || !strings.Contains(out, "is not running (stopped on purpose at ") {
+		t.Errorf("a second stop = %v:\n%s\nwant success saying it is stopped", err, out)
+	}
+}

@@ -45,42 +45,128 @@ func Down(ctx context.Context, stateDir string, out io.Writer) error {
 	if !ours {
 		return fmt.Errorf("%s is not a landscape state directory (it has no %s); not removing it", dir, controlplane.MarkerFile)
 	}
-	state, err := controlplane.ReadState(dir)
-	if err != nil && !errors.Is(err, controlplane.ErrNoState) {
-		// An unreadable record: nothing can be stopped by it, but the
-		// directory can still go once no supervisor holds the lock.
-		fmt.Fprintf(out, "warning: %v\n", err)
-	}
-	if state != nil && controlplane.Alive(state.Supervisor) {
-		if state.Supervisor.PID == os.Getpid() {
-			return errors.New("the landscape of this state directory runs in this process: stop it first")
-		}
-		fmt.Fprintf(out, "• stopping the landscape (supervisor pid %d)\n", state.Supervisor.PID)
-		if err := stopSupervisor(ctx, state.Supervisor); err != nil {
-			return err
-		}
-	}
-	// The lock shows that no supervisor runs (or starts) any more.
-	lock, err := waitLock(ctx, layout)
+	lock, _, err := stopAll(ctx, layout, out)
 	if err != nil {
 		return err
 	}
 	defer lock.Close()
-	if state, err = controlplane.ReadState(dir); err == nil {
-		for _, p := range state.RecordedProcesses() {
-			if controlplane.Alive(p) {
-				fmt.Fprintf(out, "• stopping %s (pid %d)\n", p.Name, p.PID)
-				if err := controlplane.StopRecorded(p, DefaultStopTimeout); err != nil {
-					return err
-				}
-			}
-		}
-	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove %s: %w", dir, err)
 	}
 	fmt.Fprintf(out, "Removed the landscape in %s.\n", dir)
 	return nil
+}
+
+// Stop stops the landscape of a state directory and keeps the directory
+// (etcd's data, the PKI, the kubeconfigs, state.json) for the next start.
+// It stops as Down does, then records the stop as on purpose
+// (State.StoppedAt), so that status says "stopped" rather than "crashed".
+// A landscape that does not run is left as it is, and Stop says so.
+func Stop(ctx context.Context, stateDir string, out io.Writer) error {
+	if out == nil {
+		out = io.Discard
+	}
+	dir, err := filepath.Abs(stateDir)
+	if err != nil {
+		return fmt.Errorf("state directory %s: %w", stateDir, err)
+	}
+	before, err := controlplane.ReadState(dir)
+	if errors.Is(err, controlplane.ErrNoState) {
+		fmt.Fprintf(out, "No landscape in %s; 'marketplane landscape up' starts one.\n", dir)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	lock, ran, err := stopAll(ctx, controlplane.Layout{Dir: dir}, out)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	after, err := controlplane.ReadState(dir)
+	if err != nil {
+		return err
+	}
+	if after.StoppedAt == nil {
+		// The supervisor was gone (crashed) or had to be killed: its
+		// processes are stopped now, and the stop is this one.
+		markStopped(after)
+		if err := controlplane.NewStore(dir, after).Update(func(*controlplane.State) error { return nil }); err != nil {
+			return err
+		}
+	}
+	if !ran {
+		fmt.Fprintf(out, "The landscape in %s is not running (%s); its data is kept.\n", dir, describe(before))
+	} else {
+		fmt.Fprintf(out, "Stopped the landscape in %s; its data is kept.\n", dir)
+	}
+	fmt.Fprintln(out, "'marketplane landscape start' resumes it, 'marketplane landscape down' removes it.")
+	return nil
+}
+
+// markStopped records in s that the landscape was stopped on purpose now
+// and that none of its processes runs.
+func markStopped(s *controlplane.State) {
+	now := time.Now()
+	s.Phase, s.Supervisor, s.StoppedAt = controlplane.PhaseStopped, nil, &now
+	s.Processes, s.Etcd.Process = nil, nil
+	for _, c := range s.Clusters {
+		c.APIServer, c.ControllerManager, c.Scheduler, c.Kwok = nil, nil, nil, nil
+	}
+}
+
+// stopAll stops what runs of the landscape in layout: a running supervisor
+// is asked to stop (SIGTERM) and waited for, then recorded processes that
+// are still alive are stopped. It returns the state directory's lock,
+// held, so that no supervisor starts meanwhile, and whether anything ran.
+func stopAll(ctx context.Context, layout controlplane.Layout, out io.Writer) (*os.File, bool, error) {
+	ran := false
+	state, err := controlplane.ReadState(layout.Dir)
+	if err != nil && !errors.Is(err, controlplane.ErrNoState) {
+		// An unreadable record: nothing can be stopped by it, but the
+		// directory can still go once no supervisor holds the lock.
+		fmt.Fprintf(out, "warning: %v\n", err)
+	}
+	// The supervisor's processes, the providers the operator runs
+	// included, read before it stops.
+	var tree []*controlplane.Process
+	if state != nil && controlplane.Alive(state.Supervisor) {
+		if state.Supervisor.PID == os.Getpid() {
+			return nil, false, errors.New("the landscape of this state directory runs in this process: stop it first")
+		}
+		tree = ProcessTree(state.Supervisor.PID)
+		fmt.Fprintf(out, "• stopping the landscape (supervisor pid %d)\n", state.Supervisor.PID)
+		if err := stopSupervisor(ctx, state.Supervisor); err != nil {
+			return nil, false, err
+		}
+		ran = true
+	}
+	// The lock shows that no supervisor runs (or starts) any more.
+	lock, err := waitLock(ctx, layout)
+	if err != nil {
+		return nil, false, err
+	}
+	if state, err = controlplane.ReadState(layout.Dir); err == nil {
+		for _, p := range state.RecordedProcesses() {
+			if controlplane.Alive(p) {
+				fmt.Fprintf(out, "• stopping %s (pid %d)\n", p.Name, p.PID)
+				if err := controlplane.StopRecorded(p, DefaultStopTimeout); err != nil {
+					lock.Close()
+					return nil, false, err
+				}
+				ran = true
+			}
+		}
+	}
+	// The providers die with the operator replicas that run them
+	// (Pdeathsig); stop is done once they are gone too.
+	for _, p := range tree {
+		if err := controlplane.StopRecorded(p, DefaultStopTimeout); err != nil {
+			lock.Close()
+			return nil, false, err
+		}
+	}
+	return lock, ran, nil
 }
 
 // stopSupervisor sends SIGTERM to a supervisor and waits until it is gone;

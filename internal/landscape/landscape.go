@@ -347,9 +347,11 @@ func (l *Landscape) Run(ctx context.Context) error {
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	defer cancel()
 	fmt.Fprintln(l.out, "Stopping the landscape...")
-	serr := l.Stop(stopCtx)
+	// Only a stop asked for (ctx ended) is recorded as on purpose; after
+	// a failure, status says the landscape failed.
+	serr := l.halt(stopCtx, werr == nil)
 	if serr == nil && werr == nil {
-		fmt.Fprintf(l.out, "Stopped. The data is kept in %s: 'marketplane landscape up' resumes it, 'marketplane landscape down' removes it.\n", l.Layout.Dir)
+		fmt.Fprintf(l.out, "Stopped. The data is kept in %s: 'marketplane landscape start' resumes it, 'marketplane landscape down' removes it.\n", l.Layout.Dir)
 	}
 	return errors.Join(werr, serr)
 }
@@ -387,7 +389,7 @@ func (l *Landscape) Start(ctx context.Context) (err error) {
 		if err != nil {
 			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 			defer cancel()
-			err = errors.Join(err, l.Stop(stopCtx))
+			err = errors.Join(err, l.halt(stopCtx, false))
 		}
 	}()
 	state, reused, err := l.recover()
@@ -508,13 +510,18 @@ func (l *Landscape) processEvent(e controlplane.ProcessEvent) {
 // functions of the steps, processes the steps started, the operator (and
 // the providers its process deployer runs), clusters being provisioned,
 // then the control plane (provisioned clusters, the landscape's clusters,
-// etcd). The data stays. It is safe to call more than once.
-func (l *Landscape) Stop(ctx context.Context) error {
-	l.stopOnce.Do(func() { l.stopErr = l.stop(ctx) })
+// etcd). The data stays, and the state records the stop as on purpose
+// (State.StoppedAt). It is safe to call more than once.
+func (l *Landscape) Stop(ctx context.Context) error { return l.halt(ctx, true) }
+
+// halt stops the landscape once; onPurpose records the stop in
+// State.StoppedAt (a failed start or run leaves it unset).
+func (l *Landscape) halt(ctx context.Context, onPurpose bool) error {
+	l.stopOnce.Do(func() { l.stopErr = l.stop(ctx, onPurpose) })
 	return l.stopErr
 }
 
-func (l *Landscape) stop(ctx context.Context) error {
+func (l *Landscape) stop(ctx context.Context, onPurpose bool) error {
 	var errs []error
 	if l.store != nil {
 		errs = append(errs, l.store.Update(func(s *controlplane.State) error { s.Phase = controlplane.PhaseStopping; return nil }))
@@ -549,7 +556,11 @@ func (l *Landscape) stop(ctx context.Context) error {
 	}
 	if l.store != nil {
 		errs = append(errs, l.store.Update(func(s *controlplane.State) error {
-			s.Phase, s.Supervisor = controlplane.PhaseStopped, nil
+			s.Phase, s.Supervisor, s.StoppedAt = controlplane.PhaseStopped, nil, nil
+			if onPurpose {
+				now := time.Now()
+				s.StoppedAt = &now
+			}
 			return nil
 		}))
 	}

@@ -26,7 +26,8 @@ import (
 // of the landscape, changes no object that another test reads, and names
 // what it creates so that no other test creates or counts it (see
 // sharedName). TestSupervision (kills processes and counts restarts),
-// TestLandscape and TestCrashRecovery (stop, resume, move ports) and
+// TestLandscape, TestCrashRecovery and TestStopStart (stop, resume, move
+// ports) and
 // TestProviderCannotBind (a Start that must fail) start their own;
 // TestTwoLandscapes starts its two at the same moment on purpose.
 //

@@ -55,7 +55,7 @@ func prepareStateDir(l controlplane.Layout) error {
 			return fmt.Errorf("%s is neither empty nor a landscape state directory (it has no %s): choose another --state-dir", l.Dir, controlplane.MarkerFile)
 		}
 	}
-	if err := os.WriteFile(l.Marker(), []byte("This directory holds a Marketplane landscape; 'marketplane landscape down' removes it.\n"), 0o600); err != nil {
+	if err := os.WriteFile(l.Marker(), []byte("This directory holds a Marketplane landscape; 'marketplane landscape stop' stops it and keeps it, 'marketplane landscape down' removes it.\n"), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", l.Marker(), err)
 	}
 	return os.MkdirAll(l.LogDir(), 0o700)
@@ -108,7 +108,7 @@ func (l *Landscape) acquire() error {
 		case serr == nil && s.Supervisor != nil:
 			msg += fmt.Sprintf(" (pid %d)", s.Supervisor.PID)
 		}
-		return fmt.Errorf("%s; 'marketplane landscape status' shows it, 'marketplane landscape down' stops it: %w", msg, ErrRunning)
+		return fmt.Errorf("%s; 'marketplane landscape status' shows it, 'marketplane landscape stop' stops it: %w", msg, ErrRunning)
 	}
 }
 
@@ -213,7 +213,7 @@ func (l *Landscape) starting(s *controlplane.State) (*controlplane.State, bool, 
 		return nil, false, err
 	}
 	now := time.Now()
-	s.Phase, s.Supervisor, s.StartedAt, s.ReadyAt = controlplane.PhaseStarting, self, &now, nil
+	s.Phase, s.Supervisor, s.StartedAt, s.ReadyAt, s.StoppedAt = controlplane.PhaseStarting, self, &now, nil, nil
 	return s, true, nil
 }
 

@@ -28,6 +28,60 @@ type Status struct {
 	Running bool
 }
 
+// Condition says whether a landscape runs and, when it does not, why.
+type Condition string
+
+// Conditions of a landscape that has a state.
+const (
+	// ConditionRunning: its supervisor is alive.
+	ConditionRunning Condition = "running"
+	// ConditionStopped: it was stopped on purpose (`landscape stop`,
+	// Ctrl-C, SIGTERM); its data is kept and `landscape start` resumes it.
+	ConditionStopped Condition = "stopped"
+	// ConditionFailed: it stopped itself after a failure.
+	ConditionFailed Condition = "failed"
+	// ConditionCrashed: its supervisor is gone without having stopped it
+	// (killed, crashed, the machine restarted).
+	ConditionCrashed Condition = "crashed"
+)
+
+// Condition returns the landscape's condition.
+func (s *Status) Condition() Condition {
+	if s.Running {
+		return ConditionRunning
+	}
+	return notRunning(s.State)
+}
+
+// notRunning returns why a landscape whose supervisor is not alive does
+// not run.
+func notRunning(st *controlplane.State) Condition {
+	switch {
+	case st.Phase == controlplane.PhaseStopped && st.StoppedAt != nil:
+		return ConditionStopped
+	case st.Phase == controlplane.PhaseStopped:
+		return ConditionFailed
+	default:
+		return ConditionCrashed
+	}
+}
+
+// describe says in words why a landscape that is not running stopped.
+func describe(st *controlplane.State) string {
+	switch notRunning(st) {
+	case ConditionStopped:
+		return "stopped on purpose at " + st.StoppedAt.Local().Format(time.DateTime)
+	case ConditionFailed:
+		return "it stopped after a failure; logs/" + LogName + ".log says why"
+	default:
+		what := "its supervisor is gone"
+		if st.Supervisor != nil {
+			what = "its supervisor, pid " + strconv.Itoa(st.Supervisor.PID) + ", is gone"
+		}
+		return "unexpectedly: crashed or killed in phase " + string(st.Phase) + ", " + what
+	}
+}
+
 // ReadStatus reads the status of the landscape in a state directory. It
 // returns an error wrapping controlplane.ErrNoState when there is none.
 func ReadStatus(stateDir string) (*Status, error) {
@@ -46,15 +100,19 @@ func ReadStatus(stateDir string) (*Status, error) {
 // is asked for /readyz.
 func (s *Status) Print(ctx context.Context, w io.Writer, probe bool) {
 	st := s.State
-	switch {
-	case s.Running:
-		fmt.Fprintf(w, "Landscape in %s: %s (supervisor pid %d", s.Dir, st.Phase, st.Supervisor.PID)
+	switch s.Condition() {
+	case ConditionRunning:
+		fmt.Fprintf(w, "Landscape in %s: running, %s (supervisor pid %d", s.Dir, st.Phase, st.Supervisor.PID)
 		if st.ReadyAt != nil {
 			fmt.Fprintf(w, ", ready since %s", st.ReadyAt.Local().Format(time.DateTime))
 		}
-		fmt.Fprintln(w, ")")
+		fmt.Fprintln(w, "); 'marketplane landscape stop' stops it and keeps it, 'marketplane landscape down' removes it")
+	case ConditionStopped:
+		fmt.Fprintf(w, "Landscape in %s: stopped (%s), its data kept; 'marketplane landscape start' resumes it, 'marketplane landscape down' removes it\n",
+			s.Dir, describe(st))
 	default:
-		fmt.Fprintf(w, "Landscape in %s: not running (last phase %s); 'marketplane landscape up' resumes it, 'marketplane landscape down' removes it\n", s.Dir, st.Phase)
+		fmt.Fprintf(w, "Landscape in %s: not running (%s); 'marketplane landscape start' (or 'up') resumes it, 'marketplane landscape down' removes it\n",
+			s.Dir, describe(st))
 	}
 	rows := [][]string{{"CLUSTER", "API SERVER", "PHASE", "PROCESSES", "KUBECONFIG"}}
 	names := make([]string, 0, len(st.Clusters))

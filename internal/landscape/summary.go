@@ -30,9 +30,10 @@ func (l *Landscape) printSummary(elapsed time.Duration, reused bool) {
 	fmt.Fprintf(w, "  marketplane landscape status --state-dir %s\n", l.Layout.Dir)
 	fmt.Fprintf(w, "Logs: %s\n", l.Layout.LogDir())
 	if l.cfg.Detached {
+		fmt.Fprintf(w, "Stop it and keep its data: marketplane landscape stop --state-dir %s ('start' resumes it)\n", l.Layout.Dir)
 		fmt.Fprintf(w, "Stop and remove it: marketplane landscape down --state-dir %s\n", l.Layout.Dir)
 	} else {
-		fmt.Fprintln(w, "Ctrl-C stops it (the data is kept for the next 'up'); 'marketplane landscape down' removes it.")
+		fmt.Fprintln(w, "Ctrl-C stops it (the data is kept; 'marketplane landscape start' resumes it); 'marketplane landscape down' removes it.")
 	}
 	fmt.Fprintln(w)
 }

@@ -29,7 +29,8 @@ const (
 	// PhaseStopping: the supervisor is stopping the landscape.
 	PhaseStopping Phase = "Stopping"
 	// PhaseStopped: the landscape was stopped; its data is kept and the
-	// next start reuses it.
+	// next start reuses it. State.StoppedAt tells a stop on purpose from
+	// one after a failure.
 	PhaseStopped Phase = "Stopped"
 )
 
@@ -59,6 +60,10 @@ type State struct {
 	// StartedAt is when the supervisor started; ReadyAt when it was ready.
 	StartedAt *time.Time `json:"startedAt,omitempty"`
 	ReadyAt   *time.Time `json:"readyAt,omitempty"`
+	// StoppedAt is when the landscape was stopped on purpose (`landscape
+	// stop`, Ctrl-C, SIGTERM), so that status can tell it from one that
+	// failed or crashed; a start clears it.
+	StoppedAt *time.Time `json:"stoppedAt,omitempty"`
 	// Etcd is the one etcd all clusters store their data in.
 	Etcd Etcd `json:"etcd"`
 	// Clusters are the clusters by name: the landscape's own (platform,
