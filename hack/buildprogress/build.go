@@ -135,7 +135,7 @@ func (b *build) goBuild(ctx context.Context, tmp string, start time.Time) error 
 	if waitErr != nil {
 		var exit *exec.ExitError
 		if errors.As(waitErr, &exit) {
-			return fmt.Errorf("go build failed (%s) after %s", exit, b.now().Sub(start).Truncate(time.Second))
+			return fmt.Errorf("go build failed after %s: %w", b.now().Sub(start).Truncate(time.Second), exit)
 		}
 		return fmt.Errorf("go build: %w", waitErr)
 	}
