@@ -29,7 +29,7 @@ func (v valueSet) namespace() string { return v.release + "-system" }
 // render renders the value set with its release and namespace.
 func (v valueSet) render(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
-	objs, err := charts.Render(v.values, charts.WithReleaseName(v.release), charts.WithNamespace(v.namespace()))
+	objs, err := charts.Render(charts.WithExampleRegistry(v.values), charts.WithReleaseName(v.release), charts.WithNamespace(v.namespace()))
 	if err != nil {
 		t.Fatalf("render %s: %v", v.name, err)
 	}
@@ -300,7 +300,7 @@ func TestRenderAndApply(t *testing.T) {
 // TestRenderCRDsFirst checks that the render starts with every CRD of
 // api/crds, in name order, and holds no other CRD.
 func TestRenderCRDsFirst(t *testing.T) {
-	objs, err := charts.Render(nil)
+	objs, err := charts.Render(charts.WithExampleRegistry(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,11 +324,11 @@ func TestRenderDeterministic(t *testing.T) {
 	values := func() map[string]any {
 		return map[string]any{"broker": map[string]any{"credentials": map[string]any{"username": "u", "password": "p"}}}
 	}
-	a, err := charts.Render(values())
+	a, err := charts.Render(charts.WithExampleRegistry(values()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := charts.Render(values())
+	b, err := charts.Render(charts.WithExampleRegistry(values()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +354,7 @@ func TestRenderOptions(t *testing.T) {
 		{name: "options", opts: []charts.RenderOption{charts.WithReleaseName("mp"), charts.WithNamespace("platform")}, wantNamespace: "platform", wantOperator: "mp-operator"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			objs, err := charts.Render(nil, tc.opts...)
+			objs, err := charts.Render(charts.WithExampleRegistry(nil), tc.opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -391,7 +391,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{name: "resources of the wrong shape", values: map[string]any{"broker": map[string]any{"resources": map[string]any{"limits": map[string]any{"gpu": 1}}}}, want: []string{"/broker/resources/limits", "gpu"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := charts.Render(tc.values)
+			_, err := charts.Render(charts.WithExampleRegistry(tc.values))
 			if err == nil {
 				t.Fatal("Render accepted the values")
 			}

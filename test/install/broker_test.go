@@ -122,7 +122,7 @@ const tombstoneTTL = "2s"
 // listed in brokerNotReached.
 func TestBrokerInCluster(t *testing.T) {
 	testenv.SkipIfShort(t)
-	objs, err := charts.Render(nil)
+	objs, err := charts.Render(charts.WithExampleRegistry(nil))
 	if err != nil {
 		t.Fatalf("render the chart: %v", err)
 	}

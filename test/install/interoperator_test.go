@@ -149,7 +149,7 @@ func interoperatorObjects(t *testing.T, objs []*unstructured.Unstructured) *inte
 // unused.
 func TestInterOperatorInCluster(t *testing.T) {
 	testenv.SkipIfShort(t)
-	objs, err := charts.Render(nil)
+	objs, err := charts.Render(charts.WithExampleRegistry(nil))
 	if err != nil {
 		t.Fatalf("render the chart: %v", err)
 	}

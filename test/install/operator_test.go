@@ -54,7 +54,7 @@ const (
 // the operator asked for was denied, and everything granted was used.
 func TestOperatorInCluster(t *testing.T) {
 	testenv.SkipIfShort(t)
-	objs, err := charts.Render(nil)
+	objs, err := charts.Render(charts.WithExampleRegistry(nil))
 	if err != nil {
 		t.Fatalf("render the chart: %v", err)
 	}
