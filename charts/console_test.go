@@ -202,7 +202,7 @@ func (r *consoleRender) checkProbes(t *testing.T, scheme corev1.URIScheme) {
 // Service, and its port is open in the chart's NetworkPolicies.
 func TestConsoleDefaults(t *testing.T) {
 	r := renderConsole(t, "marketplane", nil)
-	if got, want := r.container.Image, charts.ExampleImageRegistry + "/marketplane/marketplane:0.1.0"; got != want {
+	if got, want := r.container.Image, charts.ExampleImageRegistry+"/marketplane/marketplane:0.1.0"; got != want {
 		t.Errorf("console image %q, want %q", got, want)
 	}
 	want := []string{"console", "--listen=:8080", "--server=https://kubernetes.default.svc", "--certificate-authority=/etc/marketplane/onboarding-ca/ca.crt", "--verbosity=INFO"}
