@@ -104,3 +104,15 @@ imagePullSecrets:
 
 {{/* The marketplace's run ServiceAccount and namespace: ps-<name>. */}}
 {{- define "marketplane.marketplace.account" -}}ps-{{ .Values.marketplace.name }}{{- end -}}
+
+{{/*
+The namespaces whose metrics the alerts look at, as a PromQL regular
+expression: the release namespace (operator, broker) and the namespaces the
+operator runs the inter-operator and the marketplace in.
+*/}}
+{{- define "marketplane.metricsNamespaces" -}}
+{{- $ns := list .Release.Namespace -}}
+{{- if .Values.interoperator.enabled -}}{{- $ns = append $ns (include "marketplane.interoperator.account" .) -}}{{- end -}}
+{{- if .Values.marketplace.enabled -}}{{- $ns = append $ns (include "marketplane.marketplace.account" .) -}}{{- end -}}
+{{- join "|" $ns -}}
+{{- end -}}
