@@ -27,13 +27,13 @@ func checkChartMetrics(t *testing.T, component, body string) {
 	if len(want) == 0 {
 		t.Fatalf("the chart's alerts and dashboard read no metric of the %s", component)
 	}
+	t.Logf("the chart's alerts and dashboard read %d metrics from the %s: %s", len(want), component, strings.Join(want, ", "))
 	served := seriesNames(body)
 	for _, name := range want {
 		if !served[name] {
 			t.Errorf("the chart's alerts or dashboard read %s, but the %s's /metrics has no such series (%d series names served)", name, component, len(served))
 		}
 	}
-	t.Logf("the %s serves the %d metrics the chart's alerts and dashboard read from it: %s", component, len(want), strings.Join(want, ", "))
 }
 
 // seriesNames returns the names of the samples of a scrape in Prometheus'
