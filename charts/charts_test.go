@@ -171,11 +171,25 @@ func valueSets() []valueSet {
 			},
 		},
 		{
-			name: "ServiceMonitor", release: "monitored",
-			values: map[string]any{"serviceMonitor": map[string]any{"enabled": true, "interval": "15s", "labels": map[string]any{"release": "prometheus"}}},
+			name: "ServiceMonitor, alerts, dashboard", release: "monitored",
+			values: map[string]any{
+				"serviceMonitor": map[string]any{"enabled": true, "interval": "15s", "labels": map[string]any{"release": "prometheus"}},
+				"metrics": map[string]any{
+					"prometheusRule": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}},
+					"dashboard":      map[string]any{"enabled": true},
+				},
+			},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
-				if n := count(objs, "ServiceMonitor"); n != 2 {
-					t.Errorf("%d ServiceMonitors, want 2 (operator, broker)", n)
+				if n := count(objs, "ServiceMonitor"); n != 4 {
+					t.Errorf("%d ServiceMonitors, want 4 (operator, broker, inter-operator, marketplace)", n)
+				}
+				rule := mustFind(t, objs, "PrometheusRule", "monitored")
+				if got := rule.GetLabels()["release"]; got != "prometheus" {
+					t.Errorf("PrometheusRule label release = %q, want prometheus", got)
+				}
+				dash := mustFind(t, objs, "ConfigMap", "monitored-dashboard")
+				if got := dash.GetLabels()["grafana_dashboard"]; got != "1" {
+					t.Errorf("dashboard ConfigMap label grafana_dashboard = %q, want 1", got)
 				}
 			},
 		},
