@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"sort"
@@ -43,6 +44,28 @@ const (
 	DefaultReleaseName = "marketplane"
 	DefaultNamespace   = "marketplane-system"
 )
+
+// ExampleImageRegistry is the registry host of the repository's own renders
+// (its tests, the plain manifests under config/): the chart has no default
+// registry. It is an example host; an install names its own.
+const ExampleImageRegistry = "registry.example.com"
+
+// WithExampleRegistry returns values (nil for the defaults) with
+// global.imageRegistry set to ExampleImageRegistry unless values set it.
+// values itself is not changed.
+func WithExampleRegistry(values map[string]any) map[string]any {
+	out := make(map[string]any, len(values)+1)
+	maps.Copy(out, values)
+	global := map[string]any{}
+	if g, ok := values["global"].(map[string]any); ok {
+		maps.Copy(global, g)
+	}
+	if _, ok := global["imageRegistry"]; !ok {
+		global["imageRegistry"] = ExampleImageRegistry
+	}
+	out["global"] = global
+	return out
+}
 
 // RenderOption configures Render.
 type RenderOption func(*renderOptions)

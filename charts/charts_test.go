@@ -29,7 +29,7 @@ func (v valueSet) namespace() string { return v.release + "-system" }
 // render renders the value set with its release and namespace.
 func (v valueSet) render(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
-	objs, err := charts.Render(v.values, charts.WithReleaseName(v.release), charts.WithNamespace(v.namespace()))
+	objs, err := charts.Render(charts.WithExampleRegistry(v.values), charts.WithReleaseName(v.release), charts.WithNamespace(v.namespace()))
 	if err != nil {
 		t.Fatalf("render %s: %v", v.name, err)
 	}
@@ -171,11 +171,25 @@ func valueSets() []valueSet {
 			},
 		},
 		{
-			name: "ServiceMonitor", release: "monitored",
-			values: map[string]any{"serviceMonitor": map[string]any{"enabled": true, "interval": "15s", "labels": map[string]any{"release": "prometheus"}}},
+			name: "ServiceMonitor, alerts, dashboard", release: "monitored",
+			values: map[string]any{
+				"serviceMonitor": map[string]any{"enabled": true, "interval": "15s", "labels": map[string]any{"release": "prometheus"}},
+				"metrics": map[string]any{
+					"prometheusRule": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}},
+					"dashboard":      map[string]any{"enabled": true},
+				},
+			},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
-				if n := count(objs, "ServiceMonitor"); n != 2 {
-					t.Errorf("%d ServiceMonitors, want 2 (operator, broker)", n)
+				if n := count(objs, "ServiceMonitor"); n != 4 {
+					t.Errorf("%d ServiceMonitors, want 4 (operator, broker, inter-operator, marketplace)", n)
+				}
+				rule := mustFind(t, objs, "PrometheusRule", "monitored")
+				if got := rule.GetLabels()["release"]; got != "prometheus" {
+					t.Errorf("PrometheusRule label release = %q, want prometheus", got)
+				}
+				dash := mustFind(t, objs, "ConfigMap", "monitored-dashboard")
+				if got := dash.GetLabels()["grafana_dashboard"]; got != "1" {
+					t.Errorf("dashboard ConfigMap label grafana_dashboard = %q, want 1", got)
 				}
 			},
 		},
@@ -300,7 +314,7 @@ func TestRenderAndApply(t *testing.T) {
 // TestRenderCRDsFirst checks that the render starts with every CRD of
 // api/crds, in name order, and holds no other CRD.
 func TestRenderCRDsFirst(t *testing.T) {
-	objs, err := charts.Render(nil)
+	objs, err := charts.Render(charts.WithExampleRegistry(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,11 +338,11 @@ func TestRenderDeterministic(t *testing.T) {
 	values := func() map[string]any {
 		return map[string]any{"broker": map[string]any{"credentials": map[string]any{"username": "u", "password": "p"}}}
 	}
-	a, err := charts.Render(values())
+	a, err := charts.Render(charts.WithExampleRegistry(values()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := charts.Render(values())
+	b, err := charts.Render(charts.WithExampleRegistry(values()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +368,7 @@ func TestRenderOptions(t *testing.T) {
 		{name: "options", opts: []charts.RenderOption{charts.WithReleaseName("mp"), charts.WithNamespace("platform")}, wantNamespace: "platform", wantOperator: "mp-operator"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			objs, err := charts.Render(nil, tc.opts...)
+			objs, err := charts.Render(charts.WithExampleRegistry(nil), tc.opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -391,7 +405,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{name: "resources of the wrong shape", values: map[string]any{"broker": map[string]any{"resources": map[string]any{"limits": map[string]any{"gpu": 1}}}}, want: []string{"/broker/resources/limits", "gpu"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := charts.Render(tc.values)
+			_, err := charts.Render(charts.WithExampleRegistry(tc.values))
 			if err == nil {
 				t.Fatal("Render accepted the values")
 			}

@@ -30,7 +30,7 @@ type consoleRender struct {
 // Deployment, container, ServiceAccount and Service.
 func renderConsole(t *testing.T, release string, values map[string]any) *consoleRender {
 	t.Helper()
-	objs, err := charts.Render(values, charts.WithReleaseName(release), charts.WithNamespace(release+"-system"))
+	objs, err := charts.Render(charts.WithExampleRegistry(values), charts.WithReleaseName(release), charts.WithNamespace(release+"-system"))
 	if err != nil {
 		t.Fatalf("render: %v", err)
 	}
@@ -202,7 +202,7 @@ func (r *consoleRender) checkProbes(t *testing.T, scheme corev1.URIScheme) {
 // Service, and its port is open in the chart's NetworkPolicies.
 func TestConsoleDefaults(t *testing.T) {
 	r := renderConsole(t, "marketplane", nil)
-	if got, want := r.container.Image, "marketplane/marketplane:0.1.0"; got != want {
+	if got, want := r.container.Image, charts.ExampleImageRegistry+"/marketplane/marketplane:0.1.0"; got != want {
 		t.Errorf("console image %q, want %q", got, want)
 	}
 	want := []string{"console", "--listen=:8080", "--server=https://kubernetes.default.svc", "--certificate-authority=/etc/marketplane/onboarding-ca/ca.crt", "--verbosity=INFO"}
@@ -298,7 +298,7 @@ func TestConsoleTLS(t *testing.T) {
 // TestConsoleDisabled: console.enabled=false renders nothing of the
 // console, its NetworkPolicy included.
 func TestConsoleDisabled(t *testing.T) {
-	objs, err := charts.Render(map[string]any{"console": map[string]any{"enabled": false}})
+	objs, err := charts.Render(charts.WithExampleRegistry(map[string]any{"console": map[string]any{"enabled": false}}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 // rules are PlatformRules(), bound to the run ServiceAccount ps-<name>; and
 // marketplace.enabled=false leaves all of it out.
 func TestMarketplaceMatchesGo(t *testing.T) {
-	objs, err := charts.Render(map[string]any{"marketplace": map[string]any{"name": "shop"}}, charts.WithReleaseName("mp"), charts.WithNamespace("mp-system"))
+	objs, err := charts.Render(charts.WithExampleRegistry(map[string]any{"marketplace": map[string]any{"name": "shop"}}), charts.WithReleaseName("mp"), charts.WithNamespace("mp-system"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestMarketplaceMatchesGo(t *testing.T) {
 		t.Errorf("ClusterRoleBinding binds %s to %+v, want %s to %+v", binding.RoleRef.Name, binding.Subjects, role.Name, want)
 	}
 
-	off, err := charts.Render(map[string]any{"marketplace": map[string]any{"enabled": false}})
+	off, err := charts.Render(charts.WithExampleRegistry(map[string]any{"marketplace": map[string]any{"enabled": false}}))
 	if err != nil {
 		t.Fatal(err)
 	}

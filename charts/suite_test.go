@@ -53,21 +53,25 @@ func runMain(m *testing.M) int {
 	return m.Run()
 }
 
-// installServiceMonitorCRD installs the stand-in ServiceMonitor CRD of
-// testdata (the Prometheus operator's CRD is not part of the project).
+// installServiceMonitorCRD installs the stand-in ServiceMonitor and
+// PrometheusRule CRDs of testdata (the Prometheus operator's CRDs are not
+// part of the project).
 func installServiceMonitorCRD(c *testenv.Cluster) error {
-	data, err := os.ReadFile("testdata/servicemonitor-crd.yaml")
-	if err != nil {
-		return fmt.Errorf("read ServiceMonitor CRD: %w", err)
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.UnmarshalStrict(data, crd); err != nil {
-		return fmt.Errorf("decode ServiceMonitor CRD: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := crdinstall.Apply(ctx, c.Client, "charts-test", 0, crd); err != nil {
-		return fmt.Errorf("install ServiceMonitor CRD: %w", err)
+	for _, file := range []string{"testdata/servicemonitor-crd.yaml", "testdata/prometheusrule-crd.yaml"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", file, err)
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict(data, crd); err != nil {
+			return fmt.Errorf("decode %s: %w", file, err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err = crdinstall.Apply(ctx, c.Client, "charts-test", 0, crd)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("install %s: %w", crd.Name, err)
+		}
 	}
 	return nil
 }

@@ -8,7 +8,9 @@
 //     (release "marketplane" in the namespace "marketplane-system", which it
 //     adds), except that the broker uses the existing credentials Secret
 //     marketplane-broker-credentials: a generated password must not be
-//     written into a file of the repository;
+//     written into a file of the repository; and the images are under the
+//     example registry charts.ExampleImageRegistry, since the chart has no
+//     default registry;
 //   - config/kustomization.yaml: a kustomization listing them.
 //
 // `make manifests` runs it from the repository root; `make verify-generate`
@@ -74,7 +76,7 @@ func run(root string) error {
 
 	// The CRDs come from api/crds above, not from the render: the chart
 	// embedded in this binary may hold the crds/ this run replaces.
-	objs, err := charts.Render(map[string]any{"broker": map[string]any{"existingSecret": BrokerSecret}})
+	objs, err := charts.Render(charts.WithExampleRegistry(map[string]any{"broker": map[string]any{"existingSecret": BrokerSecret}}))
 	if err != nil {
 		return fmt.Errorf("render chart: %w", err)
 	}
@@ -84,6 +86,8 @@ func run(root string) error {
 	buf.WriteString("# Before applying, create the broker's credentials Secret:\n")
 	buf.WriteString("#   kubectl -n " + charts.DefaultNamespace + " create secret generic " + BrokerSecret + " \\\n")
 	buf.WriteString("#     --from-literal=username=broker --from-literal=password=<password>\n")
+	buf.WriteString("# The images (containers and the ServiceProvider's and PlatformService's spec.image)\n")
+	buf.WriteString("# are under the example registry " + charts.ExampleImageRegistry + ": replace it with yours.\n")
 	ns := &unstructured.Unstructured{}
 	ns.SetAPIVersion("v1")
 	ns.SetKind("Namespace")

@@ -65,3 +65,17 @@ var (
 func init() {
 	metrics.Registry.MustRegister(reconcilesTotal, reconcileErrorsTotal, reconcileDuration, driftsTotal)
 }
+
+// initMetrics creates the series of kind at zero when its reconciler is set
+// up: /metrics then names every family from the start, and rate() and
+// increase() see the first error or drift of a kind.
+func initMetrics(kind string) {
+	for _, result := range []string{ResultSuccess, ResultError, ResultInvalidInput, ResultWaiting, ResultSkipped, ResultDeleted} {
+		reconcilesTotal.WithLabelValues(kind, result)
+	}
+	for _, reason := range []string{ReasonReconcileError, ReasonClusterAccessFailed, ReasonInvalidUserInput} {
+		reconcileErrorsTotal.WithLabelValues(kind, reason)
+	}
+	reconcileDuration.WithLabelValues(kind)
+	driftsTotal.WithLabelValues(kind)
+}

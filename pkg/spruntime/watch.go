@@ -55,6 +55,7 @@ func (r *APIReconciler[T, C]) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("setup reconciler: ProviderConfig type %T is not in the platform cluster's scheme: %w", r.newConfig(), err)
 	}
 	r.client, r.scheme, r.kind, r.listGVK = mgr.GetClient(), scheme, gvk.Kind, listGVK
+	initMetrics(r.kind)
 	r.finalizer = FinalizerName(gvk.Group)
 	name := r.opts.controllerName
 	if name == "" {

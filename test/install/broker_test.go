@@ -122,7 +122,7 @@ const tombstoneTTL = "2s"
 // listed in brokerNotReached.
 func TestBrokerInCluster(t *testing.T) {
 	testenv.SkipIfShort(t)
-	objs, err := charts.Render(nil)
+	objs, err := charts.Render(charts.WithExampleRegistry(nil))
 	if err != nil {
 		t.Fatalf("render the chart: %v", err)
 	}
@@ -196,7 +196,7 @@ func TestBrokerInCluster(t *testing.T) {
 		t.Run("Unbinds", func(t *testing.T) { osbUnbind(t, osb, p) }) &&
 		t.Run("Deprovisions", func(t *testing.T) { osbDeprovision(t, osb, p) })
 	t.Run("MetricsAuthorizedByPlatform", func(t *testing.T) {
-		scrapeMetrics(t, c, metricsPort)
+		checkChartMetrics(t, "broker", scrapeMetrics(t, c, metricsPort))
 		refuseAnonymousScrape(t, metricsPort)
 	})
 	running(t, "before the audit log was read")

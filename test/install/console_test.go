@@ -123,7 +123,7 @@ func TestConsoleInCluster(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			objs, err := charts.Render(tc.values)
+			objs, err := charts.Render(charts.WithExampleRegistry(tc.values))
 			if err != nil {
 				t.Fatalf("render the chart: %v", err)
 			}

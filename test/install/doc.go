@@ -55,6 +55,10 @@
 // in with their own token and sees their namespace and the offerings, not
 // another namespace; a token the API server refuses gets no session.
 //
+// TestOperatorInCluster, TestBrokerInCluster and TestInterOperatorInCluster
+// also check the scrape against the chart's PrometheusRule and Grafana
+// dashboard: every metric they read from that component has a series.
+//
 // These tests build their binary and start an API server: `go test -short`
 // skips them.
 package install

@@ -149,7 +149,7 @@ func interoperatorObjects(t *testing.T, objs []*unstructured.Unstructured) *inte
 // unused.
 func TestInterOperatorInCluster(t *testing.T) {
 	testenv.SkipIfShort(t)
-	objs, err := charts.Render(nil)
+	objs, err := charts.Render(charts.WithExampleRegistry(nil))
 	if err != nil {
 		t.Fatalf("render the chart: %v", err)
 	}
@@ -193,9 +193,12 @@ func TestInterOperatorInCluster(t *testing.T) {
 
 	catalogNamespace, _, _ := unstructured.NestedString(ic.ProviderConfig.Object, "spec", "catalogNamespace")
 	scenario := t.Run("ProvisionsAndBinds", func(t *testing.T) { provisionAndBind(t, c, catalogNamespace, running) })
-	if metricsPort != "" {
-		t.Run("MetricsAuthorizedByPlatform", func(t *testing.T) { scrapeMetrics(t, c, metricsPort) })
-	}
+	t.Run("MetricsAuthorizedByPlatform", func(t *testing.T) {
+		if metricsPort == "" {
+			t.Fatal("the chart's inter-operator serves no metrics, which the chart's alerts and dashboard read")
+		}
+		checkChartMetrics(t, "interoperator", scrapeMetrics(t, c, metricsPort))
+	})
 	running(t, "before the audit log was read")
 
 	// The chart's roles for the inter-operator are held to what its code

@@ -71,7 +71,7 @@ func marketplaceObjects(t *testing.T, objs []*unstructured.Unstructured) (*provi
 // was refused and that the chart's marketplace-sources role is used.
 func TestMarketplaceInCluster(t *testing.T) {
 	testenv.SkipIfShort(t)
-	objs, err := charts.Render(nil)
+	objs, err := charts.Render(charts.WithExampleRegistry(nil))
 	if err != nil {
 		t.Fatalf("render the chart: %v", err)
 	}

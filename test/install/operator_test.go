@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -54,7 +55,7 @@ const (
 // the operator asked for was denied, and everything granted was used.
 func TestOperatorInCluster(t *testing.T) {
 	testenv.SkipIfShort(t)
-	objs, err := charts.Render(nil)
+	objs, err := charts.Render(charts.WithExampleRegistry(nil))
 	if err != nil {
 		t.Fatalf("render the chart: %v", err)
 	}
@@ -120,7 +121,7 @@ func TestOperatorInCluster(t *testing.T) {
 		t.Run("GrantsClusterRequest", func(t *testing.T) { grantClusterRequest(t, c, ns, providers[0], running) }) &&
 		t.Run("RemovesProviders", func(t *testing.T) { removeProviders(t, c, providers, running) })
 	t.Run("MetricsAuthorizedByPlatform", func(t *testing.T) {
-		scrapeMetrics(t, c, metricsPort)
+		checkChartMetrics(t, "operator", scrapeMetrics(t, c, metricsPort))
 	})
 	running(t, "before the audit log was read")
 
@@ -418,8 +419,9 @@ func leftovers(t *testing.T, c *testenv.Cluster, base string) []string {
 
 // scrapeMetrics gets the operator's /metrics with the token of a scraper
 // allowed to, as Prometheus would through the chart's metrics Service: the
-// operator asks the platform's TokenReview and SubjectAccessReview.
-func scrapeMetrics(t *testing.T, c *testenv.Cluster, port string) {
+// operator asks the platform's TokenReview and SubjectAccessReview. It
+// returns the body of the answer, in Prometheus' text format.
+func scrapeMetrics(t *testing.T, c *testenv.Cluster, port string) string {
 	if port == "" {
 		t.Fatal("the chart's operator args set no --metrics-bind-address")
 	}
@@ -433,6 +435,7 @@ func scrapeMetrics(t *testing.T, c *testenv.Cluster, port string) {
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // a test scraper of a self-signed loopback endpoint
 	}}
 	url := "https://127.0.0.1:" + port + "/metrics"
+	var body []byte
 	eventually(t, "GET "+url+" answered 200", func(ctx context.Context) (bool, string, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
@@ -443,7 +446,14 @@ func scrapeMetrics(t *testing.T, c *testenv.Cluster, port string) {
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status, nil
+		defer func() { _ = resp.Body.Close() }()
+		if resp.StatusCode != http.StatusOK {
+			return false, resp.Status, nil
+		}
+		if body, err = io.ReadAll(resp.Body); err != nil {
+			return false, "read the body: " + err.Error(), nil
+		}
+		return true, resp.Status, nil
 	})
+	return string(body)
 }

@@ -39,14 +39,26 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{/*
-The image reference of a component: (dict "root" $ "image" .Values.operator.image).
-Registry (global.imageRegistry) + repository + tag (the component's, else
-global.imageTag, else the chart's appVersion).
+The image reference of a component:
+(dict "root" $ "image" .Values.operator.image "name" "operator").
+Registry (the image's registry, else global.imageRegistry) + repository,
+then the digest when set (repository@sha256:...), else the tag (the
+component's, else global.imageTag, else the chart's appVersion). There is no
+default registry: rendering fails, naming the value to set, when neither is
+given, so that no cluster pulls whatever its runtime's default registry
+holds under the repository's name.
 */}}
 {{- define "marketplane.image" -}}
+{{- $registry := .image.registry | default .root.Values.global.imageRegistry | trimSuffix "/" -}}
+{{- if not $registry -}}
+{{- fail (printf "no image registry for %s: set global.imageRegistry (e.g. --set global.imageRegistry=registry.example.com) or %s.image.registry" .name .name) -}}
+{{- end -}}
+{{- if .image.digest -}}
+{{ $registry }}/{{ .image.repository }}@{{ .image.digest }}
+{{- else -}}
 {{- $tag := .image.tag | default .root.Values.global.imageTag | default .root.Chart.AppVersion -}}
-{{- $registry := .root.Values.global.imageRegistry | trimSuffix "/" -}}
-{{- if $registry -}}{{ $registry }}/{{- end -}}{{ .image.repository }}:{{ $tag }}
+{{ $registry }}/{{ .image.repository }}:{{ $tag }}
+{{- end -}}
 {{- end -}}
 
 {{/* The pod-level securityContext of every pod of the chart. */}}
@@ -92,3 +104,15 @@ imagePullSecrets:
 
 {{/* The marketplace's run ServiceAccount and namespace: ps-<name>. */}}
 {{- define "marketplane.marketplace.account" -}}ps-{{ .Values.marketplace.name }}{{- end -}}
+
+{{/*
+The namespaces whose metrics the alerts look at, as a PromQL regular
+expression: the release namespace (operator, broker) and the namespaces the
+operator runs the inter-operator and the marketplace in.
+*/}}
+{{- define "marketplane.metricsNamespaces" -}}
+{{- $ns := list .Release.Namespace -}}
+{{- if .Values.interoperator.enabled -}}{{- $ns = append $ns (include "marketplane.interoperator.account" .) -}}{{- end -}}
+{{- if .Values.marketplace.enabled -}}{{- $ns = append $ns (include "marketplane.marketplace.account" .) -}}{{- end -}}
+{{- join "|" $ns -}}
+{{- end -}}

@@ -241,6 +241,11 @@ func (r *Reconciler) refuse(ctx context.Context, ar *clustersv1alpha1.AccessRequ
 // retried with backoff when the outcome says so, else only when a watched
 // object changes.
 func (r *Reconciler) report(ctx context.Context, ar *clustersv1alpha1.AccessRequest, o *outcome) ctrl.Result {
+	oldReason := ""
+	if c := apimeta.FindStatusCondition(ar.Status.Conditions, common.ConditionTypeReady); c != nil {
+		oldReason = c.Reason
+	}
+	countDenied(ar, o, oldReason)
 	switch {
 	case o.phase != "":
 		ar.Status.Phase = o.phase
