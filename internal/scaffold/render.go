@@ -55,10 +55,11 @@ type values struct {
 	MarketplaneDir string
 	// MarketplaneModule and ControllerGenVersion are the constants.
 	MarketplaneModule, ControllerGenVersion string
-	// TestBudget is TestBudget as a Go expression; TestTimeout and
-	// TestParallel are the Makefile's (go test's flags).
-	TestBudget, TestTimeout string
-	TestParallel            int
+	// TestBudget is TestBudget as a Go expression, TestBudgetText as
+	// the README writes it; TestTimeout and TestParallel are the
+	// Makefile's (go test's flags).
+	TestBudget, TestBudgetText, TestTimeout string
+	TestParallel                            int
 }
 
 func newValues(o Options, name, group string) values {
@@ -78,7 +79,8 @@ func newValues(o Options, name, group string) values {
 		MarketplaneModule:    MarketplaneModule,
 		ControllerGenVersion: ControllerGenVersion,
 		TestBudget:           goDuration(TestBudget),
-		TestTimeout:          fmt.Sprintf("%dm", int(TestTimeout/time.Minute)),
+		TestBudgetText:       shortDuration(TestBudget),
+		TestTimeout:          shortDuration(TestTimeout),
 		TestParallel:         TestParallel,
 	}
 }
@@ -90,6 +92,15 @@ func goDuration(d time.Duration) string {
 		return fmt.Sprintf("%d * time.Minute", d/time.Minute)
 	}
 	return fmt.Sprintf("%d * time.Second", d/time.Second)
+}
+
+// shortDuration writes d, a whole number of minutes or seconds, as go test's
+// flags take it: 35m.
+func shortDuration(d time.Duration) string {
+	if d%time.Minute == 0 {
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return fmt.Sprintf("%ds", d/time.Second)
 }
 
 // projectFile maps a template to the file it renders.
