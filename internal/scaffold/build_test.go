@@ -169,10 +169,13 @@ func checkHangingTestFailsByItself(t *testing.T, dir string, env []string) {
 	if m == nil {
 		t.Fatalf("the output does not say that TestGoesReady waited, within its budget of %s, for the BackupService to be Ready, and what it last saw:\n%s", hangBudget, out)
 	}
+	t.Logf("its failure: %s", m[0])
 	if waited, err := strconv.ParseFloat(string(m[1]), 64); err != nil || time.Duration(waited*float64(time.Second)) > hangBudget {
 		t.Errorf("TestGoesReady waited %ss, more than its budget of %s", m[1], hangBudget)
 	}
-	if !bytes.Contains(out, []byte("--- FAIL: TestGoesReady ")) {
+	if line := regexp.MustCompile(`--- FAIL: TestGoesReady \(.*\)`).Find(out); line != nil {
+		t.Logf("%s", line)
+	} else {
 		t.Errorf("the output does not report TestGoesReady as failed:\n%s", out)
 	}
 }
