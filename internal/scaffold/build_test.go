@@ -8,6 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -119,6 +122,61 @@ func TestScaffoldedProjectBuildsAndPasses(t *testing.T) {
 	// The validation flow ran and passed rather than skipping itself.
 	if !bytes.Contains(out, []byte("--- PASS: TestValidate ")) {
 		t.Errorf("go test ./... passed without passing TestValidate (test/e2e): the validation flow did not run; its output:\n%s", testOutputOf(out, "TestValidate"))
+	}
+
+	t.Run("HangingTestFailsByItself", func(t *testing.T) { checkHangingTestFailsByItself(t, dir, env) })
+}
+
+// hangBudget is the budget (TEST_BUDGET) of the generated test that
+// checkHangingTestFailsByItself makes hang: below the waits' own limit
+// (45 s), so that the budget ends the wait.
+const hangBudget = 20 * time.Second
+
+// checkHangingTestFailsByItself edits the generated controller in dir so
+// that no object ever becomes Ready, and runs the generated TestGoesReady
+// with a budget of hangBudget: it must fail by itself within the budget,
+// naming itself, what it waited for and the last condition it saw, and
+// without go test's timeout panic and goroutine dump.
+func checkHangingTestFailsByItself(t *testing.T, dir string, env []string) {
+	path := filepath.Join(dir, "internal", "controller", "reconciler.go")
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ready = "spruntime.StatusReady(obj)"
+	if n := bytes.Count(src, []byte(ready)); n != 2 {
+		t.Fatalf("reconciler.go calls %s %d times, want 2 (Observe and CreateOrUpdate)", ready, n)
+	}
+	src = bytes.ReplaceAll(src, []byte(ready), []byte(`spruntime.StatusProgressing(obj, ReasonWaitingForCRD, "never Ready: edited by the scaffold's test")`))
+	if err := os.WriteFile(path, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-run", "^TestGoesReady$", "-timeout", "10m", "./internal/controller/")
+	cmd.Dir, cmd.Env = dir, append(slices.Clone(env), "TEST_BUDGET="+hangBudget.String())
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	t.Logf("go test -run ^TestGoesReady$ with the controller never Ready, TEST_BUDGET=%s: %s", hangBudget, time.Since(start).Round(time.Second))
+	if err == nil {
+		t.Fatalf("TestGoesReady passed with a controller that never reports Ready:\n%s", out)
+	}
+	if dump := regexp.MustCompile(`panic: test timed out|goroutine \d+ \[`).Find(out); dump != nil {
+		t.Errorf("the output holds %q: go test's timeout, not the test, ended the wait:\n%s", dump, out)
+	}
+	m := regexp.MustCompile(`TestGoesReady: waited ([0-9.]+)s for the BackupService tenant-\d+/cp to be Ready \(the test's budget of 20s is spent; TEST_BUDGET sets it\); last seen: [^\n]*Ready=False/WaitingForCRD\("never Ready`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("the output does not say that TestGoesReady waited, within its budget of %s, for the BackupService to be Ready, and what it last saw:\n%s", hangBudget, out)
+	}
+	t.Logf("its failure: %s", m[0])
+	if waited, err := strconv.ParseFloat(string(m[1]), 64); err != nil || time.Duration(waited*float64(time.Second)) > hangBudget {
+		t.Errorf("TestGoesReady waited %ss, more than its budget of %s", m[1], hangBudget)
+	}
+	if line := regexp.MustCompile(`--- FAIL: TestGoesReady \(.*\)`).Find(out); line != nil {
+		t.Logf("%s", line)
+	} else {
+		t.Errorf("the output does not report TestGoesReady as failed:\n%s", out)
 	}
 }
 

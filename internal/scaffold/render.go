@@ -10,11 +10,24 @@ import (
 	"slices"
 	"strings"
 	"text/template"
+	"time"
 )
 
 // ControllerGenVersion is the controller-gen the generated Makefile pins;
 // the rendered deepcopy code and CRDs are what it generates.
 const ControllerGenVersion = "v0.21.0"
+
+// The generated `make test` is sized for a loaded 2-core machine: two tests
+// of a package at once (TestParallel), each within TestBudget (its waits
+// fail it, naming what they waited for, when it is spent), and go test's
+// -timeout (TestTimeout) above the sum of the budgets of the tests that run
+// one after another, so that a test's own failure always comes before go
+// test's goroutine dump. TestMakeTestTimeoutCoversBudgets checks the sum.
+const (
+	TestBudget   = 3 * time.Minute
+	TestParallel = 2
+	TestTimeout  = 35 * time.Minute
+)
 
 //go:embed templates
 var templates embed.FS
@@ -42,6 +55,11 @@ type values struct {
 	MarketplaneDir string
 	// MarketplaneModule and ControllerGenVersion are the constants.
 	MarketplaneModule, ControllerGenVersion string
+	// TestBudget is TestBudget as a Go expression, TestBudgetText as
+	// the README writes it; TestTimeout and TestParallel are the
+	// Makefile's (go test's flags).
+	TestBudget, TestBudgetText, TestTimeout string
+	TestParallel                            int
 }
 
 func newValues(o Options, name, group string) values {
@@ -60,7 +78,29 @@ func newValues(o Options, name, group string) values {
 		InModule:             o.InModule,
 		MarketplaneModule:    MarketplaneModule,
 		ControllerGenVersion: ControllerGenVersion,
+		TestBudget:           goDuration(TestBudget),
+		TestBudgetText:       shortDuration(TestBudget),
+		TestTimeout:          shortDuration(TestTimeout),
+		TestParallel:         TestParallel,
 	}
+}
+
+// goDuration writes d, a whole number of minutes or seconds, as a Go
+// expression: 3 * time.Minute.
+func goDuration(d time.Duration) string {
+	if d%time.Minute == 0 {
+		return fmt.Sprintf("%d * time.Minute", d/time.Minute)
+	}
+	return fmt.Sprintf("%d * time.Second", d/time.Second)
+}
+
+// shortDuration writes d, a whole number of minutes or seconds, as go test's
+// flags take it: 35m.
+func shortDuration(d time.Duration) string {
+	if d%time.Minute == 0 {
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return fmt.Sprintf("%ds", d/time.Second)
 }
 
 // projectFile maps a template to the file it renders.
@@ -96,6 +136,7 @@ var projectFiles = []projectFile{
 	{"internal/controller/suite_test.go.tmpl", fixed("internal/controller/suite_test.go")},
 	{"internal/controller/controller_test.go.tmpl", fixed("internal/controller/controller_test.go")},
 	{"internal/controller/ownership_test.go.tmpl", fixed("internal/controller/ownership_test.go")},
+	{"internal/controller/wait_test.go.tmpl", fixed("internal/controller/wait_test.go")},
 	{"cmd/main.go.tmpl", func(v values) string { return "cmd/" + v.Name + "/main.go" }},
 	{"cmd/main_test.go.tmpl", func(v values) string { return "cmd/" + v.Name + "/main_test.go" }},
 	{"config/serviceprovider.yaml.tmpl", fixed("config/serviceprovider.yaml")},

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -14,7 +15,6 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -128,12 +128,12 @@ func TestProviderConfigChange(t *testing.T) {
 	mcp := p.createMCP(t)
 	p.create(t, "")
 	p.waitReady(t)
-	waitCRD(t, mcp, "has version v1", func(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	waitCRD(t, mcp, "have version v1", func(crd *apiextensionsv1.CustomResourceDefinition) bool {
 		return crd != nil && crd.Annotations[controller.VersionAnnotation] == "v1"
 	})
 
 	p.updateConfig(t, func(cfg *apiv1alpha1.ProviderConfig) { cfg.Spec.Versions = []string{"v2", "v1"} })
-	waitCRD(t, mcp, "has the new default version v2", func(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	waitCRD(t, mcp, "have the new default version v2", func(crd *apiextensionsv1.CustomResourceDefinition) bool {
 		return crd != nil && crd.Annotations[controller.VersionAnnotation] == "v2"
 	})
 	p.waitReady(t)
@@ -148,12 +148,12 @@ func TestDriftIsRepaired(t *testing.T) {
 	mcp := p.createMCP(t)
 	p.create(t, "")
 	p.waitReady(t)
-	before := waitCRD(t, mcp, "exists", func(crd *apiextensionsv1.CustomResourceDefinition) bool { return crd != nil })
+	before := waitCRD(t, mcp, "exist", func(crd *apiextensionsv1.CustomResourceDefinition) bool { return crd != nil })
 
 	if err := mcp.Admin.Client.Delete(context.Background(), before); err != nil {
 		t.Fatal(err)
 	}
-	waitCRD(t, mcp, "is installed again", func(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	waitCRD(t, mcp, "be installed again", func(crd *apiextensionsv1.CustomResourceDefinition) bool {
 		return crd != nil && crd.UID != before.UID && crd.DeletionTimestamp.IsZero()
 	})
 	p.waitEvent(t, "Warning", spruntime.ReasonDriftDetected)
@@ -178,7 +178,7 @@ func TestDeletionBlockedByUserObjects(t *testing.T) {
 	}
 
 	p.delete(t)
-	obj := p.waitObj(t, "has DeletionBlocked", func(obj *apiv1alpha1.Sample) bool {
+	obj := p.waitObj(t, "have DeletionBlocked", func(obj *apiv1alpha1.Sample) bool {
 		return hasCondition(obj, spruntime.ConditionDeletionBlocked, metav1.ConditionTrue, spruntime.ReasonUserResourcesPresent)
 	})
 	if c := apimeta.FindStatusCondition(obj.Status.Conditions, spruntime.ConditionDeletionBlocked); !strings.Contains(c.Message, "default/precious") {
@@ -198,7 +198,7 @@ func TestDeletionBlockedByUserObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.waitGone(t)
-	waitCRD(t, mcp, "is gone", func(crd *apiextensionsv1.CustomResourceDefinition) bool { return crd == nil })
+	waitCRD(t, mcp, "be gone", func(crd *apiextensionsv1.CustomResourceDefinition) bool { return crd == nil })
 	if !slices.Contains(p.events(t), "Normal/"+spruntime.ReasonDeletionUnblocked) {
 		t.Errorf("no event of DeletionBlocked turning False; events: %v", p.events(t))
 	}
@@ -258,7 +258,7 @@ func TestIgnoreAnnotation(t *testing.T) {
 	})
 
 	p.update(t, func(obj *apiv1alpha1.Sample) { delete(obj.Annotations, spruntime.OperationAnnotation) })
-	waitCRD(t, mcp, "has version v2", func(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	waitCRD(t, mcp, "have version v2", func(crd *apiextensionsv1.CustomResourceDefinition) bool {
 		return crd != nil && crd.Annotations[controller.VersionAnnotation] == "v2"
 	})
 	p.waitReady(t)
@@ -271,7 +271,7 @@ func TestMissingProviderConfig(t *testing.T) {
 	p := startProvider(t)
 	p.createMCP(t)
 	p.create(t, "")
-	p.waitObj(t, "reports the missing ProviderConfig", func(obj *apiv1alpha1.Sample) bool {
+	p.waitObj(t, "report the missing ProviderConfig", func(obj *apiv1alpha1.Sample) bool {
 		return hasCondition(obj, spruntime.ConditionReady, metav1.ConditionFalse, spruntime.ReasonProviderConfigMissing) &&
 			hasCondition(obj, spruntime.ConditionSynced, metav1.ConditionFalse, spruntime.ReasonProviderConfigMissing)
 	})
@@ -290,7 +290,7 @@ func TestInvalidInput(t *testing.T) {
 	p.createConfig(t, 0, "v1")
 	mcp := p.createMCP(t)
 	p.create(t, "v9")
-	obj := p.waitObj(t, "reports the unsupported version", func(obj *apiv1alpha1.Sample) bool {
+	obj := p.waitObj(t, "report the unsupported version", func(obj *apiv1alpha1.Sample) bool {
 		return hasCondition(obj, spruntime.ConditionReady, metav1.ConditionFalse, controller.ReasonUnsupportedVersion) &&
 			hasCondition(obj, spruntime.ConditionSynced, metav1.ConditionFalse, controller.ReasonUnsupportedVersion)
 	})
@@ -316,14 +316,14 @@ func TestManagedControlPlaneLifecycle(t *testing.T) {
 	p := startProvider(t)
 	p.createConfig(t, 0, "v1")
 	p.create(t, "")
-	p.waitObj(t, "reports the missing ManagedControlPlane", func(obj *apiv1alpha1.Sample) bool {
+	p.waitObj(t, "report the missing ManagedControlPlane", func(obj *apiv1alpha1.Sample) bool {
 		return hasCondition(obj, spruntime.ConditionReady, metav1.ConditionFalse, clusteraccess.ReasonMCPNotFound)
 	})
 	p.noHotLoop(t)
 
 	mcp := p.createMCP(t)
 	p.waitReady(t)
-	waitCRD(t, mcp, "exists", func(crd *apiextensionsv1.CustomResourceDefinition) bool { return crd != nil })
+	waitCRD(t, mcp, "exist", func(crd *apiextensionsv1.CustomResourceDefinition) bool { return crd != nil })
 
 	landscape.DeleteMCP(t, mcp.Name, mcp.Namespace)
 	p.delete(t)
@@ -343,7 +343,8 @@ func TestManagedControlPlaneLifecycle(t *testing.T) {
 // other tests do not expect. Go runs it before the parallel tests start.
 func TestInit(t *testing.T) {
 	testenv.SkipIfShort(t)
-	ctx := context.Background()
+	// init runs within the test's budget.
+	ctx := testContext(t)
 	const name = "init-test"
 	namespace := landscape.ProviderNamespace(t, "sp-"+name)
 	t.Setenv(contract.EnvPodNamespace, namespace)
@@ -371,6 +372,9 @@ func TestInit(t *testing.T) {
 	}
 	args := []string{"init", "--environment=test", "--provider-name=" + name, "--kubeconfig=" + kubeconfig}
 	if code := app.MainWithArgs(ctx, args, controller.AccessOptions()...); code != 0 {
+		if ctx.Err() != nil {
+			t.Fatalf("%s: waited for init to install the CRDs (%v); it exited %d", t.Name(), context.Cause(ctx), code)
+		}
 		t.Fatalf("init exited %d", code)
 	}
 
@@ -419,7 +423,7 @@ func TestWorkload(t *testing.T) {
 	p.createMCP(t)
 	p.create(t, "")
 
-	obj := p.waitObj(t, "waits for its server", func(obj *apiv1alpha1.Sample) bool {
+	obj := p.waitObj(t, "wait for its server", func(obj *apiv1alpha1.Sample) bool {
 		return hasCondition(obj, spruntime.ConditionReady, metav1.ConditionFalse, controller.ReasonWorkloadNotReady)
 	})
 	if c := apimeta.FindStatusCondition(obj.Status.Conditions, spruntime.ConditionReady); !strings.Contains(c.Message, "0 of 2 replicas available") {
@@ -463,15 +467,15 @@ func TestWorkload(t *testing.T) {
 	if err := wl.Delete(ctx, deploy); err != nil {
 		t.Fatal(err)
 	}
-	err := wait.PollUntilContextTimeout(ctx, pollEvery, pollTimeout, true, func(ctx context.Context) (bool, error) {
+	eventually(t, pollTimeout, fmt.Sprintf("the deleted server Deployment %s to be created again", key), func(ctx context.Context) (bool, string) {
 		err := wl.Get(ctx, key, deploy)
-		return err == nil && deploy.UID != before, client.IgnoreNotFound(err)
+		if client.IgnoreNotFound(err) != nil {
+			t.Fatalf("get the server Deployment %s: %v", key, err)
+		}
+		return err == nil && deploy.UID != before, fmt.Sprintf("read: %v, UID %s (was %s)", err, deploy.UID, before)
 	})
-	if err != nil {
-		t.Fatalf("the deleted server Deployment %s was not created again: %v", key, err)
-	}
 	p.waitEvent(t, "Warning", spruntime.ReasonDriftDetected)
-	p.waitObj(t, "waits for its new server", func(obj *apiv1alpha1.Sample) bool {
+	p.waitObj(t, "wait for its new server", func(obj *apiv1alpha1.Sample) bool {
 		return hasCondition(obj, spruntime.ConditionReady, metav1.ConditionFalse, controller.ReasonWorkloadNotReady)
 	})
 	setAvailable(t, key)
@@ -511,7 +515,7 @@ func TestImagePullSecrets(t *testing.T) {
 	})
 	p.createMCP(t)
 	p.create(t, "")
-	obj := p.waitObj(t, "waits for its server", func(obj *apiv1alpha1.Sample) bool {
+	obj := p.waitObj(t, "wait for its server", func(obj *apiv1alpha1.Sample) bool {
 		return hasCondition(obj, spruntime.ConditionReady, metav1.ConditionFalse, controller.ReasonWorkloadNotReady)
 	})
 
@@ -559,20 +563,21 @@ func TestImagePullSecrets(t *testing.T) {
 	update(t, platformC, client.ObjectKeyFromObject(src), &corev1.Secret{}, func(s *corev1.Secret) {
 		s.Data[corev1.DockerConfigJsonKey] = []byte(second)
 	})
-	err := wait.PollUntilContextTimeout(ctx, pollEvery, pollTimeout, true, func(context.Context) (bool, error) {
+	eventually(t, pollTimeout, fmt.Sprintf("the copy %s to get the rotated data", copyKey), func(context.Context) (bool, string) {
 		c := readCopy()
-		return c != nil && string(c.Data[corev1.DockerConfigJsonKey]) == second, nil
+		if c == nil {
+			return false, "no copy"
+		}
+		// The data are a secret's: only whether they changed is told.
+		return string(c.Data[corev1.DockerConfigJsonKey]) == second, "a copy with the data before the rotation"
 	})
-	if err != nil {
-		t.Fatalf("the copy %s did not get the rotated data: %v", copyKey, err)
-	}
 	p.waitReady(t)
 
 	// A name without a Secret: Ready=False with a reason naming it.
 	p.updateConfig(t, func(cfg *apiv1alpha1.ProviderConfig) {
 		cfg.Spec.ImagePullSecrets = append(cfg.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: "nosuch"})
 	})
-	obj = p.waitObj(t, "names the missing pull secret", func(obj *apiv1alpha1.Sample) bool {
+	obj = p.waitObj(t, "name the missing pull secret", func(obj *apiv1alpha1.Sample) bool {
 		return hasCondition(obj, spruntime.ConditionReady, metav1.ConditionFalse, spruntime.ReasonPullSecretMissing)
 	})
 	if c := apimeta.FindStatusCondition(obj.Status.Conditions, spruntime.ConditionReady); !strings.Contains(c.Message, p.namespace+"/nosuch") {
@@ -600,9 +605,9 @@ func TestImagePullSecrets(t *testing.T) {
 func setAvailable(t *testing.T, key client.ObjectKey) {
 	t.Helper()
 	d := &appsv1.Deployment{}
-	err := wait.PollUntilContextTimeout(context.Background(), pollEvery, pollTimeout, true, func(ctx context.Context) (bool, error) {
+	eventually(t, pollTimeout, fmt.Sprintf("a write of the status of Deployment %s without a conflict", key), func(ctx context.Context) (bool, string) {
 		if err := landscape.Workload.Client.Get(ctx, key, d); err != nil {
-			return false, err
+			t.Fatalf("write the status of Deployment %s: %v", key, err)
 		}
 		n := *d.Spec.Replicas
 		d.Status = appsv1.DeploymentStatus{
@@ -615,13 +620,13 @@ func setAvailable(t *testing.T, key client.ObjectKey) {
 		}
 		err := landscape.Workload.Client.Status().Update(ctx, d)
 		if apierrors.IsConflict(err) {
-			return false, nil
+			return false, err.Error()
 		}
-		return err == nil, err
+		if err != nil {
+			t.Fatalf("write the status of Deployment %s: %v", key, err)
+		}
+		return true, ""
 	})
-	if err != nil {
-		t.Fatalf("write the status of Deployment %s: %v", key, err)
-	}
 }
 
 // workloadClientOfProvider returns a client with the provider's own

@@ -49,7 +49,7 @@ func TestCRDOfAnotherIsNeverTakenOver(t *testing.T) {
 	}
 
 	p.create(t, "")
-	obj := p.waitObj(t, "fails with "+controller.ReasonCRDConflict+" (or takes the CRD over)", func(obj *apiv1alpha1.Sample) bool {
+	obj := p.waitObj(t, "fail with "+controller.ReasonCRDConflict+" (or take the CRD over)", func(obj *apiv1alpha1.Sample) bool {
 		return hasCondition(obj, spruntime.ConditionReady, metav1.ConditionFalse, controller.ReasonCRDConflict) || taken(domainCRD(t, mcp))
 	})
 	if crd := domainCRD(t, mcp); taken(crd) {
@@ -90,7 +90,7 @@ func TestOrphanedWorkloadIsNeverAdopted(t *testing.T) {
 	}
 
 	create(true)
-	first := p.waitObj(t, "waits for its server", func(obj *apiv1alpha1.Sample) bool {
+	first := p.waitObj(t, "wait for its server", func(obj *apiv1alpha1.Sample) bool {
 		return hasCondition(obj, spruntime.ConditionReady, metav1.ConditionFalse, controller.ReasonWorkloadNotReady)
 	})
 	nsKey := client.ObjectKey{Name: controller.WorkloadNamespace(p.name, first)}
@@ -139,7 +139,7 @@ func TestOrphanedWorkloadIsNeverAdopted(t *testing.T) {
 		return true
 	}
 	create(false)
-	second := p.waitObj(t, "fails with "+controller.ReasonWorkloadConflict+" (or adopts the orphans)", func(obj *apiv1alpha1.Sample) bool {
+	second := p.waitObj(t, "fail with "+controller.ReasonWorkloadConflict+" (or adopt the orphans)", func(obj *apiv1alpha1.Sample) bool {
 		return obj != nil && obj.UID != first.UID && (hasCondition(obj, spruntime.ConditionReady, metav1.ConditionFalse, controller.ReasonWorkloadConflict) ||
 			hasCondition(obj, spruntime.ConditionReady, metav1.ConditionTrue, spruntime.ReasonReconcileSuccess))
 	})

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -19,7 +20,6 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -45,14 +45,16 @@ import (
 	"github.com/marketplane/marketplane/providers/sample/internal/controller"
 )
 
-// Timeouts of the polls: generous, because test machines are shared, but
-// below the runtime's default poll interval (one minute minus jitter), so
-// that only the watches, not the poll, can make a test pass.
+// Limits of the waits (eventually), each within the test's budget
+// (testContext): generous, because test machines are shared, but below the
+// runtime's default poll interval (one minute minus jitter), so that only
+// the watches, not the poll, can make a test pass.
 const (
 	pollEvery   = 200 * time.Millisecond
 	pollTimeout = 45 * time.Second
 	// cleanupTimeout bounds the removal of a test's DomainServiceAPI from
-	// its MCP cluster before the cluster goes to another test.
+	// its MCP cluster before the cluster goes to another test, and the stop
+	// of its provider.
 	cleanupTimeout = 2 * time.Minute
 	// quietPeriod is how long a test watches that something does NOT
 	// happen (a reconcile of an ignored object, a hot loop).
@@ -89,6 +91,10 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	var err error
 	if scheme, err = controller.NewScheme(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if testBudget, err = budgetFromEnv(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -181,18 +187,25 @@ type provider struct {
 const mcpName = "cp"
 
 // startProvider starts a provider for the test; it stops when the test
-// ends. It skips the test under -short, and waits for an MCP cluster to be
-// free (see mcpSlots) first.
+// ends. It skips the test under -short, starts the test's budget
+// (testContext), and waits for an MCP cluster to be free (see mcpSlots)
+// first.
 func startProvider(t *testing.T) *provider {
 	t.Helper()
 	testenv.SkipIfShort(t)
-	mcpSlots <- struct{}{}
+	ctx := testContext(t)
+	start := time.Now()
+	select {
+	case mcpSlots <- struct{}{}:
+	case <-ctx.Done():
+		t.Fatalf("%s: waited %s for a free MCP cluster (%v); all %d are held by other tests",
+			t.Name(), time.Since(start).Round(100*time.Millisecond), context.Cause(ctx), cap(mcpSlots))
+	}
 	// Registered first, so it runs last: after the MCP is gone.
 	t.Cleanup(func() { <-mcpSlots })
 	n := providers.Add(1)
 	p := &provider{name: fmt.Sprintf("provider-%d", n), tenant: fmt.Sprintf("tenant-%d", n)}
 	p.namespace = landscape.ProviderNamespace(t, "sp-"+p.name)
-	ctx := context.Background()
 	if err := onboardingC.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.tenant}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("create tenant namespace: %v", err)
 	}
@@ -241,17 +254,29 @@ func startProvider(t *testing.T) *provider {
 	); err != nil {
 		t.Fatalf("setup: %v", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	// The manager runs until the test ends, not until its budget is spent:
+	// the cleanups need it.
+	mgrCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
+	go func() { done <- mgr.Start(mgrCtx) }()
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
 		if t.Failed() {
+			// Printed first: a cleanup below that runs out of time ends
+			// the cleanups.
 			t.Logf("log of %s:\n%s", p.name, logs.LinesWith(p.name))
 		}
+		cancel()
+		eventually(t, cleanupTimeout, "the manager of "+p.name+" to stop", func(context.Context) (bool, string) {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("manager: %v", err)
+				}
+				return true, ""
+			default:
+				return false, "still running"
+			}
+		})
 	})
 	return p
 }
@@ -295,15 +320,14 @@ func (p *provider) createMCP(t *testing.T) *providertest.MCP {
 		// The API server deletes the CRD's objects first; on a busy
 		// machine that can take longer than a test's other waits. A read
 		// that fails is tried again; the last one seen is reported.
-		var last error
-		err := wait.PollUntilContextTimeout(ctx, pollEvery, cleanupTimeout, true, func(ctx context.Context) (bool, error) {
-			last = mcp.Admin.Client.Get(ctx, client.ObjectKeyFromObject(crd), crd)
-			return apierrors.IsNotFound(last), nil
+		eventually(t, cleanupTimeout, "the CRD "+crd.Name+" to be gone from the MCP cluster (cleanup)", func(ctx context.Context) (bool, string) {
+			err := mcp.Admin.Client.Get(ctx, client.ObjectKeyFromObject(crd), crd)
+			if apierrors.IsNotFound(err) {
+				return true, ""
+			}
+			return false, fmt.Sprintf("deleting since %v, finalizers %v, conditions %+v; read: %v",
+				crd.DeletionTimestamp, crd.Finalizers, crd.Status.Conditions, err)
 		})
-		if err != nil {
-			t.Errorf("clean up CRD %s: not gone after %s (deleting since %v, finalizers %v, conditions %+v; last read: %v)",
-				crd.Name, cleanupTimeout, crd.DeletionTimestamp, crd.Finalizers, crd.Status.Conditions, last)
-		}
 	})
 	return mcp
 }
@@ -357,17 +381,15 @@ func (p *provider) delete(t *testing.T) {
 	}
 }
 
-// waitObj waits until the test's Sample satisfies cond and returns it.
+// waitObj waits until the test's Sample satisfies cond and returns it;
+// what completes "waited for the Sample <namespace>/<name> to …".
 func (p *provider) waitObj(t *testing.T, what string, cond func(*apiv1alpha1.Sample) bool) *apiv1alpha1.Sample {
 	t.Helper()
 	var obj *apiv1alpha1.Sample
-	err := wait.PollUntilContextTimeout(context.Background(), pollEvery, pollTimeout, true, func(context.Context) (bool, error) {
+	eventually(t, pollTimeout, fmt.Sprintf("the Sample %s/%s to %s", p.tenant, mcpName, what), func(context.Context) (bool, string) {
 		obj = p.get(t)
-		return cond(obj), nil
+		return cond(obj), describe(obj)
 	})
-	if err != nil {
-		t.Fatalf("timed out waiting until the Sample %s; it is: %s", what, describe(obj))
-	}
 	return obj
 }
 
@@ -375,7 +397,7 @@ func (p *provider) waitObj(t *testing.T, what string, cond func(*apiv1alpha1.Sam
 // generation.
 func (p *provider) waitReady(t *testing.T) *apiv1alpha1.Sample {
 	t.Helper()
-	return p.waitObj(t, "is Ready", func(obj *apiv1alpha1.Sample) bool {
+	return p.waitObj(t, "be Ready", func(obj *apiv1alpha1.Sample) bool {
 		return obj != nil && obj.Status.ObservedGeneration == obj.Generation &&
 			obj.Status.Phase == string(spruntime.PhaseReady) &&
 			hasCondition(obj, spruntime.ConditionReady, metav1.ConditionTrue, spruntime.ReasonReconcileSuccess) &&
@@ -386,7 +408,7 @@ func (p *provider) waitReady(t *testing.T) *apiv1alpha1.Sample {
 // waitGone waits until the Sample no longer exists.
 func (p *provider) waitGone(t *testing.T) {
 	t.Helper()
-	p.waitObj(t, "is gone", func(obj *apiv1alpha1.Sample) bool { return obj == nil })
+	p.waitObj(t, "be gone", func(obj *apiv1alpha1.Sample) bool { return obj == nil })
 }
 
 // reconciles is how often the provider's controller has reconciled, from
@@ -440,19 +462,10 @@ func (p *provider) events(t *testing.T) []string {
 func (p *provider) waitEvent(t *testing.T, eventType, reason string) {
 	t.Helper()
 	want := eventType + "/" + reason
-	var seen []string
-	err := wait.PollUntilContextTimeout(context.Background(), pollEvery, pollTimeout, true, func(context.Context) (bool, error) {
-		seen = p.events(t)
-		for _, e := range seen {
-			if e == want {
-				return true, nil
-			}
-		}
-		return false, nil
+	eventually(t, pollTimeout, fmt.Sprintf("an event %s on the Sample %s/%s", want, p.tenant, mcpName), func(context.Context) (bool, string) {
+		seen := p.events(t)
+		return slices.Contains(seen, want), fmt.Sprintf("events %v", seen)
 	})
-	if err != nil {
-		t.Fatalf("no event %s on the Sample; events: %v", want, seen)
-	}
 }
 
 // accessRequests returns the names of the provider's AccessRequests for the
@@ -524,21 +537,18 @@ func domainCRD(t *testing.T, mcp *providertest.MCP) *apiextensionsv1.CustomResou
 }
 
 // waitCRD waits until the DomainServiceAPI's CRD in the MCP cluster (nil
-// when it does not exist) satisfies cond, and returns it.
+// when it does not exist) satisfies cond, and returns it; what completes
+// "waited for the CRD … in the MCP cluster to …".
 func waitCRD(t *testing.T, mcp *providertest.MCP, what string, cond func(*apiextensionsv1.CustomResourceDefinition) bool) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
 	var crd *apiextensionsv1.CustomResourceDefinition
-	err := wait.PollUntilContextTimeout(context.Background(), pollEvery, pollTimeout, true, func(context.Context) (bool, error) {
+	eventually(t, pollTimeout, fmt.Sprintf("the CRD %s in the MCP cluster to %s", controller.DomainCRDName, what), func(context.Context) (bool, string) {
 		crd = domainCRD(t, mcp)
-		return cond(crd), nil
-	})
-	if err != nil {
-		state := "missing"
-		if crd != nil {
-			state = fmt.Sprintf("labels %v, annotations %v, deleting %v", crd.Labels, crd.Annotations, !crd.DeletionTimestamp.IsZero())
+		if crd == nil {
+			return cond(crd), "missing"
 		}
-		t.Fatalf("timed out waiting until the CRD %s %s; it is %s", controller.DomainCRDName, what, state)
-	}
+		return cond(crd), fmt.Sprintf("labels %v, annotations %v, deleting %v", crd.Labels, crd.Annotations, !crd.DeletionTimestamp.IsZero())
+	})
 	return crd
 }
 
@@ -546,20 +556,20 @@ func waitCRD(t *testing.T, mcp *providertest.MCP, what string, cond func(*apiext
 // conflicts (the provider writes the object too).
 func update[O client.Object](t *testing.T, c client.Client, key client.ObjectKey, obj O, mutate func(O)) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), pollEvery, pollTimeout, true, func(ctx context.Context) (bool, error) {
+	eventually(t, pollTimeout, fmt.Sprintf("an update of %T %s without a conflict", obj, key), func(ctx context.Context) (bool, string) {
 		if err := c.Get(ctx, key, obj); err != nil {
-			return false, err
+			t.Fatalf("update %T %s: %v", obj, key, err)
 		}
 		mutate(obj)
 		err := c.Update(ctx, obj)
 		if apierrors.IsConflict(err) {
-			return false, nil
+			return false, err.Error()
 		}
-		return err == nil, err
+		if err != nil {
+			t.Fatalf("update %T %s: %v", obj, key, err)
+		}
+		return true, ""
 	})
-	if err != nil {
-		t.Fatalf("update %T %s: %v", obj, key, err)
-	}
 }
 
 // hasCondition reports whether obj has the condition with status and
