@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -27,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	corev2alpha1 "github.com/marketplane/marketplane/api/core/v2alpha1"
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
@@ -322,9 +324,55 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("the password is in the URL")
 	}
 
-	// Delete.
-	step(ctx, t, "delete cache-a",
+	// Delete the binding: a confirmation first; Cancel keeps it.
+	deleteBinding := `a.delete-binding[data-binding="cred-a"]`
+	var confirmTitle string
+	step(ctx, t, "delete the binding cred-a, then cancel",
+		chromedp.Click(deleteBinding, chromedp.ByQuery),
+		chromedp.WaitVisible("#confirm-title", chromedp.ByQuery),
+		chromedp.Text("#confirm-title", &confirmTitle, chromedp.ByQuery))
+	if confirmTitle != "Delete binding cred-a?" {
+		t.Errorf("binding confirmation title %q, want %q", confirmTitle, "Delete binding cred-a?")
+	}
+	screenshot(ctx, t, "binding-delete-confirmation")
+	step(ctx, t, "cancel the binding's deletion",
+		chromedp.Click("#cancel-delete", chromedp.ByQuery),
+		chromedp.WaitVisible(deleteBinding, chromedp.ByQuery))
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "cred-a"}, b); err != nil || b.DeletionTimestamp != nil {
+		t.Fatalf("cred-a after a cancelled delete: %v, deletion %v", err, b.DeletionTimestamp)
+	}
+	step(ctx, t, "delete the binding cred-a, confirmed",
+		chromedp.Click(deleteBinding, chromedp.ByQuery),
+		chromedp.WaitVisible("#confirm-delete", chromedp.ByQuery),
+		chromedp.Click("#confirm-delete", chromedp.ByQuery),
+		chromedp.WaitVisible("#instance-name", chromedp.ByQuery),
+		chromedp.WaitNotPresent(`#bindings tr[data-name="cred-a"]`, chromedp.ByQuery))
+	waitFor(t, "cred-a to be deleted", func(ctx context.Context) string {
+		if err := admin.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "cred-a"}, &osbv1alpha1.SFServiceBinding{}); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("still there (%v)", err)
+		}
+		return ""
+	})
+
+	// Delete the instance: a confirmation first; Cancel keeps it.
+	step(ctx, t, "delete cache-a, then cancel",
 		chromedp.Click("#delete", chromedp.ByQuery),
+		chromedp.WaitVisible("#confirm-title", chromedp.ByQuery),
+		chromedp.Text("#confirm-title", &confirmTitle, chromedp.ByQuery))
+	if confirmTitle != "Delete cache-a?" {
+		t.Errorf("confirmation title %q, want %q", confirmTitle, "Delete cache-a?")
+	}
+	screenshot(ctx, t, "delete-confirmation")
+	step(ctx, t, "cancel the deletion of cache-a",
+		chromedp.Click("#cancel-delete", chromedp.ByQuery),
+		chromedp.WaitVisible("#instance-name", chromedp.ByQuery))
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "cache-a"}, inst); err != nil || inst.DeletionTimestamp != nil {
+		t.Fatalf("cache-a after a cancelled delete: %v, deletion %v", err, inst.DeletionTimestamp)
+	}
+	step(ctx, t, "delete cache-a, confirmed",
+		chromedp.Click("#delete", chromedp.ByQuery),
+		chromedp.WaitVisible("#confirm-delete", chromedp.ByQuery),
+		chromedp.Click("#confirm-delete", chromedp.ByQuery),
 		chromedp.WaitVisible("#count", chromedp.ByQuery))
 	waitFor(t, "cache-a to be deleted", func(ctx context.Context) string {
 		if err := admin.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "cache-a"}, &osbv1alpha1.SFServiceInstance{}); !apierrors.IsNotFound(err) {
@@ -333,14 +381,17 @@ func TestBrowser(t *testing.T) {
 		return ""
 	})
 
-	// A code-based offering: the provider's kind, named like the MCP.
+	// A code-based offering: the order creates the ManagedControlPlane the
+	// provider's object needs (same name and namespace), and the page
+	// shows the control plane's progress.
 	step(ctx, t, "order a Sample",
 		chromedp.Navigate(base+"/offerings/"+sampleOffering),
 		chromedp.WaitVisible("#f-version", chromedp.ByQuery),
 		chromedp.SetValue("#name", "mcp-a", chromedp.ByQuery),
 		chromedp.SetValue("#f-version", "v1", chromedp.ByQuery),
 		chromedp.Click("#create", chromedp.ByQuery),
-		chromedp.WaitVisible("#instance-name", chromedp.ByQuery))
+		chromedp.WaitVisible("#instance-name", chromedp.ByQuery),
+		chromedp.WaitVisible(`#controlplane[data-name="mcp-a"] #controlplane-ready.unknown`, chromedp.ByQuery))
 	sample := &unstructured.Unstructured{}
 	sample.SetGroupVersionKind(schema.GroupVersionKind{Group: "sample.services.openmcp.cloud", Version: "v1alpha1", Kind: "Sample"})
 	if err := admin.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "mcp-a"}, sample); err != nil {
@@ -348,6 +399,43 @@ func TestBrowser(t *testing.T) {
 	}
 	if v, _, _ := unstructured.NestedString(sample.Object, "spec", "version"); v != "v1" {
 		t.Errorf("Sample spec.version %q, want v1", v)
+	}
+	mcp := &corev2alpha1.ManagedControlPlane{}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "mcp-a"}, mcp); err != nil {
+		t.Fatalf("ordering the Sample created no ManagedControlPlane mcp-a next to it (the provider would fail MCPNotFound): %v", err)
+	}
+	apimeta.SetStatusCondition(&mcp.Status.Conditions, metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready", Message: "the control plane is available"})
+	if err := admin.Status().Update(ctx, mcp); err != nil {
+		t.Fatal(err)
+	}
+	step(ctx, t, "the Sample's page shows its control plane turn Ready",
+		chromedp.WaitVisible(`#controlplane-ready.true`, chromedp.ByQuery))
+	screenshot(ctx, t, "instance-controlplane")
+
+	// The picker: an existing control plane of the namespace takes the
+	// order; one that has a Sample already cannot be picked.
+	if err := admin.Create(ctx, &corev2alpha1.ManagedControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: "team-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	var takenDisabled bool
+	step(ctx, t, "pick the control plane team-a for a Sample",
+		chromedp.Navigate(base+"/offerings/"+sampleOffering),
+		chromedp.WaitReady(`#controlplane option[value="team-a"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelector('#controlplane option[value="mcp-a"]').disabled`, &takenDisabled),
+		chromedp.SetValue("#f-version", "v2", chromedp.ByQuery),
+		chromedp.SetValue("#controlplane", "team-a", chromedp.ByQuery))
+	if !takenDisabled {
+		t.Error("the picker offers mcp-a, which has a Sample already")
+	}
+	screenshot(ctx, t, "offering-controlplane-picker")
+	step(ctx, t, "order the Sample at team-a",
+		chromedp.Click("#create", chromedp.ByQuery),
+		chromedp.WaitVisible(`#controlplane[data-name="team-a"]`, chromedp.ByQuery))
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "team-a"}, sample); err != nil {
+		t.Fatalf("no Sample team-a at the picked control plane: %v", err)
+	}
+	if _, created := mcp.Annotations[console.AnnotationCreatedBy]; !created {
+		t.Errorf("mcp-a lacks the annotation %s that says the console created it", console.AnnotationCreatedBy)
 	}
 	step(ctx, t, "the instances page lists the Sample",
 		chromedp.Navigate(base+"/instances?namespace="+nsA),
@@ -376,7 +464,7 @@ func TestBrowser(t *testing.T) {
 		chromedp.WaitVisible("#clusters .not-permitted", chromedp.ByQuery),
 		chromedp.WaitVisible("#latency .not-permitted", chromedp.ByQuery))
 	bobby := signIn(t, cs, e.tokenB)
-	forged := bobby.postForm(t, "/ns/"+nsA+"/"+sampleRes+"/mcp-a/delete", map[string]string{"csrf": bobby.csrf})
+	forged := bobby.postForm(t, "/ns/"+nsA+"/"+sampleRes+"/mcp-a/delete", map[string]string{"csrf": bobby.csrf, console.ConfirmField: "mcp-a"})
 	if forged.StatusCode != http.StatusForbidden || !strings.Contains(forged.Body, "not permitted") {
 		t.Errorf("tenant B deleting tenant A's Sample: status %d, want 403 saying not permitted", forged.StatusCode)
 	}
