@@ -173,6 +173,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /ns/{ns}/{res}/{name}/bindings", s.authed(s.createBinding))
 	s.mux.HandleFunc("POST /ns/{ns}/bindings/{name}/credentials", s.authed(s.bindingCredentials))
 	s.mux.HandleFunc("GET /platform", s.authed(s.platformPage))
+	s.mux.HandleFunc("POST /platform/login", s.authed(s.platformLogin))
+	s.mux.HandleFunc("POST /platform/logout", s.authed(s.platformLogout))
 }
 
 // securityHeaders sets headers every answer carries: no framing, no
