@@ -109,6 +109,35 @@ func screenshot(ctx context.Context, t *testing.T, name string) {
 	}
 }
 
+// pageCheck runs actions that load a page (a navigation, or a click that
+// submits or follows a link), checks the HTTP status of the page that
+// loads (after redirects) and that it shows each of want, then writes its
+// screenshot as name (with CONSOLE_SCREENSHOTS=1).
+func pageCheck(ctx context.Context, t *testing.T, name string, status int, want []string, actions ...chromedp.Action) {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, stepTimeout)
+	defer cancel()
+	resp, err := chromedp.RunResponse(c, actions...)
+	if err != nil {
+		t.Fatalf("load the %s page: %v", name, err)
+	}
+	var body, loc string
+	step(ctx, t, "read the "+name+" page", chromedp.Location(&loc), chromedp.Text("body", &body, chromedp.ByQuery))
+	if resp == nil || int(resp.Status) != status {
+		got := 0
+		if resp != nil {
+			got = int(resp.Status)
+		}
+		t.Fatalf("the %s page (%s): status %d, want %d; it says:\n%s", name, loc, got, status, body)
+	}
+	for _, w := range want {
+		if !strings.Contains(body, w) {
+			t.Errorf("the %s page (%s) lacks %q; it says:\n%s", name, loc, w, body)
+		}
+	}
+	screenshot(ctx, t, name)
+}
+
 func signInBrowser(ctx context.Context, t *testing.T, base, token, who string) {
 	t.Helper()
 	step(ctx, t, who+" signs in",
@@ -205,15 +234,14 @@ func TestBrowser(t *testing.T) {
 	base := cs.URL
 
 	// Tenant A: sign in, offerings, search.
-	step(ctx, t, "the login page", chromedp.Navigate(base+"/offerings"), chromedp.WaitVisible("#token", chromedp.ByQuery))
-	screenshot(ctx, t, "login")
+	pageCheck(ctx, t, "login", http.StatusOK, []string{"Sign in", "Bearer token"}, chromedp.Navigate(base+"/offerings"))
 	signInBrowser(ctx, t, base, e.tokenA, "tenant A")
 	var offerings string
+	pageCheck(ctx, t, "offerings", http.StatusOK, []string{"Offerings", "cache", "Sample"}, chromedp.Navigate(base+"/offerings"))
 	step(ctx, t, "read the offerings", chromedp.Text("#offerings", &offerings, chromedp.ByQuery))
 	if !strings.Contains(offerings, "cache") || !strings.Contains(offerings, "Sample") {
 		t.Fatalf("offerings page lacks the cache or the Sample offering:\n%s", offerings)
 	}
-	screenshot(ctx, t, "offerings")
 	step(ctx, t, "search for redis hides the Sample offering",
 		chromedp.SendKeys("#search", "redis", chromedp.ByQuery),
 		chromedp.WaitNotVisible(`a.offering[href="/offerings/`+sampleOffering+`"]`, chromedp.ByQuery),
@@ -223,8 +251,9 @@ func TestBrowser(t *testing.T) {
 	// check shows the schema's error next to the field.
 	var minAttr, maxAttr string
 	var ok bool
+	pageCheck(ctx, t, "offering", http.StatusOK, []string{"Plans:", "dev", "maxmemory", "Create"},
+		chromedp.Click(`a.offering[href="/offerings/`+sfOffering+`"]`, chromedp.ByQuery))
 	step(ctx, t, "open the cache offering",
-		chromedp.Click(`a.offering[href="/offerings/`+sfOffering+`"]`, chromedp.ByQuery),
 		chromedp.WaitVisible("#order", chromedp.ByQuery),
 		chromedp.AttributeValue("#f-maxmemory", "min", &minAttr, &ok, chromedp.ByQuery),
 		chromedp.AttributeValue("#f-maxmemory", "max", &maxAttr, &ok, chromedp.ByQuery))
@@ -235,22 +264,22 @@ func TestBrowser(t *testing.T) {
 	step(ctx, t, "submit maxmemory 8 (the browser's own check switched off, as a script could)",
 		chromedp.SetValue("#name", "cache-a", chromedp.ByQuery),
 		chromedp.SetValue("#f-maxmemory", "8", chromedp.ByQuery),
-		chromedp.SetAttributeValue("#order", "novalidate", "", chromedp.ByQuery),
-		chromedp.Click("#create", chromedp.ByQuery),
+		chromedp.SetAttributeValue("#order", "novalidate", "", chromedp.ByQuery))
+	pageCheck(ctx, t, "offering-form-errors", http.StatusUnprocessableEntity, []string{"minimum"}, chromedp.Click("#create", chromedp.ByQuery))
+	step(ctx, t, "read the error next to maxmemory",
 		chromedp.WaitVisible(`.field-error[data-field="maxmemory"]`, chromedp.ByQuery),
 		chromedp.Text(`.field-error[data-field="maxmemory"]`, &fieldErr, chromedp.ByQuery))
 	if !strings.Contains(fieldErr, "16") {
 		t.Errorf("the error next to maxmemory does not name the minimum 16: %q", fieldErr)
 	}
-	screenshot(ctx, t, "offering-form-errors")
 	if err := admin.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "cache-a"}, &osbv1alpha1.SFServiceInstance{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the invalid form created an instance (or the check failed): %v", err)
 	}
 
 	// Create; play the inter-operator; the page turns Ready by itself.
-	step(ctx, t, "submit maxmemory 64",
-		chromedp.SetValue("#f-maxmemory", "64", chromedp.ByQuery),
-		chromedp.Click("#create", chromedp.ByQuery),
+	step(ctx, t, "fill in maxmemory 64", chromedp.SetValue("#f-maxmemory", "64", chromedp.ByQuery))
+	pageCheck(ctx, t, "instance-new", http.StatusOK, []string{"cache-a", "Conditions", "Events", "Bindings"}, chromedp.Click("#create", chromedp.ByQuery))
+	step(ctx, t, "the new instance's page",
 		chromedp.WaitVisible("#instance-name", chromedp.ByQuery),
 		chromedp.WaitVisible(`#ready.unknown`, chromedp.ByQuery))
 	inst := &osbv1alpha1.SFServiceInstance{}
@@ -323,18 +352,18 @@ func TestBrowser(t *testing.T) {
 	if strings.Contains(loc, password) {
 		t.Errorf("the password is in the URL")
 	}
+	screenshot(ctx, t, "bindings")
 
 	// Delete the binding: a confirmation first; Cancel keeps it.
 	deleteBinding := `a.delete-binding[data-binding="cred-a"]`
 	var confirmTitle string
+	pageCheck(ctx, t, "binding-delete-confirmation", http.StatusOK, []string{"This removes", "credentials", "Cancel"}, chromedp.Click(deleteBinding, chromedp.ByQuery))
 	step(ctx, t, "delete the binding cred-a, then cancel",
-		chromedp.Click(deleteBinding, chromedp.ByQuery),
 		chromedp.WaitVisible("#confirm-title", chromedp.ByQuery),
 		chromedp.Text("#confirm-title", &confirmTitle, chromedp.ByQuery))
 	if confirmTitle != "Delete binding cred-a?" {
 		t.Errorf("binding confirmation title %q, want %q", confirmTitle, "Delete binding cred-a?")
 	}
-	screenshot(ctx, t, "binding-delete-confirmation")
 	step(ctx, t, "cancel the binding's deletion",
 		chromedp.Click("#cancel-delete", chromedp.ByQuery),
 		chromedp.WaitVisible(deleteBinding, chromedp.ByQuery))
@@ -355,14 +384,13 @@ func TestBrowser(t *testing.T) {
 	})
 
 	// Delete the instance: a confirmation first; Cancel keeps it.
+	pageCheck(ctx, t, "delete-confirmation", http.StatusOK, []string{"This removes", "the service instance", "cannot be undone", "Cancel"}, chromedp.Click("#delete", chromedp.ByQuery))
 	step(ctx, t, "delete cache-a, then cancel",
-		chromedp.Click("#delete", chromedp.ByQuery),
 		chromedp.WaitVisible("#confirm-title", chromedp.ByQuery),
 		chromedp.Text("#confirm-title", &confirmTitle, chromedp.ByQuery))
 	if confirmTitle != "Delete cache-a?" {
 		t.Errorf("confirmation title %q, want %q", confirmTitle, "Delete cache-a?")
 	}
-	screenshot(ctx, t, "delete-confirmation")
 	step(ctx, t, "cancel the deletion of cache-a",
 		chromedp.Click("#cancel-delete", chromedp.ByQuery),
 		chromedp.WaitVisible("#instance-name", chromedp.ByQuery))
@@ -437,10 +465,9 @@ func TestBrowser(t *testing.T) {
 	if _, created := mcp.Annotations[console.AnnotationCreatedBy]; !created {
 		t.Errorf("mcp-a lacks the annotation %s that says the console created it", console.AnnotationCreatedBy)
 	}
+	pageCheck(ctx, t, "instances", http.StatusOK, []string{"instances in " + nsA, "mcp-a", "team-a"}, chromedp.Navigate(base+"/instances?namespace="+nsA))
 	step(ctx, t, "the instances page lists the Sample",
-		chromedp.Navigate(base+"/instances?namespace="+nsA),
 		chromedp.WaitVisible(`table.instances tr[data-name="mcp-a"]`, chromedp.ByQuery))
-	screenshot(ctx, t, "instances")
 	step(ctx, t, "tenant A signs out", chromedp.Click("#logout", chromedp.ByQuery), chromedp.WaitVisible("#token", chromedp.ByQuery))
 
 	// Tenant B sees nothing of A's and deletes nothing of A's, while a
@@ -449,6 +476,7 @@ func TestBrowser(t *testing.T) {
 	signInBrowser(ctx, t, base, e.tokenB, "tenant B")
 	sampleRes := "samples.v1alpha1.sample.services.openmcp.cloud"
 	var title string
+	pageCheck(ctx, t, "error-not-permitted", http.StatusForbidden, []string{"Not permitted", "You are not permitted"}, chromedp.Navigate(base+"/ns/"+nsA+"/"+sampleRes+"/mcp-a"))
 	step(ctx, t, "tenant B lists tenant A's namespace",
 		chromedp.Navigate(base+"/instances?namespace="+nsA),
 		chromedp.WaitVisible("#not-permitted", chromedp.ByQuery),
@@ -458,8 +486,8 @@ func TestBrowser(t *testing.T) {
 	if title != "Not permitted" {
 		t.Errorf("tenant B on tenant A's instance page: %q, want Not permitted", title)
 	}
+	pageCheck(ctx, t, "platform-tenant", http.StatusOK, []string{"Service providers", "not permitted"}, chromedp.Navigate(base+"/platform"))
 	step(ctx, t, "tenant B's platform view",
-		chromedp.Navigate(base+"/platform"),
 		chromedp.WaitVisible("#providers .not-permitted", chromedp.ByQuery),
 		chromedp.WaitVisible("#clusters .not-permitted", chromedp.ByQuery),
 		chromedp.WaitVisible("#latency .not-permitted", chromedp.ByQuery))
@@ -479,8 +507,8 @@ func TestBrowser(t *testing.T) {
 	// The platform operator.
 	signInBrowser(ctx, t, base, e.tokenP, "the platform operator")
 	var providers, clusters string
+	pageCheck(ctx, t, "platform", http.StatusOK, []string{"Service providers", "SFClusters", "sample"}, chromedp.Navigate(base+"/platform"))
 	step(ctx, t, "the platform view",
-		chromedp.Navigate(base+"/platform"),
 		chromedp.WaitVisible(`#providers tr[data-name="sample"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#clusters figure[data-name="1"] svg`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#latency svg.histogram rect`, chromedp.ByQuery),
@@ -489,7 +517,6 @@ func TestBrowser(t *testing.T) {
 	if !strings.Contains(providers, "Running") || !strings.Contains(clusters, "12 of 16") {
 		t.Errorf("platform view: providers %q; clusters %q (want the provider's reason and 12 of 16 instances on cluster 1)", providers, clusters)
 	}
-	screenshot(ctx, t, "platform")
 
 	cs.assertNoSecrets(t, map[string]string{"tenant A's token": e.tokenA, "tenant B's token": e.tokenB, "the operator's token": e.tokenP})
 }
