@@ -316,8 +316,8 @@ chromium: ## Unpack Debian's chromium and the libraries this machine lacks into 
 	$(CHROMIUM) --version
 
 .PHONY: screenshots
-screenshots: tools chromium ## Write a PNG of every console page into docs/console/: TestBrowser walks them in headless Chromium against a real API server, checking each page's status and text.
-	KUBEBUILDER_ASSETS=$(BIN) CONSOLE_SCREENSHOTS=1 $(GO) test -count=1 -run '^TestBrowser$$' ./internal/console/
+screenshots: tools chromium ## Write a PNG of every console page into docs/console/: TestBrowser and TestPlatformSignIn walk them in headless Chromium against a real API server, checking each page's status and text.
+	KUBEBUILDER_ASSETS=$(BIN) CONSOLE_SCREENSHOTS=1 $(GO) test -count=1 -run '^(TestBrowser|TestPlatformSignIn)$$' ./internal/console/
 
 $(GOLANGCI_LINT): hack/tools/lint/go.mod hack/tools/lint/go.sum
 	@mkdir -p $(BIN)

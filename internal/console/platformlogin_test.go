@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/chromedp"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -115,5 +116,12 @@ func TestPlatformSignIn(t *testing.T) {
 	if code, body := alice.get(t, "/platform"); code != http.StatusOK || strings.Contains(body, `data-name="on-the-platform"`) || !strings.Contains(body, `id="platform-login"`) {
 		t.Errorf("platform view after the platform sign-out: status %d, provider still shown %v", code, strings.Contains(body, `data-name="on-the-platform"`))
 	}
+
+	// The same in the browser: the platform sign-in form, then the view.
+	bctx := newBrowser(t)
+	signInBrowser(bctx, t, cs.URL, e.tokenA, "tenant A")
+	pageCheck(bctx, t, "platform-sign-in", http.StatusOK, []string{"own sign-in", "Sign in to the platform cluster"}, chromedp.Navigate(cs.URL+"/platform"))
+	step(bctx, t, "fill in the platform token", chromedp.SetValue("#platform-token", platToken, chromedp.ByQuery))
+	pageCheck(bctx, t, "platform-admin", http.StatusOK, []string{"system:serviceaccount:ops:viewer", "on-the-platform"}, chromedp.Click("#platform-sign-in-button", chromedp.ByQuery))
 	cs.assertNoSecrets(t, map[string]string{"the platform token": platToken, "tenant A's token": e.tokenA})
 }
