@@ -88,6 +88,10 @@ func (s *Server) renderPlatform(w http.ResponseWriter, r *http.Request, sess *se
 	d.PlatformUser = platformUser
 	sectionErr := func(what string, err error) (bool, string) {
 		if apierrors.IsUnauthorized(err) {
+			// An expired or revoked platform token ends the platform
+			// sign-in: the form comes back.
+			sess.setPlatform(nil)
+			d.PlatformUser = ""
 			return false, platformUnauthorized(d.Separate)
 		}
 		return sectionError(what, err)

@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -123,5 +124,31 @@ func TestPlatformSignIn(t *testing.T) {
 	pageCheck(bctx, t, "platform-sign-in", http.StatusOK, []string{"own sign-in", "Sign in to the platform cluster"}, chromedp.Navigate(cs.URL+"/platform"))
 	step(bctx, t, "fill in the platform token", chromedp.SetValue("#platform-token", platToken, chromedp.ByQuery))
 	pageCheck(bctx, t, "platform-admin", http.StatusOK, []string{"system:serviceaccount:ops:viewer", "on-the-platform"}, chromedp.Click("#platform-sign-in-button", chromedp.ByQuery))
+
+	// A revoked platform token (its ServiceAccount deleted) ends the
+	// platform sign-in: the form comes back.
+	if err := plat.Client.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "viewer"}}); err != nil {
+		t.Fatal(err)
+	}
+	// The API server caches a token's authentication for a few seconds:
+	// the view is loaded until it refuses the token.
+	var providers string
+	waitFor(t, "the platform view to refuse the revoked platform token", func(ctx context.Context) string {
+		var form bool
+		c, cancel := context.WithTimeout(bctx, stepTimeout)
+		defer cancel()
+		if err := chromedp.Run(c, chromedp.Navigate(cs.URL+"/platform"),
+			chromedp.Evaluate(`document.getElementById("platform-login") !== null`, &form),
+			chromedp.Text("#providers", &providers, chromedp.ByQuery)); err != nil {
+			return err.Error()
+		}
+		if !form {
+			return "the page still shows the platform sign-in; providers: " + providers
+		}
+		return ""
+	})
+	if !strings.Contains(providers, "does not accept your token") {
+		t.Errorf("the providers section after the platform token was revoked: %q", providers)
+	}
 	cs.assertNoSecrets(t, map[string]string{"the platform token": platToken, "tenant A's token": e.tokenA})
 }
