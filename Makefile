@@ -315,6 +315,10 @@ chromium: ## Unpack Debian's chromium and the libraries this machine lacks into 
 	$(CHROMIUM) --headless --no-sandbox --disable-gpu --dump-dom about:blank >/dev/null 2>&1 || { echo "bin/chromium does not start"; exit 1; }; \
 	$(CHROMIUM) --version
 
+.PHONY: screenshots
+screenshots: tools chromium ## Write a PNG of every console page into docs/console/: TestBrowser and TestPlatformSignIn walk them in headless Chromium against a real API server, checking each page's status and text.
+	KUBEBUILDER_ASSETS=$(BIN) CONSOLE_SCREENSHOTS=1 $(GO) test -count=1 -run '^(TestBrowser|TestPlatformSignIn)$$' ./internal/console/
+
 $(GOLANGCI_LINT): hack/tools/lint/go.mod hack/tools/lint/go.sum
 	@mkdir -p $(BIN)
 	@echo "building golangci-lint from the Go module proxy (first time about 3 minutes)..."

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -27,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	corev2alpha1 "github.com/marketplane/marketplane/api/core/v2alpha1"
 	osbv1alpha1 "github.com/marketplane/marketplane/api/osb/v1alpha1"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	resourcev1alpha1 "github.com/marketplane/marketplane/api/resource/v1alpha1"
@@ -105,6 +107,35 @@ func screenshot(ctx context.Context, t *testing.T, name string) {
 	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// pageCheck runs actions that load a page (a navigation, or a click that
+// submits or follows a link), checks the HTTP status of the page that
+// loads (after redirects) and that it shows each of want, then writes its
+// screenshot as name (with CONSOLE_SCREENSHOTS=1).
+func pageCheck(ctx context.Context, t *testing.T, name string, status int, want []string, actions ...chromedp.Action) {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, stepTimeout)
+	defer cancel()
+	resp, err := chromedp.RunResponse(c, actions...)
+	if err != nil {
+		t.Fatalf("load the %s page: %v", name, err)
+	}
+	var body, loc string
+	step(ctx, t, "read the "+name+" page", chromedp.Location(&loc), chromedp.Text("body", &body, chromedp.ByQuery))
+	if resp == nil || int(resp.Status) != status {
+		got := 0
+		if resp != nil {
+			got = int(resp.Status)
+		}
+		t.Fatalf("the %s page (%s): status %d, want %d; it says:\n%s", name, loc, got, status, body)
+	}
+	for _, w := range want {
+		if !strings.Contains(body, w) {
+			t.Errorf("the %s page (%s) lacks %q; it says:\n%s", name, loc, w, body)
+		}
+	}
+	screenshot(ctx, t, name)
 }
 
 func signInBrowser(ctx context.Context, t *testing.T, base, token, who string) {
@@ -203,15 +234,14 @@ func TestBrowser(t *testing.T) {
 	base := cs.URL
 
 	// Tenant A: sign in, offerings, search.
-	step(ctx, t, "the login page", chromedp.Navigate(base+"/offerings"), chromedp.WaitVisible("#token", chromedp.ByQuery))
-	screenshot(ctx, t, "login")
+	pageCheck(ctx, t, "login", http.StatusOK, []string{"Sign in", "Bearer token"}, chromedp.Navigate(base+"/offerings"))
 	signInBrowser(ctx, t, base, e.tokenA, "tenant A")
 	var offerings string
+	pageCheck(ctx, t, "offerings", http.StatusOK, []string{"Offerings", "cache", "Sample"}, chromedp.Navigate(base+"/offerings"))
 	step(ctx, t, "read the offerings", chromedp.Text("#offerings", &offerings, chromedp.ByQuery))
 	if !strings.Contains(offerings, "cache") || !strings.Contains(offerings, "Sample") {
 		t.Fatalf("offerings page lacks the cache or the Sample offering:\n%s", offerings)
 	}
-	screenshot(ctx, t, "offerings")
 	step(ctx, t, "search for redis hides the Sample offering",
 		chromedp.SendKeys("#search", "redis", chromedp.ByQuery),
 		chromedp.WaitNotVisible(`a.offering[href="/offerings/`+sampleOffering+`"]`, chromedp.ByQuery),
@@ -221,8 +251,9 @@ func TestBrowser(t *testing.T) {
 	// check shows the schema's error next to the field.
 	var minAttr, maxAttr string
 	var ok bool
+	pageCheck(ctx, t, "offering", http.StatusOK, []string{"Plans:", "dev", "maxmemory", "Create"},
+		chromedp.Click(`a.offering[href="/offerings/`+sfOffering+`"]`, chromedp.ByQuery))
 	step(ctx, t, "open the cache offering",
-		chromedp.Click(`a.offering[href="/offerings/`+sfOffering+`"]`, chromedp.ByQuery),
 		chromedp.WaitVisible("#order", chromedp.ByQuery),
 		chromedp.AttributeValue("#f-maxmemory", "min", &minAttr, &ok, chromedp.ByQuery),
 		chromedp.AttributeValue("#f-maxmemory", "max", &maxAttr, &ok, chromedp.ByQuery))
@@ -233,22 +264,22 @@ func TestBrowser(t *testing.T) {
 	step(ctx, t, "submit maxmemory 8 (the browser's own check switched off, as a script could)",
 		chromedp.SetValue("#name", "cache-a", chromedp.ByQuery),
 		chromedp.SetValue("#f-maxmemory", "8", chromedp.ByQuery),
-		chromedp.SetAttributeValue("#order", "novalidate", "", chromedp.ByQuery),
-		chromedp.Click("#create", chromedp.ByQuery),
+		chromedp.SetAttributeValue("#order", "novalidate", "", chromedp.ByQuery))
+	pageCheck(ctx, t, "offering-form-errors", http.StatusUnprocessableEntity, []string{"minimum"}, chromedp.Click("#create", chromedp.ByQuery))
+	step(ctx, t, "read the error next to maxmemory",
 		chromedp.WaitVisible(`.field-error[data-field="maxmemory"]`, chromedp.ByQuery),
 		chromedp.Text(`.field-error[data-field="maxmemory"]`, &fieldErr, chromedp.ByQuery))
 	if !strings.Contains(fieldErr, "16") {
 		t.Errorf("the error next to maxmemory does not name the minimum 16: %q", fieldErr)
 	}
-	screenshot(ctx, t, "offering-form-errors")
 	if err := admin.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "cache-a"}, &osbv1alpha1.SFServiceInstance{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the invalid form created an instance (or the check failed): %v", err)
 	}
 
 	// Create; play the inter-operator; the page turns Ready by itself.
-	step(ctx, t, "submit maxmemory 64",
-		chromedp.SetValue("#f-maxmemory", "64", chromedp.ByQuery),
-		chromedp.Click("#create", chromedp.ByQuery),
+	step(ctx, t, "fill in maxmemory 64", chromedp.SetValue("#f-maxmemory", "64", chromedp.ByQuery))
+	pageCheck(ctx, t, "instance-new", http.StatusOK, []string{"cache-a", "Conditions", "Events", "Bindings"}, chromedp.Click("#create", chromedp.ByQuery))
+	step(ctx, t, "the new instance's page",
 		chromedp.WaitVisible("#instance-name", chromedp.ByQuery),
 		chromedp.WaitVisible(`#ready.unknown`, chromedp.ByQuery))
 	inst := &osbv1alpha1.SFServiceInstance{}
@@ -321,10 +352,55 @@ func TestBrowser(t *testing.T) {
 	if strings.Contains(loc, password) {
 		t.Errorf("the password is in the URL")
 	}
+	screenshot(ctx, t, "bindings")
 
-	// Delete.
-	step(ctx, t, "delete cache-a",
+	// Delete the binding: a confirmation first; Cancel keeps it.
+	deleteBinding := `a.delete-binding[data-binding="cred-a"]`
+	var confirmTitle string
+	pageCheck(ctx, t, "binding-delete-confirmation", http.StatusOK, []string{"This removes", "credentials", "Cancel"}, chromedp.Click(deleteBinding, chromedp.ByQuery))
+	step(ctx, t, "delete the binding cred-a, then cancel",
+		chromedp.WaitVisible("#confirm-title", chromedp.ByQuery),
+		chromedp.Text("#confirm-title", &confirmTitle, chromedp.ByQuery))
+	if confirmTitle != "Delete binding cred-a?" {
+		t.Errorf("binding confirmation title %q, want %q", confirmTitle, "Delete binding cred-a?")
+	}
+	step(ctx, t, "cancel the binding's deletion",
+		chromedp.Click("#cancel-delete", chromedp.ByQuery),
+		chromedp.WaitVisible(deleteBinding, chromedp.ByQuery))
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "cred-a"}, b); err != nil || b.DeletionTimestamp != nil {
+		t.Fatalf("cred-a after a cancelled delete: %v, deletion %v", err, b.DeletionTimestamp)
+	}
+	step(ctx, t, "delete the binding cred-a, confirmed",
+		chromedp.Click(deleteBinding, chromedp.ByQuery),
+		chromedp.WaitVisible("#confirm-delete", chromedp.ByQuery),
+		chromedp.Click("#confirm-delete", chromedp.ByQuery),
+		chromedp.WaitVisible("#instance-name", chromedp.ByQuery),
+		chromedp.WaitNotPresent(`#bindings tr[data-name="cred-a"]`, chromedp.ByQuery))
+	waitFor(t, "cred-a to be deleted", func(ctx context.Context) string {
+		if err := admin.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "cred-a"}, &osbv1alpha1.SFServiceBinding{}); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("still there (%v)", err)
+		}
+		return ""
+	})
+
+	// Delete the instance: a confirmation first; Cancel keeps it.
+	pageCheck(ctx, t, "delete-confirmation", http.StatusOK, []string{"This removes", "the service instance", "cannot be undone", "Cancel"}, chromedp.Click("#delete", chromedp.ByQuery))
+	step(ctx, t, "delete cache-a, then cancel",
+		chromedp.WaitVisible("#confirm-title", chromedp.ByQuery),
+		chromedp.Text("#confirm-title", &confirmTitle, chromedp.ByQuery))
+	if confirmTitle != "Delete cache-a?" {
+		t.Errorf("confirmation title %q, want %q", confirmTitle, "Delete cache-a?")
+	}
+	step(ctx, t, "cancel the deletion of cache-a",
+		chromedp.Click("#cancel-delete", chromedp.ByQuery),
+		chromedp.WaitVisible("#instance-name", chromedp.ByQuery))
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "cache-a"}, inst); err != nil || inst.DeletionTimestamp != nil {
+		t.Fatalf("cache-a after a cancelled delete: %v, deletion %v", err, inst.DeletionTimestamp)
+	}
+	step(ctx, t, "delete cache-a, confirmed",
 		chromedp.Click("#delete", chromedp.ByQuery),
+		chromedp.WaitVisible("#confirm-delete", chromedp.ByQuery),
+		chromedp.Click("#confirm-delete", chromedp.ByQuery),
 		chromedp.WaitVisible("#count", chromedp.ByQuery))
 	waitFor(t, "cache-a to be deleted", func(ctx context.Context) string {
 		if err := admin.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "cache-a"}, &osbv1alpha1.SFServiceInstance{}); !apierrors.IsNotFound(err) {
@@ -333,14 +409,17 @@ func TestBrowser(t *testing.T) {
 		return ""
 	})
 
-	// A code-based offering: the provider's kind, named like the MCP.
+	// A code-based offering: the order creates the ManagedControlPlane the
+	// provider's object needs (same name and namespace), and the page
+	// shows the control plane's progress.
 	step(ctx, t, "order a Sample",
 		chromedp.Navigate(base+"/offerings/"+sampleOffering),
 		chromedp.WaitVisible("#f-version", chromedp.ByQuery),
 		chromedp.SetValue("#name", "mcp-a", chromedp.ByQuery),
 		chromedp.SetValue("#f-version", "v1", chromedp.ByQuery),
 		chromedp.Click("#create", chromedp.ByQuery),
-		chromedp.WaitVisible("#instance-name", chromedp.ByQuery))
+		chromedp.WaitVisible("#instance-name", chromedp.ByQuery),
+		chromedp.WaitVisible(`#controlplane[data-name="mcp-a"] #controlplane-ready.unknown`, chromedp.ByQuery))
 	sample := &unstructured.Unstructured{}
 	sample.SetGroupVersionKind(schema.GroupVersionKind{Group: "sample.services.openmcp.cloud", Version: "v1alpha1", Kind: "Sample"})
 	if err := admin.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "mcp-a"}, sample); err != nil {
@@ -349,10 +428,46 @@ func TestBrowser(t *testing.T) {
 	if v, _, _ := unstructured.NestedString(sample.Object, "spec", "version"); v != "v1" {
 		t.Errorf("Sample spec.version %q, want v1", v)
 	}
+	mcp := &corev2alpha1.ManagedControlPlane{}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "mcp-a"}, mcp); err != nil {
+		t.Fatalf("ordering the Sample created no ManagedControlPlane mcp-a next to it (the provider would fail MCPNotFound): %v", err)
+	}
+	apimeta.SetStatusCondition(&mcp.Status.Conditions, metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready", Message: "the control plane is available"})
+	if err := admin.Status().Update(ctx, mcp); err != nil {
+		t.Fatal(err)
+	}
+	step(ctx, t, "the Sample's page shows its control plane turn Ready",
+		chromedp.WaitVisible(`#controlplane-ready.true`, chromedp.ByQuery))
+	screenshot(ctx, t, "instance-controlplane")
+
+	// The picker: an existing control plane of the namespace takes the
+	// order; one that has a Sample already cannot be picked.
+	if err := admin.Create(ctx, &corev2alpha1.ManagedControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: nsA, Name: "team-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	var takenDisabled bool
+	step(ctx, t, "pick the control plane team-a for a Sample",
+		chromedp.Navigate(base+"/offerings/"+sampleOffering),
+		chromedp.WaitReady(`#controlplane option[value="team-a"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelector('#controlplane option[value="mcp-a"]').disabled`, &takenDisabled),
+		chromedp.SetValue("#f-version", "v2", chromedp.ByQuery),
+		chromedp.SetValue("#controlplane", "team-a", chromedp.ByQuery))
+	if !takenDisabled {
+		t.Error("the picker offers mcp-a, which has a Sample already")
+	}
+	screenshot(ctx, t, "offering-controlplane-picker")
+	step(ctx, t, "order the Sample at team-a",
+		chromedp.Click("#create", chromedp.ByQuery),
+		chromedp.WaitVisible(`#controlplane[data-name="team-a"]`, chromedp.ByQuery))
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: nsA, Name: "team-a"}, sample); err != nil {
+		t.Fatalf("no Sample team-a at the picked control plane: %v", err)
+	}
+	if _, created := mcp.Annotations[console.AnnotationCreatedBy]; !created {
+		t.Errorf("mcp-a lacks the annotation %s that says the console created it", console.AnnotationCreatedBy)
+	}
+	pageCheck(ctx, t, "instances", http.StatusOK, []string{"instances in " + nsA, "mcp-a", "team-a"}, chromedp.Navigate(base+"/instances?namespace="+nsA))
 	step(ctx, t, "the instances page lists the Sample",
-		chromedp.Navigate(base+"/instances?namespace="+nsA),
 		chromedp.WaitVisible(`table.instances tr[data-name="mcp-a"]`, chromedp.ByQuery))
-	screenshot(ctx, t, "instances")
 	step(ctx, t, "tenant A signs out", chromedp.Click("#logout", chromedp.ByQuery), chromedp.WaitVisible("#token", chromedp.ByQuery))
 
 	// Tenant B sees nothing of A's and deletes nothing of A's, while a
@@ -361,6 +476,7 @@ func TestBrowser(t *testing.T) {
 	signInBrowser(ctx, t, base, e.tokenB, "tenant B")
 	sampleRes := "samples.v1alpha1.sample.services.openmcp.cloud"
 	var title string
+	pageCheck(ctx, t, "error-not-permitted", http.StatusForbidden, []string{"Not permitted", "You are not permitted"}, chromedp.Navigate(base+"/ns/"+nsA+"/"+sampleRes+"/mcp-a"))
 	step(ctx, t, "tenant B lists tenant A's namespace",
 		chromedp.Navigate(base+"/instances?namespace="+nsA),
 		chromedp.WaitVisible("#not-permitted", chromedp.ByQuery),
@@ -370,13 +486,13 @@ func TestBrowser(t *testing.T) {
 	if title != "Not permitted" {
 		t.Errorf("tenant B on tenant A's instance page: %q, want Not permitted", title)
 	}
+	pageCheck(ctx, t, "platform-tenant", http.StatusOK, []string{"Service providers", "not permitted"}, chromedp.Navigate(base+"/platform"))
 	step(ctx, t, "tenant B's platform view",
-		chromedp.Navigate(base+"/platform"),
 		chromedp.WaitVisible("#providers .not-permitted", chromedp.ByQuery),
 		chromedp.WaitVisible("#clusters .not-permitted", chromedp.ByQuery),
 		chromedp.WaitVisible("#latency .not-permitted", chromedp.ByQuery))
 	bobby := signIn(t, cs, e.tokenB)
-	forged := bobby.postForm(t, "/ns/"+nsA+"/"+sampleRes+"/mcp-a/delete", map[string]string{"csrf": bobby.csrf})
+	forged := bobby.postForm(t, "/ns/"+nsA+"/"+sampleRes+"/mcp-a/delete", map[string]string{"csrf": bobby.csrf, console.ConfirmField: "mcp-a"})
 	if forged.StatusCode != http.StatusForbidden || !strings.Contains(forged.Body, "not permitted") {
 		t.Errorf("tenant B deleting tenant A's Sample: status %d, want 403 saying not permitted", forged.StatusCode)
 	}
@@ -391,8 +507,8 @@ func TestBrowser(t *testing.T) {
 	// The platform operator.
 	signInBrowser(ctx, t, base, e.tokenP, "the platform operator")
 	var providers, clusters string
+	pageCheck(ctx, t, "platform", http.StatusOK, []string{"Service providers", "SFClusters", "sample"}, chromedp.Navigate(base+"/platform"))
 	step(ctx, t, "the platform view",
-		chromedp.Navigate(base+"/platform"),
 		chromedp.WaitVisible(`#providers tr[data-name="sample"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#clusters figure[data-name="1"] svg`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#latency svg.histogram rect`, chromedp.ByQuery),
@@ -401,7 +517,6 @@ func TestBrowser(t *testing.T) {
 	if !strings.Contains(providers, "Running") || !strings.Contains(clusters, "12 of 16") {
 		t.Errorf("platform view: providers %q; clusters %q (want the provider's reason and 12 of 16 instances on cluster 1)", providers, clusters)
 	}
-	screenshot(ctx, t, "platform")
 
 	cs.assertNoSecrets(t, map[string]string{"tenant A's token": e.tokenA, "tenant B's token": e.tokenB, "the operator's token": e.tokenP})
 }

@@ -166,10 +166,15 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /instances", s.authed(s.instancesPage))
 	s.mux.HandleFunc("GET /ns/{ns}/{res}/{name}", s.authed(s.instancePage))
 	s.mux.HandleFunc("GET /ns/{ns}/{res}/{name}/live", s.authed(s.instanceLive))
+	s.mux.HandleFunc("GET /ns/{ns}/{res}/{name}/delete", s.authed(s.confirmDeleteInstance))
 	s.mux.HandleFunc("POST /ns/{ns}/{res}/{name}/delete", s.authed(s.deleteInstance))
+	s.mux.HandleFunc("GET /ns/{ns}/bindings/{name}/delete", s.authed(s.confirmDeleteBinding))
+	s.mux.HandleFunc("POST /ns/{ns}/bindings/{name}/delete", s.authed(s.deleteBinding))
 	s.mux.HandleFunc("POST /ns/{ns}/{res}/{name}/bindings", s.authed(s.createBinding))
 	s.mux.HandleFunc("POST /ns/{ns}/bindings/{name}/credentials", s.authed(s.bindingCredentials))
 	s.mux.HandleFunc("GET /platform", s.authed(s.platformPage))
+	s.mux.HandleFunc("POST /platform/login", s.authed(s.platformLogin))
+	s.mux.HandleFunc("POST /platform/logout", s.authed(s.platformLogout))
 }
 
 // securityHeaders sets headers every answer carries: no framing, no

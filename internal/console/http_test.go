@@ -125,9 +125,9 @@ func TestCSRF(t *testing.T) {
 		form    map[string]string
 		headers []string
 	}{
-		"no token":    {form: map[string]string{}},
-		"wrong token": {form: map[string]string{"csrf": "x" + u.csrf}},
-		"cross-origin": {form: map[string]string{"csrf": u.csrf},
+		"no token":    {form: map[string]string{console.ConfirmField: "csrf-victim"}},
+		"wrong token": {form: map[string]string{"csrf": "x" + u.csrf, console.ConfirmField: "csrf-victim"}},
+		"cross-origin": {form: map[string]string{"csrf": u.csrf, console.ConfirmField: "csrf-victim"},
 			headers: []string{"Origin", "http://attacker.example.invalid", "Sec-Fetch-Site", "cross-site"}},
 	} {
 		resp := u.postForm(t, path, c.form, c.headers...)
@@ -142,7 +142,7 @@ func TestCSRF(t *testing.T) {
 	if resp := u.postForm(t, "/offerings/"+sfOffering, map[string]string{"namespace": nsA, "name": "nocsrf", "p.maxmemory": "64"}); resp.StatusCode != http.StatusForbidden {
 		t.Errorf("create without token: %d, want 403", resp.StatusCode)
 	}
-	resp := u.postForm(t, path, map[string]string{"csrf": u.csrf}, "Origin", cs.URL, "Sec-Fetch-Site", "same-origin")
+	resp := u.postForm(t, path, map[string]string{"csrf": u.csrf, console.ConfirmField: "csrf-victim"}, "Origin", cs.URL, "Sec-Fetch-Site", "same-origin")
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("same-origin delete with the token: %d, want 303: %s", resp.StatusCode, resp.Body)
 	}

@@ -265,6 +265,7 @@ type instanceView struct {
 	Events                                 []eventRow
 	EventsError                            string
 	Bindings                               []bindingRow
+	ControlPlane                           *controlPlaneView
 	BindingsError                          string
 	CSRF                                   string
 	BindingName                            string
@@ -313,6 +314,8 @@ func (s *Server) loadInstance(ctx context.Context, sess *session, ns, res, name 
 	}
 	if v.IsSF {
 		s.loadBindings(ctx, sess, u, v)
+	} else {
+		v.ControlPlane = loadControlPlane(ctx, sess, ns, name)
 	}
 	return v, u, nil
 }
@@ -392,23 +395,6 @@ func (s *Server) instanceLive(w http.ResponseWriter, r *http.Request, sess *sess
 		return
 	}
 	s.renderFragment(w, "live", v)
-}
-
-func (s *Server) deleteInstance(w http.ResponseWriter, r *http.Request, sess *session) {
-	ns, res, name := r.PathValue("ns"), r.PathValue("res"), r.PathValue("name")
-	gvr, ok := resourceOf(res)
-	if !ok {
-		s.showError(w, r, sess, apiError{http.StatusNotFound, "Not found", "No such kind of instance."})
-		return
-	}
-	ctx, cancel := s.ctx(r)
-	defer cancel()
-	if err := sess.kube.onboarding.Resource(gvr).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-		s.showError(w, r, sess, describeError("delete "+name+" in namespace "+ns, err))
-		return
-	}
-	s.log.Info("instance deleted", "user", sess.user, "namespace", ns, "name", name, "resource", gvr.Resource)
-	http.Redirect(w, r, instancesURL(ns), http.StatusSeeOther)
 }
 
 // createBinding creates an SFServiceBinding of an SF instance.

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"sort"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -135,6 +137,11 @@ type offeringData struct {
 	Errors    []string
 	Schema    string // the schema, pretty, for reference
 	Bindable  bool
+	// ControlPlane is the ManagedControlPlane picked for a code-based
+	// order (empty: a new one); ControlPlanes are those to pick from.
+	ControlPlane       string
+	ControlPlanes      []controlPlaneChoice
+	ControlPlanesError string
 }
 
 // selection is what an offering page orders: an SF plan or a provider kind.
@@ -210,17 +217,21 @@ func (s *Server) offeringPageData(ctx context.Context, sess *session, name, choi
 func (s *Server) offeringPage(w http.ResponseWriter, r *http.Request, sess *session) {
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	d, _, err := s.offeringPageData(ctx, sess, r.PathValue("name"), r.URL.Query().Get("choice"))
+	d, sel, err := s.offeringPageData(ctx, sess, r.PathValue("name"), r.URL.Query().Get("choice"))
 	if err != nil {
 		s.showError(w, r, sess, describeError("read the offering", err))
 		return
+	}
+	if sel.kind != nil && d.Namespace != "" {
+		d.ControlPlanes, d.ControlPlanesError = listControlPlanes(ctx, sess, d.Namespace, sel.kind, "")
 	}
 	s.render(w, http.StatusOK, "offering", sess, "offerings", d.Title, d)
 }
 
 // createInstance checks the form against the schema and creates the
 // instance with the user's token: an SFServiceInstance for an SF
-// offering, the provider's kind named like the MCP otherwise.
+// offering; for a code-based one the provider's kind at its
+// ManagedControlPlane, which is created first unless the form picks one.
 func (s *Server) createInstance(w http.ResponseWriter, r *http.Request, sess *session) {
 	ctx, cancel := s.ctx(r)
 	defer cancel()
@@ -231,66 +242,119 @@ func (s *Server) createInstance(w http.ResponseWriter, r *http.Request, sess *se
 	}
 	d.Namespace = strings.TrimSpace(r.PostForm.Get("namespace"))
 	d.Name = strings.TrimSpace(r.PostForm.Get("name"))
+	d.ControlPlane = strings.TrimSpace(r.PostForm.Get(ControlPlaneField))
+	values, ok := checkOrder(d, sel, r.PostForm)
+	if !ok {
+		if sel.kind != nil && len(validation.IsDNS1123Label(d.Namespace)) == 0 {
+			d.ControlPlanes, d.ControlPlanesError = listControlPlanes(ctx, sess, d.Namespace, sel.kind, d.ControlPlane)
+		}
+		s.render(w, http.StatusUnprocessableEntity, "offering", sess, "offerings", d.Title, d)
+		return
+	}
+	sess.setNamespace(d.Namespace)
+	var res string
+	if sel.plan != nil {
+		res, err = s.createSFInstance(ctx, sess, d, sel.plan, values)
+	} else {
+		res, err = s.createProviderObject(ctx, sess, d, sel.kind, values)
+	}
+	if err != nil {
+		e := describeError("create "+d.Name+" in namespace "+d.Namespace, err)
+		d.Errors = append(d.Errors, e.Message)
+		if sel.kind != nil {
+			d.ControlPlanes, d.ControlPlanesError = listControlPlanes(ctx, sess, d.Namespace, sel.kind, d.ControlPlane)
+		}
+		s.render(w, e.Status, "offering", sess, "offerings", d.Title, d)
+		return
+	}
+	s.log.Info("instance created", "user", sess.user, "namespace", d.Namespace, "name", d.Name, "offering", d.Offering.Name)
+	http.Redirect(w, r, instanceURL(d.Namespace, res, d.Name), http.StatusSeeOther)
+}
+
+// checkOrder checks the order form in d (name, namespace, control plane,
+// the schema's fields) and returns the spec's values, writing the errors
+// into d.
+func checkOrder(d *offeringData, sel selection, form url.Values) (map[string]any, bool) {
 	ok := true
-	if errs := validation.IsDNS1123Label(d.Name); len(errs) > 0 {
+	if sel.kind != nil && d.ControlPlane != "" {
+		// The object takes the name of the control plane it serves.
+		switch {
+		case len(validation.IsDNS1123Label(d.ControlPlane)) > 0:
+			d.Errors, ok = append(d.Errors, "Control plane: not a ManagedControlPlane name."), false
+		case d.Name == "":
+			d.Name = d.ControlPlane
+		case d.Name != d.ControlPlane:
+			d.NameError, ok = "An instance takes the name of its ManagedControlPlane: leave the name empty or use "+d.ControlPlane+".", false
+		}
+	}
+	if errs := validation.IsDNS1123Label(d.Name); ok && len(errs) > 0 {
 		d.NameError, ok = strings.Join(errs, "; "), false
 	}
-	nsOK := len(validation.IsDNS1123Label(d.Namespace)) == 0
-	if !nsOK {
+	if len(validation.IsDNS1123Label(d.Namespace)) > 0 {
 		d.Errors, ok = append(d.Errors, "Namespace: a namespace name is lower-case letters, digits and dashes."), false
 	}
-	values := d.Form.fill(r.PostForm)
+	values := d.Form.fill(form)
 	if !d.Form.validate(values) {
 		ok = false
 	}
 	if sel.plan == nil && sel.kind == nil {
 		d.Errors, ok = append(d.Errors, "This offering has no plan or kind that can be ordered."), false
 	}
-	if !ok {
-		s.render(w, http.StatusUnprocessableEntity, "offering", sess, "offerings", d.Title, d)
-		return
+	return values, ok
+}
+
+// createSFInstance creates the SFServiceInstance of an order of plan.
+func (s *Server) createSFInstance(ctx context.Context, sess *session, d *offeringData, plan *marketplacev1alpha1.Plan, values map[string]any) (string, error) {
+	params, perr := json.Marshal(values)
+	ctxRaw, cerr := json.Marshal(map[string]string{"platform": "kubernetes", "namespace": d.Namespace})
+	if err := errors.Join(perr, cerr); err != nil {
+		return "", fmt.Errorf("encode the parameters: %w", err)
 	}
-	sess.setNamespace(d.Namespace)
-	var u *unstructured.Unstructured
-	var res string
-	if sel.plan != nil {
-		params, perr := json.Marshal(values)
-		ctxRaw, cerr := json.Marshal(map[string]string{"platform": "kubernetes", "namespace": d.Namespace})
-		if err := errors.Join(perr, cerr); err != nil {
-			s.showError(w, r, sess, apiError{http.StatusInternalServerError, "Cannot encode", "The parameters cannot be encoded: " + err.Error()})
-			return
-		}
-		inst := &osbv1alpha1.SFServiceInstance{
-			TypeMeta:   metav1.TypeMeta{APIVersion: osbv1alpha1.GroupVersion.String(), Kind: "SFServiceInstance"},
-			ObjectMeta: metav1.ObjectMeta{Name: d.Name, Namespace: d.Namespace},
-			Spec: osbv1alpha1.SFServiceInstanceSpec{
-				InstanceID: d.Name, ServiceID: d.Offering.Spec.ServiceID, PlanID: sel.plan.ID,
-				Parameters: &runtime.RawExtension{Raw: params},
-				Context:    &runtime.RawExtension{Raw: ctxRaw},
-			},
-		}
-		if u, err = toUnstructured(inst); err == nil {
-			_, err = sess.kube.onboarding.Resource(instancesGVR).Namespace(d.Namespace).Create(ctx, u, metav1.CreateOptions{})
-		}
-		res = sfResource
-	} else {
-		u = &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": sel.kind.Group + "/" + sel.kind.Version,
-			"kind":       sel.kind.Kind,
-			"metadata":   map[string]any{"name": d.Name, "namespace": d.Namespace},
-			"spec":       values,
-		}}
-		_, err = sess.kube.onboarding.Resource(providerGVR(*sel.kind)).Namespace(d.Namespace).Create(ctx, u, metav1.CreateOptions{})
-		res = kindResource(*sel.kind)
+	inst := &osbv1alpha1.SFServiceInstance{
+		TypeMeta:   metav1.TypeMeta{APIVersion: osbv1alpha1.GroupVersion.String(), Kind: "SFServiceInstance"},
+		ObjectMeta: metav1.ObjectMeta{Name: d.Name, Namespace: d.Namespace},
+		Spec: osbv1alpha1.SFServiceInstanceSpec{
+			InstanceID: d.Name, ServiceID: d.Offering.Spec.ServiceID, PlanID: plan.ID,
+			Parameters: &runtime.RawExtension{Raw: params},
+			Context:    &runtime.RawExtension{Raw: ctxRaw},
+		},
 	}
-	if err != nil {
-		e := describeError("create "+d.Name+" in namespace "+d.Namespace, err)
-		d.Errors = append(d.Errors, e.Message)
-		s.render(w, e.Status, "offering", sess, "offerings", d.Title, d)
-		return
+	u, err := toUnstructured(inst)
+	if err == nil {
+		_, err = sess.kube.onboarding.Resource(instancesGVR).Namespace(d.Namespace).Create(ctx, u, metav1.CreateOptions{})
 	}
-	s.log.Info("instance created", "user", sess.user, "namespace", d.Namespace, "name", d.Name, "offering", d.Offering.Name)
-	http.Redirect(w, r, instanceURL(d.Namespace, res, d.Name), http.StatusSeeOther)
+	return sfResource, err
+}
+
+// createProviderObject creates the provider's object of an order of kind
+// at its ManagedControlPlane: a new one named like the instance, unless
+// the form picked one (d.ControlPlane). A new control plane is removed
+// again when the object cannot be created, so the order can be re-sent.
+func (s *Server) createProviderObject(ctx context.Context, sess *session, d *offeringData, kind *marketplacev1alpha1.OfferedKind, values map[string]any) (string, error) {
+	if d.ControlPlane == "" {
+		if err := createControlPlane(ctx, sess, d.Namespace, d.Name, kind.Kind); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return "", &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusConflict, Reason: metav1.StatusReasonAlreadyExists,
+					Message: "A ManagedControlPlane named " + d.Name + " exists in " + d.Namespace + ": pick it under Control plane to place the " + kind.Kind + " there."}}
+			}
+			return "", err
+		}
+	} else if _, err := sess.kube.onboarding.Resource(managedControlPlanesGVR).Namespace(d.Namespace).Get(ctx, d.ControlPlane, metav1.GetOptions{}); err != nil {
+		return "", fmt.Errorf("read ManagedControlPlane %s/%s: %w", d.Namespace, d.ControlPlane, err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": kind.Group + "/" + kind.Version,
+		"kind":       kind.Kind,
+		"metadata":   map[string]any{"name": d.Name, "namespace": d.Namespace},
+		"spec":       values,
+	}}
+	_, err := sess.kube.onboarding.Resource(providerGVR(*kind)).Namespace(d.Namespace).Create(ctx, u, metav1.CreateOptions{})
+	if err != nil && d.ControlPlane == "" {
+		if derr := deleteControlPlane(ctx, sess, d.Namespace, d.Name); derr != nil {
+			s.log.Error(derr, "remove the control plane of a failed order", "namespace", d.Namespace, "name", d.Name)
+		}
+	}
+	return kindResource(*kind), err
 }
 
 // sfResource is the path segment of SFServiceInstances; a provider kind's

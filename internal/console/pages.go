@@ -17,7 +17,7 @@ type pages struct {
 	byName map[string]*template.Template
 }
 
-var pageNames = []string{"login", "offerings", "offering", "instances", "instance", "platform", "error"}
+var pageNames = []string{"login", "offerings", "offering", "instances", "instance", "platform", "confirm", "error"}
 
 var funcs = template.FuncMap{
 	"ago":   ago,

@@ -55,6 +55,12 @@ type platformData struct {
 	Latency           *histogramChart
 	LatencyForbidden  bool
 	LatencyError      string
+
+	// Separate: the platform cluster is not the onboarding cluster, and
+	// its view takes a sign-in of its own (PlatformUser once done).
+	Separate     bool
+	PlatformUser string
+	LoginError   string
 }
 
 // Geometry of the capacity chart (pixels).
@@ -69,12 +75,30 @@ const (
 // each section on its own, "not permitted" where the API server (or the
 // metrics endpoint) refuses the token.
 func (s *Server) platformPage(w http.ResponseWriter, r *http.Request, sess *session) {
+	s.renderPlatform(w, r, sess, http.StatusOK, "")
+}
+
+// renderPlatform renders the platform view with status, and loginError
+// next to the platform sign-in.
+func (s *Server) renderPlatform(w http.ResponseWriter, r *http.Request, sess *session, status int, loginError string) {
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	d := platformData{LatencyConfigured: s.opts.MetricsURL != "", LatencyMetric: s.opts.LatencyMetric}
+	d := platformData{LatencyConfigured: s.opts.MetricsURL != "", LatencyMetric: s.opts.LatencyMetric, Separate: s.platformSeparate(), LoginError: loginError}
+	platform, platformUser := s.platformClient(sess)
+	d.PlatformUser = platformUser
+	sectionErr := func(what string, err error) (bool, string) {
+		if apierrors.IsUnauthorized(err) {
+			// An expired or revoked platform token ends the platform
+			// sign-in: the form comes back.
+			sess.setPlatform(nil)
+			d.PlatformUser = ""
+			return false, platformUnauthorized(d.Separate)
+		}
+		return sectionError(what, err)
+	}
 
-	sps, err := sess.kube.platform.Resource(serviceProviderGVR).List(ctx, metav1.ListOptions{})
-	d.ProvidersForbidden, d.ProvidersError = sectionError("list ServiceProviders", err)
+	sps, err := platform.Resource(serviceProviderGVR).List(ctx, metav1.ListOptions{})
+	d.ProvidersForbidden, d.ProvidersError = sectionErr("list ServiceProviders", err)
 	if err == nil {
 		for i := range sps.Items {
 			var sp providerv1alpha1.ServiceProvider
@@ -91,8 +115,8 @@ func (s *Server) platformPage(w http.ResponseWriter, r *http.Request, sess *sess
 		}
 	}
 
-	cls, err := sess.kube.platform.Resource(sfClustersGVR).List(ctx, metav1.ListOptions{})
-	d.ClustersForbidden, d.ClustersError = sectionError("list SFClusters", err)
+	cls, err := platform.Resource(sfClustersGVR).List(ctx, metav1.ListOptions{})
+	d.ClustersForbidden, d.ClustersError = sectionErr("list SFClusters", err)
 	if err == nil {
 		for i := range cls.Items {
 			var c resourcev1alpha1.SFCluster
@@ -120,7 +144,7 @@ func (s *Server) platformPage(w http.ResponseWriter, r *http.Request, sess *sess
 			d.Latency = newHistogramChart(h)
 		}
 	}
-	s.render(w, http.StatusOK, "platform", sess, "platform", "Platform", d)
+	s.render(w, status, "platform", sess, "platform", "Platform", d)
 }
 
 func sectionError(what string, err error) (bool, string) {

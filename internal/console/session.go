@@ -31,6 +31,7 @@ type session struct {
 	namespace string // the namespace last chosen, for defaults
 	expires   time.Time
 	kube      *kube
+	platform  *platformIdentity // sign-in to a separate platform cluster
 	mu        sync.Mutex
 }
 

@@ -116,6 +116,7 @@ func start(t *testing.T) (*env, error) {
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"osb.servicefabrik.io"}, Resources: []string{"sfserviceinstances", "sfservicebindings"}, Verbs: []string{"*"}},
 			{APIGroups: []string{"sample.services.openmcp.cloud"}, Resources: []string{"samples"}, Verbs: []string{"*"}},
+			{APIGroups: []string{"core.openmcp.cloud"}, Resources: []string{"managedcontrolplanes"}, Verbs: []string{"*"}},
 		},
 	}); err != nil {
 		return e, err

@@ -42,6 +42,10 @@ func startConsole(ctx context.Context, l *landscape.Landscape, timeout time.Dura
 	if err := ensureConsoleDemo(ctx, l); err != nil {
 		return err
 	}
+	platformToken := l.Layout.Path(ConsolePlatformTokenFile)
+	if err := ensureConsolePlatformViewer(ctx, l.Platform.Client, platformToken); err != nil {
+		return err
+	}
 	u, err := url.Parse(consoleURL)
 	if err != nil {
 		return fmt.Errorf("console URL %q: %w", consoleURL, err)
@@ -66,6 +70,7 @@ func startConsole(ctx context.Context, l *landscape.Landscape, timeout time.Dura
 	l.AddSummary(
 		"Web console: "+consoleURL+" (sign in with a token, e.g. the demo tenant's, whose namespace is "+ConsoleDemoNamespace+")",
 		"  kubectl --kubeconfig "+l.Onboarding.KubeconfigPath+" create token "+ConsoleDemoAccount+" -n "+ConsoleDemoNamespace,
+		"  platform view: sign in there (Platform page) with the platform cluster's read-only token in "+platformToken,
 	)
 	return nil
 }
