@@ -86,12 +86,14 @@ func (s *Server) renderPlatform(w http.ResponseWriter, r *http.Request, sess *se
 	d := platformData{LatencyConfigured: s.opts.MetricsURL != "", LatencyMetric: s.opts.LatencyMetric, Separate: s.platformSeparate(), LoginError: loginError}
 	platform, platformUser := s.platformClient(sess)
 	d.PlatformUser = platformUser
+	refused := false
 	sectionErr := func(what string, err error) (bool, string) {
 		if apierrors.IsUnauthorized(err) {
 			// An expired or revoked platform token ends the platform
 			// sign-in: the form comes back.
 			sess.setPlatform(nil)
 			d.PlatformUser = ""
+			refused = true
 			return false, platformUnauthorized(d.Separate)
 		}
 		return sectionError(what, err)
@@ -131,6 +133,15 @@ func (s *Server) renderPlatform(w http.ResponseWriter, r *http.Request, sess *se
 			}
 			return d.Clusters[i].Name < d.Clusters[j].Name
 		})
+	}
+
+	if refused {
+		// The API server caches a token's authentication for a few
+		// seconds, so one list may pass while the next is refused: once
+		// any is refused, nothing read with that token is shown.
+		msg := platformUnauthorized(d.Separate)
+		d.Providers, d.ProvidersForbidden, d.ProvidersError = nil, false, msg
+		d.Clusters, d.ClustersForbidden, d.ClustersError = nil, false, msg
 	}
 
 	if d.LatencyConfigured {

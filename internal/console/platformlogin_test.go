@@ -2,8 +2,15 @@ package console_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -26,41 +33,8 @@ import (
 // console.
 func TestPlatformSignIn(t *testing.T) {
 	e := setup(t)
-	all, err := crds.All()
-	if err != nil {
-		t.Fatal(err)
-	}
-	plat, err := testenv.New(testenv.WithName("console-platform"), testenv.WithCRDs(all...))
-	if err != nil {
-		t.Fatalf("start the platform cluster: %v", err)
-	}
-	t.Cleanup(func() { _ = plat.Stop() })
+	plat, platToken := startPlatformCluster(t)
 	ctx := t.Context()
-	if err := plat.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ops"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := plat.Client.Create(ctx, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "console-test:platform-view"},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{providerv1alpha1.GroupVersion.Group}, Resources: []string{"serviceproviders"}, Verbs: []string{"get", "list", "watch"}},
-			{APIGroups: []string{"resource.servicefabrik.io"}, Resources: []string{"sfclusters"}, Verbs: []string{"get", "list", "watch"}},
-		},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := plat.Client.Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "console-test:platform-view"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "ops", Name: "viewer"}},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "console-test:platform-view"},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	platToken := plat.ServiceAccountToken(t, "ops", "viewer")
-	sp := &providerv1alpha1.ServiceProvider{ObjectMeta: metav1.ObjectMeta{Name: "on-the-platform"}}
-	sp.Spec.Image = "registry.example.com/marketplane/sample:v0.1.0"
-	if err := plat.Client.Create(ctx, sp); err != nil {
-		t.Fatal(err)
-	}
 
 	cs := startConsole(t, e, false, func(o *console.Options) {
 		o.Platform = console.Cluster{Server: plat.Config.Host, CAData: plat.Config.CAData}
@@ -151,4 +125,116 @@ func TestPlatformSignIn(t *testing.T) {
 		t.Errorf("the providers section after the platform token was revoked: %q", providers)
 	}
 	cs.assertNoSecrets(t, map[string]string{"the platform token": platToken, "tenant A's token": e.tokenA})
+}
+
+// startPlatformCluster starts a platform cluster of its own (its own token
+// issuer) holding the ServiceProvider on-the-platform, and returns it with
+// a token of ops/viewer, whose role reads ServiceProviders and SFClusters.
+func startPlatformCluster(t *testing.T) (*testenv.Cluster, string) {
+	t.Helper()
+	all, err := crds.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plat, err := testenv.New(testenv.WithName("console-platform"), testenv.WithCRDs(all...))
+	if err != nil {
+		t.Fatalf("start the platform cluster: %v", err)
+	}
+	t.Cleanup(func() { _ = plat.Stop() })
+	ctx := t.Context()
+	if err := plat.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ops"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := plat.Client.Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "console-test:platform-view"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{providerv1alpha1.GroupVersion.Group}, Resources: []string{"serviceproviders"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"resource.servicefabrik.io"}, Resources: []string{"sfclusters"}, Verbs: []string{"get", "list", "watch"}},
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := plat.Client.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "console-test:platform-view"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "ops", Name: "viewer"}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "console-test:platform-view"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	platToken := plat.ServiceAccountToken(t, "ops", "viewer")
+	sp := &providerv1alpha1.ServiceProvider{ObjectMeta: metav1.ObjectMeta{Name: "on-the-platform"}}
+	sp.Spec.Image = "registry.example.com/marketplane/sample:v0.1.0"
+	if err := plat.Client.Create(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	return plat, platToken
+}
+
+// TestPlatformTokenRefusedMidPage: the API server caches a token's
+// authentication, so after a revocation one list of the platform view may
+// pass and the next be refused. A proxy in front of the platform cluster
+// refuses the SFCluster list alone, as such a page load sees it: the view
+// then shows the sign-in form and nothing read with the refused token.
+func TestPlatformTokenRefusedMidPage(t *testing.T) {
+	e := setup(t)
+	plat, platToken := startPlatformCluster(t)
+	var refuse atomic.Bool
+	proxy := refusingProxy(t, plat, func(r *http.Request) bool {
+		return refuse.Load() && strings.HasSuffix(r.URL.Path, "/sfclusters")
+	})
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: proxy.Certificate().Raw})
+	cs := startConsole(t, e, false, func(o *console.Options) {
+		o.Platform = console.Cluster{Server: proxy.URL, CAData: caPEM}
+	})
+	alice := signIn(t, cs, e.tokenA)
+	if resp := alice.postForm(t, "/platform/login", map[string]string{"csrf": alice.csrf, console.PlatformTokenField: platToken}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("platform sign-in through the proxy: status %d: %s", resp.StatusCode, resp.Body)
+	}
+	if code, body := alice.get(t, "/platform"); code != http.StatusOK || !strings.Contains(body, `data-name="on-the-platform"`) {
+		t.Fatalf("platform view through the proxy: status %d, provider shown %v", code, strings.Contains(body, `data-name="on-the-platform"`))
+	}
+
+	refuse.Store(true)
+	for _, load := range []string{"the load that sees the refusal", "the next load"} {
+		code, body := alice.get(t, "/platform")
+		if code != http.StatusOK || !strings.Contains(body, `id="platform-login"`) {
+			t.Errorf("%s: status %d, sign-in form shown %v", load, code, strings.Contains(body, `id="platform-login"`))
+		}
+		if strings.Contains(body, `data-name="on-the-platform"`) || strings.Contains(body, `id="platform-user"`) {
+			t.Errorf("%s shows what the refused token read (provider %v, platform identity %v)", load,
+				strings.Contains(body, `data-name="on-the-platform"`), strings.Contains(body, `id="platform-user"`))
+		}
+		if !strings.Contains(body, "does not accept your token") {
+			t.Errorf("%s does not say the platform cluster refuses the token", load)
+		}
+	}
+}
+
+// refusingProxy serves TLS in front of the cluster's API server and answers
+// 401 Unauthorized, as the API server does, to the requests refuse picks.
+func refusingProxy(t *testing.T, c *testenv.Cluster, refuse func(*http.Request) bool) *httptest.Server {
+	t.Helper()
+	target, err := url.Parse(c.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(c.Config.CAData) {
+		t.Fatal("the platform cluster's CA does not parse")
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}},
+	}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refuse(r) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}`))
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }

@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/marketplane/marketplane/pkg/manifests"
 
 	"github.com/go-logr/logr/funcr"
@@ -65,6 +68,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// The controllers TestOrderFindsControlPlane runs log nowhere;
+	// without a logger controller-runtime prints a stack trace instead.
+	logf.SetLogger(logr.Discard())
 	code := m.Run()
 	if shared != nil {
 		if err := shared.cluster.Stop(); err != nil {
