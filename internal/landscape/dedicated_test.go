@@ -145,23 +145,11 @@ func TestDedicatedClusterPlan(t *testing.T) {
 
 	bindPath := "/v2/service_instances/" + instance + "/service_bindings/b-1"
 	t.Run("bind returns a kubeconfig for the new cluster", func(t *testing.T) {
-		status, answer, err := brokerCall(ctx, broker, http.MethodPut, bindPath,
-			fmt.Sprintf(`{"service_id":%q,"plan_id":%q}`, dedicatedServiceID, dedicatedPlanID))
-		must(t, err)
-		if status != http.StatusCreated {
-			t.Fatalf("PUT binding: %d %s; want 201 (synchronous binding)", status, answer)
+		var boundCluster string
+		kubecfg, boundCluster = bindDedicated(ctx, t, broker, bindPath)
+		if boundCluster != cluster.Name {
+			t.Errorf("credentials name cluster %q; want %q", boundCluster, cluster.Name)
 		}
-		var resp struct {
-			Credentials struct {
-				Kubeconfig string `json:"kubeconfig"`
-				Cluster    string `json:"cluster"`
-			} `json:"credentials"`
-		}
-		must(t, json.Unmarshal(answer, &resp))
-		if resp.Credentials.Cluster != cluster.Name {
-			t.Errorf("credentials name cluster %q; want %q", resp.Credentials.Cluster, cluster.Name)
-		}
-		kubecfg = []byte(resp.Credentials.Kubeconfig)
 		cfg, err := clientcmd.RESTConfigFromKubeConfig(kubecfg)
 		must(t, err)
 		if !strings.HasSuffix(cfg.Host, ":"+strconv.Itoa(cluster.Port)) {
@@ -242,6 +230,27 @@ func TestDedicatedClusterPlan(t *testing.T) {
 // longer "in progress" and returns the states it saw, in order, without
 // repeats; "gone" stands for 410 Gone (a deprovisioned instance). Starting
 // a cluster on a loaded machine takes a while: it waits up to startTimeout.
+// bindDedicated binds through the broker at bindPath, requires 201 (the
+// dedicated plan binds synchronously), and returns the credentials'
+// kubeconfig and the name of the cluster they reach.
+func bindDedicated(ctx context.Context, t *testing.T, broker stack.BrokerInfo, bindPath string) ([]byte, string) {
+	t.Helper()
+	status, answer, err := brokerCall(ctx, broker, http.MethodPut, bindPath,
+		fmt.Sprintf(`{"service_id":%q,"plan_id":%q}`, dedicatedServiceID, dedicatedPlanID))
+	must(t, err)
+	if status != http.StatusCreated {
+		t.Fatalf("PUT binding: %d %s; want 201 (synchronous binding)", status, answer)
+	}
+	var resp struct {
+		Credentials struct {
+			Kubeconfig string `json:"kubeconfig"`
+			Cluster    string `json:"cluster"`
+		} `json:"credentials"`
+	}
+	must(t, json.Unmarshal(answer, &resp))
+	return []byte(resp.Credentials.Kubeconfig), resp.Credentials.Cluster
+}
+
 func pollLastOperation(t *testing.T, broker stack.BrokerInfo, path string, describe func() string) []string {
 	t.Helper()
 	var states []string

@@ -68,24 +68,12 @@ func TestStopStart(t *testing.T) {
 	if states[len(states)-1] != "succeeded" {
 		t.Fatalf("last_operation of the instance: %v; want succeeded", states)
 	}
-	status, answer, err = brokerCall(ctx, broker, http.MethodPut, bindPath, fmt.Sprintf(`{"service_id":%q,"plan_id":%q}`, dedicatedServiceID, dedicatedPlanID))
-	must(t, err)
-	if status != http.StatusCreated {
-		t.Fatalf("PUT binding: %d %s; want 201", status, answer)
-	}
-	var bound struct {
-		Credentials struct {
-			Kubeconfig string `json:"kubeconfig"`
-			Cluster    string `json:"cluster"`
-		} `json:"credentials"`
-	}
-	must(t, json.Unmarshal(answer, &bound))
-	kubeconfig := []byte(bound.Credentials.Kubeconfig)
+	kubeconfig, boundCluster := bindDedicated(ctx, t, broker, bindPath)
 	must(t, bindingClient(t, kubeconfig).Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}))
 	before := objectsOf(t, platform, onboarding, instance, binding)
 	running := readState(t, dir)
-	if c := running.Clusters[bound.Credentials.Cluster]; c == nil || c.Request == nil || !controlplane.Alive(c.APIServer) {
-		t.Fatalf("state records %+v for the instance's cluster %q; want its API server running", c, bound.Credentials.Cluster)
+	if c := running.Clusters[boundCluster]; c == nil || c.Request == nil || !controlplane.Alive(c.APIServer) {
+		t.Fatalf("state records %+v for the instance's cluster %q; want its API server running", c, boundCluster)
 	}
 	if out := runCLI(t, "landscape", "status", "--state-dir", dir); !strings.Contains(out, ": running, Ready (supervisor pid "+strconv.Itoa(running.Supervisor.PID)) {
 		t.Errorf("status of the running landscape does not say it runs, with its pid:\n%s", out)
@@ -116,7 +104,7 @@ func TestStopStart(t *testing.T) {
 			}
 		}
 		for _, path := range []string{running.Etcd.DataDir, running.Clusters[landscape.ClusterPlatform].Kubeconfig,
-			running.Clusters[bound.Credentials.Cluster].Kubeconfig, controlplane.Layout{Dir: dir}.PKIDir(), filepath.Join(dir, stack.BrokerCredentialsFile)} {
+			running.Clusters[boundCluster].Kubeconfig, controlplane.Layout{Dir: dir}.PKIDir(), filepath.Join(dir, stack.BrokerCredentialsFile)} {
 			if _, err := os.Stat(path); err != nil {
 				t.Errorf("after stop: %v; want it kept", err)
 			}
@@ -155,7 +143,7 @@ func TestStopStart(t *testing.T) {
 		if out := runCLI(t, "landscape", "start", "--state-dir", dir, "--bin-dir", bin); !strings.Contains(out, "runs already") {
 			t.Errorf("start of a running landscape does not say it runs:\n%s", out)
 		}
-		c := s.Clusters[bound.Credentials.Cluster]
+		c := s.Clusters[boundCluster]
 		if c == nil || !controlplane.Alive(c.APIServer) {
 			t.Fatalf("the instance's cluster after start: %+v; want its API server running", c)
 		}
@@ -182,8 +170,8 @@ func TestStopStart(t *testing.T) {
 		// The binding's kubeconfig, as the broker returned it before the
 		// stop (pointed at the new port should the port have moved),
 		// still authenticates and reads what it wrote.
-		if c.Port != running.Clusters[bound.Credentials.Cluster].Port {
-			t.Logf("the instance's cluster moved from port %d to %d", running.Clusters[bound.Credentials.Cluster].Port, c.Port)
+		if c.Port != running.Clusters[boundCluster].Port {
+			t.Logf("the instance's cluster moved from port %d to %d", running.Clusters[boundCluster].Port, c.Port)
 			kubeconfig = rewriteHost(t, kubeconfig, c.Port)
 		}
 		bc := bindingClient(t, kubeconfig)
