@@ -39,6 +39,9 @@ type landscapeOptions struct {
 	imageMaps     []string
 	imageMapFiles []string
 	manifests     []string
+	// mcpBackend serves the MCPs' clusters: apiserver or kcp ("" keeps
+	// a resumed landscape's).
+	mcpBackend string
 }
 
 func newLandscapeCommand() *cobra.Command {
@@ -82,6 +85,8 @@ func newLandscapeUpCommand(o *landscapeOptions) *cobra.Command {
 	f.StringArrayVar(&o.imageMaps, "image-map", nil, "run the provider image IMAGE from the local binary BINARY: IMAGE=BINARY, IMAGE is repo:tag, repo@digest or repo:* for every tag (repeatable)")
 	f.StringArrayVar(&o.imageMapFiles, "image-map-file", nil, "image map file, the format of marketplane-operator --image-map (YAML: images: [{image, binary}]; repeatable)")
 	f.StringArrayVar(&o.manifests, "manifest", nil, "YAML file applied to the platform cluster once the landscape runs, e.g. your ServiceProvider and its ProviderConfig; up waits until its providers are Ready (repeatable)")
+	f.StringVar(&o.mcpBackend, "mcp-backend", "", "what serves each MCP: "+landscape.BackendAPIServer+" (a kube-apiserver of its own; the default) or "+
+		landscape.BackendKCP+" (a workspace of one kcp server, run by the landscape; no Pods run there); a resumed landscape keeps its own")
 	f.BoolVar(&o.detached, "detached", false, "set by 'up' for the background process it starts")
 	_ = f.MarkHidden("detached")
 	return cmd
@@ -159,6 +164,11 @@ func runLandscape(ctx context.Context, out io.Writer, o *landscapeOptions) error
 	if err != nil {
 		return err
 	}
+	if o.mcpBackend != "" {
+		if _, err := landscape.ParseMCPBackend(o.mcpBackend); err != nil {
+			return err
+		}
+	}
 	// On a terminal the progress lines become steps with a spinner until
 	// the landscape is ready; the detached child writes them plain, for
 	// the parent that shows them.
@@ -175,6 +185,7 @@ func runLandscape(ctx context.Context, out io.Writer, o *landscapeOptions) error
 		OperatorLease: o.operatorLease,
 		Detached:      o.detached,
 		Images:        images,
+		MCPBackend:    o.mcpBackend,
 	})
 	if err != nil {
 		return err
@@ -259,6 +270,11 @@ func detachedArgs(o *landscapeOptions) ([]string, controlplane.Layout, error) {
 	if err != nil {
 		return nil, controlplane.Layout{}, err
 	}
+	if o.mcpBackend != "" {
+		if _, err := landscape.ParseMCPBackend(o.mcpBackend); err != nil {
+			return nil, controlplane.Layout{}, err
+		}
+	}
 	manifests, err := absPaths(o.manifests)
 	if err != nil {
 		return nil, controlplane.Layout{}, err
@@ -285,6 +301,9 @@ func detachedArgs(o *landscapeOptions) ([]string, controlplane.Layout, error) {
 		"--state-dir=" + layout.Dir, "--bin-dir=" + binDir, "--start-timeout=" + o.startTimeout.String(), "--operator-lease=" + o.operatorLease.String()}
 	if o.controlPlaneOnly {
 		args = append(args, "--control-plane-only")
+	}
+	if o.mcpBackend != "" {
+		args = append(args, "--mcp-backend="+o.mcpBackend)
 	}
 	for _, m := range images {
 		args = append(args, "--image-map="+m.Image+"="+m.Binary)

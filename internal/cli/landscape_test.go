@@ -11,7 +11,7 @@ import (
 )
 
 // TestLandscapeUpRejectsBadFlags checks that a bad --image-map,
-// --image-map-file or --manifest fails `landscape up` before anything
+// --image-map-file, --manifest or --mcp-backend fails `landscape up` before anything
 // starts: no supervisor in the background, no state recorded.
 func TestLandscapeUpRejectsBadFlags(t *testing.T) {
 	// Flags are checked before the binaries are looked for: an empty
@@ -31,6 +31,7 @@ func TestLandscapeUpRejectsBadFlags(t *testing.T) {
 		"missing image map file":        {args: []string{"--image-map-file", filepath.Join(dir, "nope.yaml")}, wantErr: "read image map"},
 		"missing manifest":              {args: []string{"--manifest", filepath.Join(dir, "nope.yaml")}, wantErr: "read manifest"},
 		"manifest that is not YAML":     {args: []string{"--manifest", badYAML}, wantErr: "bad.yaml"},
+		"unknown MCP backend":           {args: []string{"--mcp-backend", "vcluster"}, wantErr: `--mcp-backend "vcluster": want one of apiserver, kcp`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

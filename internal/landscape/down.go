@@ -110,6 +110,9 @@ func markStopped(s *controlplane.State) {
 	now := time.Now()
 	s.Phase, s.Supervisor, s.StoppedAt = controlplane.PhaseStopped, nil, &now
 	s.Processes, s.Etcd.Process = nil, nil
+	if s.KCP != nil {
+		s.KCP.Process = nil
+	}
 	for _, c := range s.Clusters {
 		c.APIServer, c.ControllerManager, c.Scheduler, c.Kwok = nil, nil, nil, nil
 	}

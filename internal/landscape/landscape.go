@@ -95,6 +95,11 @@ type Config struct {
 	// `landscape up` without --foreground); it only changes the hints of
 	// the summary.
 	Detached bool
+	// MCPBackend is what serves the MCPs' clusters: BackendAPIServer or
+	// BackendKCP. Empty keeps the one a resumed landscape recorded
+	// (BackendAPIServer for a new one); a resumed landscape refuses
+	// another.
+	MCPBackend string
 }
 
 // StepFunc is a step of the start, run after the operator is up; it gets
@@ -139,6 +144,9 @@ type Landscape struct {
 	cp          *controlplane.ControlPlane
 	provisioner *localcluster.Provisioner
 	operator    *operator
+	// backend is the MCPs' backend; kcp runs for BackendKCP.
+	backend string
+	kcp     *controlplane.Proc
 
 	runCtx    context.Context
 	runCancel context.CancelFunc
@@ -201,6 +209,16 @@ func New(cfg Config) (*Landscape, error) {
 	}
 	if err := operatorBinary(bins.Dir); err != nil {
 		return nil, err
+	}
+	if cfg.MCPBackend != "" {
+		if cfg.MCPBackend, err = ParseMCPBackend(cfg.MCPBackend); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.MCPBackend == BackendKCP {
+		if err := kcpBinaries(bins.Dir); err != nil {
+			return nil, err
+		}
 	}
 	dir, err := filepath.Abs(cfg.StateDir)
 	if err != nil {
@@ -396,6 +414,9 @@ func (l *Landscape) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := l.chooseBackend(state, reused); err != nil {
+		return err
+	}
 	l.store = controlplane.NewStore(l.Layout.Dir, state)
 	if err := l.store.Update(func(*controlplane.State) error { return nil }); err != nil {
 		return err
@@ -403,35 +424,7 @@ func (l *Landscape) Start(ctx context.Context) (err error) {
 	l.cp = controlplane.New(l.Layout, l.Binaries, l.store,
 		controlplane.WithStartTimeout(l.cfg.StartTimeout), controlplane.WithStopTimeout(l.cfg.StopTimeout),
 		controlplane.WithProcessEvents(l.processEvent), controlplane.WithWorkloads(ClusterWorkload))
-	if err := l.cp.EnsurePKI(); err != nil {
-		return err
-	}
-
-	l.progressf("starting etcd")
-	if err := l.cp.StartEtcd(ctx); err != nil {
-		return err
-	}
-	l.progressf("starting kube-apiserver and kube-controller-manager for %s, %s, %s (and kube-scheduler, kwok and %d simulated nodes for %s)",
-		ClusterPlatform, ClusterOnboarding, ClusterWorkload, controlplane.SimulatedNodes, ClusterWorkload)
-	if err := l.startClusters(ctx); err != nil {
-		return err
-	}
-	l.progressf("registering the %s and %s clusters on the %s cluster", ClusterOnboarding, ClusterWorkload, ClusterPlatform)
-	if err := l.registerClusters(ctx); err != nil {
-		return err
-	}
-	l.provisioner = localcluster.New(l.cp, l.Platform.Client, Namespace)
-	if n := len(provisioned(l.store.Snapshot())); n > 0 {
-		l.progressf("restarting %d cluster(s) provisioned earlier", n)
-		if err := l.provisioner.Restore(ctx); err != nil {
-			return err
-		}
-	}
-	l.progressf("starting the operator (process deployer, local cluster provider)")
-	if err := l.startOperator(); err != nil {
-		return err
-	}
-	if err := l.waitClustersReady(ctx); err != nil {
+	if err := l.startBase(ctx); err != nil {
 		return err
 	}
 	for _, s := range l.steps {
@@ -450,6 +443,67 @@ func (l *Landscape) Start(ctx context.Context) (err error) {
 		s.Phase, s.ReadyAt = controlplane.PhaseReady, &now
 		return nil
 	})
+}
+
+// startBase starts what every landscape runs before its steps: etcd, the
+// clusters, kcp for the kcp backend, the operator; it returns once the
+// operator has reported the clusters (and the kcp provider) Ready.
+func (l *Landscape) startBase(ctx context.Context) error {
+	if err := l.cp.EnsurePKI(); err != nil {
+		return err
+	}
+	if l.backend == BackendKCP {
+		// First: it takes longest to become ready, and waits for nothing.
+		l.progressf("starting kcp, which serves every MCP as a workspace")
+		if err := l.startKCP(); err != nil {
+			return err
+		}
+	}
+
+	l.progressf("starting etcd")
+	if err := l.cp.StartEtcd(ctx); err != nil {
+		return err
+	}
+	l.progressf("starting kube-apiserver and kube-controller-manager for %s, %s, %s (and kube-scheduler, kwok and %d simulated nodes for %s)",
+		ClusterPlatform, ClusterOnboarding, ClusterWorkload, controlplane.SimulatedNodes, ClusterWorkload)
+	if err := l.startClusters(ctx); err != nil {
+		return err
+	}
+	l.progressf("registering the %s and %s clusters on the %s cluster", ClusterOnboarding, ClusterWorkload, ClusterPlatform)
+	if err := l.registerClusters(ctx); err != nil {
+		return err
+	}
+	if l.backend == BackendKCP {
+		// Before the operator: the provider it deploys reads the
+		// kubeconfig waitKCP writes.
+		l.progressf("waiting for kcp; registering the ClusterProvider %s and the ClusterProfile %s", KCPProvider, KCPProfile)
+		if err := l.waitKCP(ctx); err != nil {
+			return err
+		}
+		if err := l.registerKCP(ctx); err != nil {
+			return err
+		}
+	}
+	l.provisioner = localcluster.New(l.cp, l.Platform.Client, Namespace)
+	if n := len(provisioned(l.store.Snapshot())); n > 0 {
+		l.progressf("restarting %d cluster(s) provisioned earlier", n)
+		if err := l.provisioner.Restore(ctx); err != nil {
+			return err
+		}
+	}
+	l.progressf("starting the operator (process deployer, local cluster provider)")
+	if err := l.startOperator(); err != nil {
+		return err
+	}
+	if err := l.waitClustersReady(ctx); err != nil {
+		return err
+	}
+	if l.backend == BackendKCP {
+		if err := l.waitKCPProvider(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // startClusters starts the three clusters of the landscape in parallel and
@@ -544,6 +598,8 @@ func (l *Landscape) stop(ctx context.Context, onPurpose bool) error {
 	if l.operator != nil {
 		errs = append(errs, l.operator.stop(l.cfg.StopTimeout))
 	}
+	// After the operator: the kcp provider it ran is gone.
+	errs = append(errs, l.stopKCP())
 	if l.store != nil && (len(procs) > 0 || l.operator != nil) {
 		errs = append(errs, l.store.Update(func(s *controlplane.State) error { s.Processes = nil; return nil }))
 	}

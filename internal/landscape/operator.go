@@ -17,6 +17,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/internal/landscape/controlplane"
 	"github.com/marketplane/marketplane/internal/landscape/pki"
 	"github.com/marketplane/marketplane/internal/operator/app"
@@ -136,6 +137,12 @@ func (l *Landscape) startOperator() (err error) {
 		"--health-probe-bind-address=0",
 		"--onboarding-retry-interval=1s",
 	}
+	if l.backend == BackendKCP {
+		// MCPs get a Cluster of the profile kcp, which the kcp provider
+		// serves with a workspace; other purposes keep the local cluster
+		// provider.
+		args = append(args, "--cluster-profile="+clustersv1alpha1.PurposeMCP+"="+KCPProfile)
+	}
 	for i := range OperatorReplicas {
 		p, err := l.startRecorded(OperatorProcess(i), binary, args)
 		if err != nil {
@@ -200,7 +207,7 @@ func WriteImageMap(path, binDir string, extra []process.ImageMapping) error {
 	if err != nil {
 		return fmt.Errorf("list binaries: %w", err)
 	}
-	skip := []string{controlplane.EtcdBinary, controlplane.APIServerBinary, controlplane.ControllerManagerBinary, controlplane.SchedulerBinary, controlplane.KwokBinary}
+	skip := []string{KCPBinary, controlplane.EtcdBinary, controlplane.APIServerBinary, controlplane.ControllerManagerBinary, controlplane.SchedulerBinary, controlplane.KwokBinary}
 	for _, e := range entries {
 		name := e.Name()
 		if e.IsDir() || strings.HasPrefix(name, ".") || slices.Contains(skip, name) {

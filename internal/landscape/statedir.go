@@ -153,8 +153,11 @@ func (l *Landscape) recover() (*controlplane.State, bool, error) {
 			return nil, false, fmt.Errorf("%s records no cluster %s: run 'marketplane landscape down' to start afresh", l.Layout.StateFile(), name)
 		}
 	}
-	s := &controlplane.State{Etcd: prev.Etcd, Clusters: prev.Clusters}
+	s := &controlplane.State{Etcd: prev.Etcd, Clusters: prev.Clusters, MCPBackend: prev.MCPBackend, KCP: prev.KCP}
 	s.Etcd.Process = nil
+	if s.KCP != nil {
+		s.KCP.Process = nil
+	}
 	for _, c := range s.Clusters {
 		c.APIServer, c.ControllerManager = nil, nil
 	}

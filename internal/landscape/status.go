@@ -138,7 +138,15 @@ func (s *Status) Print(ctx context.Context, w io.Writer, probe bool) {
 		rows = append(rows, []string{name, api, phase, s.procState(procs...), c.Kubeconfig})
 	}
 	rows = append(rows, []string{"etcd", "https://127.0.0.1:" + strconv.Itoa(st.Etcd.ClientPort), "", s.procState(st.Etcd.Process), st.Etcd.DataDir})
+	if k := st.KCP; k != nil {
+		api := "https://127.0.0.1:" + strconv.Itoa(k.SecurePort)
+		if probe && controlplane.Alive(k.Process) {
+			api += " (" + kcpReadyz(ctx, k) + ")"
+		}
+		rows = append(rows, []string{KCPProcess, api, "", s.procState(k.Process), k.Kubeconfig})
+	}
 	writeTable(w, rows)
+	fmt.Fprintf(w, "MCP backend: %s\n", describeBackend(st))
 	if len(st.Processes) > 0 {
 		fmt.Fprintln(w, "Processes:")
 		leader := OperatorLeader(st)
@@ -161,6 +169,15 @@ func (s *Status) Print(ctx context.Context, w io.Writer, probe bool) {
 			fmt.Fprintf(w, "  %s: %s\n", name, url)
 		}
 	}
+}
+
+// describeBackend names the backend of a landscape's MCPs and what an
+// MCP is there.
+func describeBackend(st *controlplane.State) string {
+	if st.MCPBackend == BackendKCP {
+		return BackendKCP + " (every MCP is a workspace of kcp; no Pods run there)"
+	}
+	return BackendAPIServer + " (every MCP is a kube-apiserver of its own)"
 }
 
 // procState says whether recorded processes run, and how often they were

@@ -20,7 +20,13 @@ func (l *Landscape) printSummary(elapsed time.Duration, reused bool) {
 	for _, c := range []*Cluster{l.Platform, l.Onboarding, l.Workload} {
 		fmt.Fprintf(tw, "  %s\t%s\n", c.Name, c.KubeconfigPath)
 	}
+	if l.backend == BackendKCP {
+		fmt.Fprintf(tw, "  %s\t%s\n", KCPProcess, l.KCPKubeconfig())
+	}
 	_ = tw.Flush()
+	if st := l.store.Snapshot(); st.KCP != nil {
+		fmt.Fprintf(w, "MCP backend: %s, kcp at https://127.0.0.1:%d (log %s)\n", describeBackend(st), st.KCP.SecurePort, l.Layout.Log(KCPProcess))
+	}
 	for _, line := range l.summary {
 		fmt.Fprintln(w, line)
 	}

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -76,7 +77,49 @@ func ReadTree(ctx context.Context, s *Status) *Tree {
 	for _, name := range clusterOrder(st) {
 		t.Clusters = append(t.Clusters, r.clusterNode(ctx, s, name))
 	}
+	if st.KCP != nil {
+		t.Clusters = append(t.Clusters, kcpNode(ctx, s))
+	}
 	return t
+}
+
+// workspaceResource is kcp's Workspace, read without kcp's Go modules.
+var workspaceResource = schema.GroupVersionResource{Group: "tenancy.kcp.io", Version: "v1alpha1", Resource: "workspaces"}
+
+// kcpNode is the node of the kcp server with its workspaces (of the root
+// workspace), one per MCP.
+func kcpNode(ctx context.Context, s *Status) TreeNode {
+	k := s.State.KCP
+	n := TreeNode{Name: KCPProcess, State: "https://127.0.0.1:" + strconv.Itoa(k.SecurePort)}
+	switch {
+	case !s.Running:
+		n.Detail = "not running"
+		return n
+	case !controlplane.Alive(k.Process):
+		n.Detail = "kcp not running"
+		return n
+	}
+	n.Detail = kcpReadyz(ctx, k) + "  MCP backend: every MCP is a workspace"
+	cfg, err := clientcmd.BuildConfigFromFlags("", k.Kubeconfig)
+	if err == nil {
+		cfg.Timeout = treeReadTimeout
+		var dc *dynamic.DynamicClient
+		if dc, err = dynamic.NewForConfig(cfg); err == nil {
+			var list *unstructured.UnstructuredList
+			if list, err = dc.Resource(workspaceResource).List(ctx, metav1.ListOptions{}); err == nil {
+				items := list.Items
+				slices.SortFunc(items, func(a, b unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
+				for _, ws := range items {
+					n.Children = append(n.Children, TreeNode{Kind: "Workspace", Name: ws.GetName(), State: objectState(ws)})
+				}
+				n.Detail += "  " + plural(len(items), "workspace")
+			}
+		}
+	}
+	if err != nil {
+		n.Children = append(n.Children, TreeNode{Kind: "error", Name: "list Workspaces: " + err.Error()})
+	}
+	return n
 }
 
 // clusterOrder is the landscape's own clusters, then the provisioned ones

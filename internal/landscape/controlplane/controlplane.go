@@ -596,6 +596,12 @@ func (c *ControlPlane) waitControllerManager(ctx context.Context, rc *RunningClu
 	})
 }
 
+// Poll waits for a process a step of the landscape started with the
+// Runner, as the control plane waits for its own: see poll.
+func (c *ControlPlane) Poll(ctx context.Context, what string, p *Proc, cond wait.ConditionWithContextFunc) error {
+	return c.poll(ctx, what, []*Proc{p}, cond)
+}
+
 // poll runs cond until it is true, one of procs fails (it exits and is not
 // restarted, or exits after maxStartRestarts restarts: an error with the
 // end of its log) or the start timeout passes.

@@ -75,6 +75,29 @@ type State struct {
 	// Endpoints are further addresses a landscape step serves (e.g. the
 	// broker's URL), for status and the summary.
 	Endpoints map[string]string `json:"endpoints,omitempty"`
+	// MCPBackend is what serves the clusters of ManagedControlPlanes:
+	// "apiserver" (a kube-apiserver each; empty means that too) or "kcp"
+	// (a kcp workspace each). A resumed landscape keeps it.
+	MCPBackend string `json:"mcpBackend,omitempty"`
+	// KCP is the kcp server of a landscape whose MCPBackend is "kcp".
+	KCP *KCP `json:"kcp,omitempty"`
+}
+
+// KCP is the record of the kcp server: its loopback ports (none of kcp's
+// defaults 6443, 2379, 2380), its data and its admin kubeconfig.
+type KCP struct {
+	// SecurePort serves kcp's API; EtcdClientPort and EtcdPeerPort are
+	// those of its embedded etcd.
+	SecurePort     int `json:"securePort"`
+	EtcdClientPort int `json:"etcdClientPort"`
+	EtcdPeerPort   int `json:"etcdPeerPort"`
+	// RootDir is its --root-directory: its etcd data, certificates and
+	// admin kubeconfig.
+	RootDir string `json:"rootDir"`
+	// Kubeconfig is the admin kubeconfig kcp writes (context root).
+	Kubeconfig string `json:"kubeconfig"`
+	// Process is the running kcp, if any.
+	Process *Process `json:"process,omitempty"`
 }
 
 // Etcd is the record of the etcd.
@@ -159,16 +182,24 @@ func (s *State) Ports() map[int]string {
 	for _, c := range s.Clusters {
 		out[c.Port] = "kube-apiserver of cluster " + c.Name
 	}
+	if s.KCP != nil {
+		out[s.KCP.SecurePort] = "kcp secure port"
+		out[s.KCP.EtcdClientPort] = "kcp's etcd client port"
+		out[s.KCP.EtcdPeerPort] = "kcp's etcd peer port"
+	}
 	return out
 }
 
 // RecordedProcesses returns every process the state records, the
-// supervisor excluded, in stop order: further processes, provisioned
-// clusters, the landscape's clusters, etcd.
+// supervisor excluded, in stop order: further processes, kcp,
+// provisioned clusters, the landscape's clusters, etcd.
 func (s *State) RecordedProcesses() []*Process {
 	var out []*Process
 	for _, p := range s.Processes {
 		out = append(out, p)
+	}
+	if s.KCP != nil {
+		out = appendNonNil(out, s.KCP.Process)
 	}
 	for _, provisioned := range []bool{true, false} {
 		for _, c := range s.Clusters {
