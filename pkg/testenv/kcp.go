@@ -171,7 +171,7 @@ func (k *KCP) waitReady(ctx context.Context) error {
 		case <-k.done:
 			return fmt.Errorf("%w (%s); its last output:\n%s", errKCPExited, k.cmd.ProcessState, k.log)
 		case <-ctx.Done():
-			return fmt.Errorf("kcp at %s not ready after %s (last: %v); its last output:\n%s", k.URL, KCPReadyTimeout, last, k.log)
+			return fmt.Errorf("kcp at %s not ready after %s (last: %w); its last output:\n%s", k.URL, KCPReadyTimeout, last, k.log)
 		case <-tick.C:
 		}
 		if last = k.readyz(ctx); last == nil {
