@@ -19,7 +19,10 @@ ETCD_BINARY   := $(BIN)/etcd
 # kwok module's own stage configurations into bin/kwok-stages.yaml.
 KWOK_BINARY   := $(BIN)/kwok
 KWOK_STAGES   := $(BIN)/kwok-stages.yaml
-TOOLS         := $(ETCD_BINARY) $(KUBE_BINARIES) $(KWOK_BINARY) $(KWOK_STAGES)
+# kcp serves the landscape's MCPs as workspaces with `--mcp-backend kcp`; a module of its
+# own (hack/tools/kcp), since it builds on kcp's forks of the Kubernetes libraries.
+KCP_BINARY    := $(BIN)/kcp
+TOOLS         := $(ETCD_BINARY) $(KUBE_BINARIES) $(KWOK_BINARY) $(KWOK_STAGES) $(KCP_BINARY)
 # The linter, built from the version pinned in hack/tools/lint (not part of `tools`:
 # only `lint` needs it).
 GOLANGCI_LINT := $(BIN)/golangci-lint
@@ -247,7 +250,7 @@ image: ## Build one container image per release binary from the Dockerfile with 
 ##@ Tools
 
 .PHONY: tools
-tools: $(TOOLS) ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok into bin/ (skipped when current).
+tools: $(TOOLS) ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and kcp into bin/ (skipped when current).
 
 # etcd, the Kubernetes binaries and kwok come from one tools module and one go build
 # (hack/buildprogress: it shows per binary how many of its packages are compiled, and how
@@ -265,6 +268,18 @@ $(ETCD_BINARY) $(KUBE_BINARIES) $(KWOK_BINARY) $(KWOK_STAGES) &: hack/tools/clus
 	done >$(KWOK_STAGES).tmp && mv $(KWOK_STAGES).tmp $(KWOK_STAGES)
 	@touch $(ETCD_BINARY) $(KUBE_BINARIES) $(KWOK_BINARY) $(KWOK_STAGES)
 	@$(BIN)/kube-apiserver --version | grep -qx 'Kubernetes $(KUBE_VERSION)' || { echo "bin/kube-apiserver does not report $(KUBE_VERSION)"; exit 1; }
+
+# kcp v0.28.0 with its own replace list onto its Kubernetes 1.32.3 forks. The checksum
+# database does not know the forks' pseudo-versions; go.sum, committed, pins every module.
+# /version reports the Kubernetes version it serves, as kcp's own release builds do.
+KCP_KUBE_VERSION := v1.32.3
+KCP_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+	-X $(p).gitVersion=$(KCP_KUBE_VERSION)+kcp-$(shell grep -oE 'github.com/kcp-dev/kcp v[0-9.]+' hack/tools/kcp/go.mod | cut -d' ' -f2) \
+	-X $(p).gitMajor=1 -X $(p).gitMinor=32 -X $(p).gitTreeState=clean)
+$(KCP_BINARY): hack/tools/kcp/go.mod hack/tools/kcp/go.sum | $(BUILDPROGRESS)
+	@echo "building kcp from the Go module proxy (first time only; see the README for how long)..."
+	cd hack/tools/kcp && GONOSUMDB=github.com/kcp-dev GO=$(GO) $(BUILDPROGRESS) -o $(BIN) -ldflags "$(KCP_LDFLAGS)" github.com/kcp-dev/kcp/cmd/kcp
+	@touch $(KCP_BINARY)
 
 # Rebuilt when its code changes; the binaries it built are not rebuilt for that.
 $(BUILDPROGRESS): $(wildcard hack/buildprogress/*.go)

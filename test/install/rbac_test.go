@@ -80,6 +80,14 @@ var notReached = map[string]string{
 	"update secrets":                                "AccessRequest controller, kubeconfig Secret on token rotation: no AccessRequest",
 	"update roles.rbac.authorization.k8s.io":        "AccessRequest controller, Secret-reader Role: no AccessRequest",
 	"update rolebindings.rbac.authorization.k8s.io": "AccessRequest controller, Secret-reader RoleBinding: no AccessRequest",
+
+	// The profile provisioner (internal/operator/clusters/profileprovisioner.go)
+	// reads the ClusterProfile and creates a Cluster of it; the chart passes
+	// no --cluster-profile by default.
+	"create clusters.clusters.openmcp.cloud":       "profile provisioner: no --cluster-profile",
+	"get clusterprofiles.clusters.openmcp.cloud":   "profile provisioner: no --cluster-profile",
+	"list clusterprofiles.clusters.openmcp.cloud":  "profile provisioner's informer: no --cluster-profile",
+	"watch clusterprofiles.clusters.openmcp.cloud": "profile provisioner's informer: no --cluster-profile",
 }
 
 // use names a grant's verb and resource as notReached keys do.

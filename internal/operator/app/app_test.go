@@ -10,7 +10,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -267,6 +270,14 @@ func TestRunRejectsBadFlags(t *testing.T) {
 	}{
 		"LoudVerbosity": {args: []string{"run", "--environment=test", "--provider-name=m", "--verbosity=LOUD"}, wantErr: "--verbosity"},
 		"NoEnvironment": {args: []string{"init", "--provider-name=m"}, wantErr: "--environment"},
+		"ProfileWithoutPurpose": {args: []string{"run", "--environment=test", "--provider-name=m", "--cluster-profile=kcp"},
+			wantErr: `--cluster-profile "kcp": want purpose=ClusterProfile`},
+		"ProfileEmptyName": {args: []string{"run", "--environment=test", "--provider-name=m", "--cluster-profile=mcp="},
+			wantErr: `--cluster-profile "mcp="`},
+		"ProfileBadName": {args: []string{"run", "--environment=test", "--provider-name=m", "--cluster-profile=mcp=Not_A_Name"},
+			wantErr: "is not a ClusterProfile name"},
+		"ProfileTwice": {args: []string{"run", "--environment=test", "--provider-name=m", "--cluster-profile=mcp=kcp", "--cluster-profile=mcp=other"},
+			wantErr: `purpose "mcp" already has ClusterProfile "kcp"`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -350,5 +361,28 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestParseClusterProfiles(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		args   []string
+		want   map[string]string
+	}{
+		"None":    {reason: "no flag, no profiles", want: map[string]string{}},
+		"One":     {reason: "purpose=profile", args: []string{"mcp=kcp"}, want: map[string]string{"mcp": "kcp"}},
+		"Several": {reason: "one per purpose, spaces trimmed", args: []string{"mcp=kcp", " workload = big-clusters "}, want: map[string]string{"mcp": "kcp", "workload": "big-clusters"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := parseClusterProfiles(tc.args)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.reason, err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s (-want +got):\n%s", tc.reason, diff)
+			}
+		})
 	}
 }

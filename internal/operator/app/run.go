@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -58,6 +60,8 @@ type runOptions struct {
 	tenancies      map[string]string
 	onboardingWait time.Duration
 	provisioner    string
+	profiles       []string
+	profileMap     map[string]string
 	tenantRoles    bool
 }
 
@@ -71,6 +75,11 @@ func newRunCommand(o *options) *cobra.Command {
 			if err := o.Validate(); err != nil {
 				return err
 			}
+			profiles, err := parseClusterProfiles(ro.profiles)
+			if err != nil {
+				return err
+			}
+			ro.profileMap = profiles
 			if ro.namespace == "" {
 				ro.namespace = os.Getenv(contract.EnvPodNamespace)
 			}
@@ -94,6 +103,7 @@ func newRunCommand(o *options) *cobra.Command {
 	f.StringVar(&ro.probeAddr, "health-probe-bind-address", metricsauth.DefaultProbeBindAddress, `address of the /healthz and /readyz endpoints ("0" disables them); loopback by default, set ":8081" in a pod for the kubelet's probes`)
 	f.StringToStringVar(&ro.tenancies, "tenancy", nil, "purpose=Exclusive|Shared overrides of the ClusterRequest tenancy (default mcp=Exclusive, others Shared)")
 	f.StringVar(&ro.provisioner, "cluster-provisioner", "", "unix:///path of a cluster provider that creates Exclusive clusters when none is free (the local landscape's; see package socketprovisioner); without it such requests are Denied")
+	f.StringArrayVar(&ro.profiles, "cluster-profile", nil, "purpose=ClusterProfile (repeatable): an Exclusive request of the purpose that finds no free cluster gets a new Cluster of that profile, made by the profile's ClusterProvider (e.g. mcp=kcp); --cluster-provisioner serves the other purposes")
 	f.DurationVar(&ro.onboardingWait, "onboarding-retry-interval", 10*time.Second, "how often to look for the onboarding Cluster until it is registered")
 	f.BoolVar(&ro.tenantRoles, "aggregate-tenant-roles", true, "keep, on the onboarding cluster, ClusterRoles that add each ServiceProvider's service kinds to the built-in view, edit and admin roles")
 	return cmd
@@ -156,6 +166,7 @@ func run(ctx context.Context, o *options, ro *runOptions) error {
 		StateDir:          ro.stateDir,
 		Tenancies:         ro.tenancies,
 		Provisioner:       provisioner,
+		Profiles:          ro.profileMap,
 		OnboardingConfig:  onboardingConfigSource(o.onboardingKubeconfig),
 		OnboardingRetries: ro.onboardingWait,
 		TenantRoles:       ro.tenantRoles,
@@ -185,6 +196,11 @@ type Config struct {
 	// Provisioner, when set, creates exclusive clusters for ClusterRequests
 	// (the local landscape's cluster provider).
 	Provisioner clusters.Provisioner
+	// Profiles map purposes to ClusterProfiles: an Exclusive request of
+	// such a purpose that finds no free cluster gets a new Cluster of the
+	// profile (clusters.NewProfileProvisioner); Provisioner serves the
+	// other purposes.
+	Profiles map[string]string
 	// OnboardingConfig returns the onboarding cluster's REST config, or
 	// (nil, nil) while it is not known yet; nil disables the
 	// ManagedControlPlane controller.
@@ -228,8 +244,8 @@ func Setup(mgr ctrl.Manager, cfg Config) (func(), error) {
 		}
 		ropts = append(ropts, clusters.WithTenancy(purpose, tenancy))
 	}
-	if cfg.Provisioner != nil {
-		ropts = append(ropts, clusters.WithProvisioner(cfg.Provisioner))
+	if p := provisionerOf(mgr, cfg); p != nil {
+		ropts = append(ropts, clusters.WithProvisioner(p))
 	}
 	// One client of the onboarding cluster for the tenant checks of both
 	// request controllers.
@@ -252,6 +268,44 @@ func Setup(mgr ctrl.Manager, cfg Config) (func(), error) {
 		}
 	}
 	return closeFn, nil
+}
+
+// provisionerOf returns the Provisioner of the ClusterRequest controller:
+// the profile provisioner for the purposes of cfg.Profiles, cfg.Provisioner
+// for the others; nil when there is neither.
+func provisionerOf(mgr ctrl.Manager, cfg Config) clusters.Provisioner {
+	if len(cfg.Profiles) == 0 {
+		return cfg.Provisioner
+	}
+	byProfile := clusters.NewProfileProvisioner(mgr.GetClient(), cfg.Namespace, cfg.Profiles)
+	byPurpose := map[string]clusters.Provisioner{}
+	for purpose := range cfg.Profiles {
+		byPurpose[purpose] = byProfile
+	}
+	return clusters.ByPurpose(cfg.Provisioner, byPurpose)
+}
+
+// parseClusterProfiles parses the values of --cluster-profile, each
+// purpose=ClusterProfile, into a map from purpose to profile name. A value
+// without "=", with an empty side, a profile name that is no object name, or
+// a purpose given twice is an error.
+func parseClusterProfiles(values []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, v := range values {
+		purpose, profile, ok := strings.Cut(v, "=")
+		purpose, profile = strings.TrimSpace(purpose), strings.TrimSpace(profile)
+		if !ok || purpose == "" || profile == "" {
+			return nil, fmt.Errorf("--cluster-profile %q: want purpose=ClusterProfile, e.g. mcp=kcp", v)
+		}
+		if errs := validation.IsDNS1123Subdomain(profile); len(errs) > 0 {
+			return nil, fmt.Errorf("--cluster-profile %q: %q is not a ClusterProfile name: %s", v, profile, strings.Join(errs, "; "))
+		}
+		if prev, dup := out[purpose]; dup {
+			return nil, fmt.Errorf("--cluster-profile %q: purpose %q already has ClusterProfile %q", v, purpose, prev)
+		}
+		out[purpose] = profile
+	}
+	return out, nil
 }
 
 func newDeployer(mgr ctrl.Manager, cfg Config) (deploy.Deployer, *provider.Notifier, func(), error) {

@@ -13,7 +13,9 @@ import (
 type Provisioner interface {
 	// Provision returns the Cluster created for req, an object on the
 	// platform cluster. It returns nil, nil while the cluster is still
-	// being created and is then asked again; it must be idempotent.
+	// being created and is then asked again; it must be idempotent. An
+	// error wrapping ErrNoProvisioner says it creates no clusters of the
+	// request's purpose.
 	Provision(ctx context.Context, req *clustersv1alpha1.ClusterRequest) (*clustersv1alpha1.Cluster, error)
 
 	// Release undoes Provision for a deleted request. cluster is the

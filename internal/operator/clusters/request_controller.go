@@ -58,8 +58,9 @@ func WithTenancy(purpose string, t clustersv1alpha1.Tenancy) RequestOption {
 }
 
 // WithProvisioner lets the controller ask p for a new cluster when an
-// Exclusive request finds no free one. Without a provisioner such a request
-// is Denied.
+// Exclusive request finds no free one. Without a provisioner, or when p
+// returns ErrNoProvisioner for the request's purpose, such a request is
+// Denied.
 func WithProvisioner(p Provisioner) RequestOption {
 	return func(r *RequestReconciler) { r.provisioner = p }
 }
@@ -273,22 +274,11 @@ func (r *RequestReconciler) schedule(ctx context.Context, cr *clustersv1alpha1.C
 		cluster = choose(list.Items, purpose, tenancy)
 	}
 	if cluster == nil && tenancy == clustersv1alpha1.TenancyExclusive && r.provisioner != nil {
-		c, err := r.provisioner.Provision(ctx, cr)
-		if err != nil {
-			r.setPhase(cr, clustersv1alpha1.RequestPending, ReasonProvisioningFailed, fmt.Sprintf("provisioning a cluster failed: %v", err))
-			return ctrl.Result{}, fmt.Errorf("provision cluster for ClusterRequest %s/%s: %w", cr.Namespace, cr.Name, err)
+		c, res, err := r.provision(ctx, cr, tenancy)
+		if c == nil && (err != nil || !res.IsZero()) {
+			return res, err
 		}
-		if c == nil {
-			r.setPhase(cr, clustersv1alpha1.RequestPending, ReasonProvisioning,
-				fmt.Sprintf("a new %s cluster with purpose %q is being provisioned", tenancy, purpose))
-			return ctrl.Result{RequeueAfter: r.provisionInterval}, nil
-		}
-		if c.ResourceVersion == "" {
-			if err := r.client.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
-				return ctrl.Result{}, fmt.Errorf("get provisioned Cluster %s/%s: %w", c.Namespace, c.Name, err)
-			}
-		}
-		cluster, provisioned = c, true
+		cluster, provisioned = c, c != nil
 	}
 	if cluster == nil {
 		if c := waitFor(list.Items, purpose, tenancy); c != nil {
@@ -319,6 +309,30 @@ func (r *RequestReconciler) schedule(ctx context.Context, cr *clustersv1alpha1.C
 	r.grant(cr, cluster)
 	log.V(1).Info("Granted cluster", "cluster", client.ObjectKeyFromObject(cluster), "purpose", purpose, "tenancy", tenancy)
 	return ctrl.Result{}, nil
+}
+
+// provision asks the Provisioner for a new cluster. It returns the cluster,
+// or the result to return while there is none; nil and a zero result when
+// the Provisioner creates no clusters of the request's purpose.
+func (r *RequestReconciler) provision(ctx context.Context, cr *clustersv1alpha1.ClusterRequest, tenancy clustersv1alpha1.Tenancy) (*clustersv1alpha1.Cluster, ctrl.Result, error) {
+	c, err := r.provisioner.Provision(ctx, cr)
+	switch {
+	case errors.Is(err, ErrNoProvisioner):
+		return nil, ctrl.Result{}, nil
+	case err != nil:
+		r.setPhase(cr, clustersv1alpha1.RequestPending, ReasonProvisioningFailed, fmt.Sprintf("provisioning a cluster failed: %v", err))
+		return nil, ctrl.Result{}, fmt.Errorf("provision cluster for ClusterRequest %s/%s: %w", cr.Namespace, cr.Name, err)
+	case c == nil:
+		r.setPhase(cr, clustersv1alpha1.RequestPending, ReasonProvisioning,
+			fmt.Sprintf("a new %s cluster with purpose %q is being provisioned", tenancy, cr.Spec.Purpose))
+		return nil, ctrl.Result{RequeueAfter: r.provisionInterval}, nil
+	}
+	if c.ResourceVersion == "" {
+		if err := r.client.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
+			return nil, ctrl.Result{}, fmt.Errorf("get provisioned Cluster %s/%s: %w", c.Namespace, c.Name, err)
+		}
+	}
+	return c, ctrl.Result{}, nil
 }
 
 // claim puts the request's finalizer (and, for a provisioned cluster, the
