@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -334,12 +335,59 @@ func (l *Landscape) registerKCP(ctx context.Context) error {
 		return err
 	}
 	profile := &clustersv1alpha1.ClusterProfile{ObjectMeta: metav1.ObjectMeta{Name: KCPProfile}}
-	return ensureObject(ctx, c, profile, func() {
+	if err := ensureObject(ctx, c, profile, func() {
 		profile.Spec = clustersv1alpha1.ClusterProfileSpec{
 			ProviderRef:       common.LocalObjectReference{Name: KCPProvider},
 			ProviderConfigRef: common.LocalObjectReference{Name: KCPProfile},
 			SupportedVersions: []clustersv1alpha1.SupportedK8sVersion{{Version: KCPKubernetesVersion}},
 		}
+	}); err != nil {
+		return err
+	}
+	return grantKCPProvider(ctx, c)
+}
+
+// kcpProviderAccess names the roles and bindings grantKCPProvider makes.
+const kcpProviderAccess = "marketplane:landscape:cp-" + KCPProvider
+
+// grantKCPProvider gives the kcp provider's run ServiceAccount what
+// serving Clusters takes beyond what the operator gives every
+// ClusterProvider (reading the cluster APIs): reading ClusterProfiles, and
+// in the operator's namespace, where the Clusters are, updating them and
+// keeping their kubeconfig Secrets. Granted the documented way, as the
+// landscape grants the inter-operator its catalog: roles bound to the
+// provider's ServiceAccount.
+func grantKCPProvider(ctx context.Context, c client.Client) error {
+	subject := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "cp-" + KCPProvider, Namespace: "cp-" + KCPProvider}
+	read := []string{"get", "list", "watch"}
+	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: kcpProviderAccess}}
+	if err := ensureObject(ctx, c, cr, func() {
+		cr.Rules = []rbacv1.PolicyRule{{APIGroups: []string{clustersv1alpha1.GroupVersion.Group}, Resources: []string{"clusterprofiles"}, Verbs: read}}
+	}); err != nil {
+		return err
+	}
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: kcpProviderAccess}}
+	if err := ensureObject(ctx, c, crb, func() {
+		crb.RoleRef = rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: kcpProviderAccess}
+		crb.Subjects = []rbacv1.Subject{subject}
+	}); err != nil {
+		return err
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: kcpProviderAccess, Namespace: Namespace}}
+	if err := ensureObject(ctx, c, role, func() {
+		role.Rules = []rbacv1.PolicyRule{
+			{APIGroups: []string{clustersv1alpha1.GroupVersion.Group}, Resources: []string{"clusters"}, Verbs: []string{"get", "list", "watch", "update", "patch"}},
+			{APIGroups: []string{clustersv1alpha1.GroupVersion.Group}, Resources: []string{"clusters/status"}, Verbs: []string{"update", "patch"}},
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		}
+	}); err != nil {
+		return err
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: kcpProviderAccess, Namespace: Namespace}}
+	return ensureObject(ctx, c, rb, func() {
+		rb.RoleRef = rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: kcpProviderAccess}
+		rb.Subjects = []rbacv1.Subject{subject}
 	})
 }
 
