@@ -40,7 +40,11 @@ func (r *Reconciler) issueToken(ctx context.Context, url string) (*token, error)
 	if err != nil {
 		return nil, fmt.Errorf("request token of ServiceAccount %s/%s in workspace %s: %w", AdminNamespace, AdminServiceAccount, url, err)
 	}
-	return &token{value: tr.Status.Token, issued: issued, expires: tr.Status.ExpirationTimestamp.Time}, nil
+	expires := tr.Status.ExpirationTimestamp.Time
+	if !expires.After(issued) {
+		expires = issued.Add(r.tokenLifetime)
+	}
+	return &token{value: tr.Status.Token, issued: issued, expires: expires}, nil
 }
 
 // ensureAdmin creates the admin namespace, ServiceAccount and

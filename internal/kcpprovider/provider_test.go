@@ -3,6 +3,7 @@ package kcpprovider_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/api/common"
+	"github.com/marketplane/marketplane/internal/freeport"
 	"github.com/marketplane/marketplane/internal/kcpprovider"
 	"github.com/marketplane/marketplane/internal/operator/clusters"
 	"github.com/marketplane/marketplane/pkg/kubeconfig"
@@ -235,5 +237,45 @@ func TestForeignWorkspaceNotAdopted(t *testing.T) {
 	}
 	if got := ws.GetLabels()[kcpprovider.ClusterUIDLabel]; got != "someone-elses-uid" {
 		t.Errorf("foreign Workspace label = %q, want it unchanged", got)
+	}
+}
+
+// TestKCPUnreachable: with kcp not answering, a Cluster gets its finalizer
+// and a Warning event, no kubeconfig, and is retried with backoff.
+func TestKCPUnreachable(t *testing.T) {
+	t.Parallel()
+	startEnv(t)
+	ns := newNamespace(t, "kcp-down")
+	const provider = "kcp-down"
+	port, err := freeport.Pick("127.0.0.1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := rest.CopyConfig(kcp.Config)
+	down.Host = fmt.Sprintf("https://127.0.0.1:%d/clusters/root", port)
+	createProfile(t, provider, provider)
+	startManager(t, ns, func(mgr ctrl.Manager) error {
+		return kcpprovider.New(mgr.GetClient(), down, provider, kcpprovider.WithControllerName(provider)).SetupWithManager(mgr)
+	})
+	cl := createCluster(t, ns, "mcp", provider)
+
+	note := waitEvent(t, cl, corev1.EventTypeWarning, string(kcpprovider.ReasonKCPError), 30*time.Second)
+	if !strings.Contains(note, "Workspace") {
+		t.Errorf("event note %q: want it to say what failed", note)
+	}
+	before := testenv.ReconcileCount(t, provider)
+	time.Sleep(5 * time.Second) // a window to count reconciles in, not ordering
+	if n := testenv.ReconcileCount(t, provider) - before; n > 6 {
+		t.Errorf("%v reconciles in 5 s with kcp down: want backoff", n)
+	}
+	if err := platform.Client.Get(t.Context(), client.ObjectKeyFromObject(cl), cl); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(cl.Finalizers, kcpprovider.Finalizer) {
+		t.Errorf("finalizers %q: want %s", cl.Finalizers, kcpprovider.Finalizer)
+	}
+	err = platform.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "mcp-kubeconfig"}, &corev1.Secret{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("kubeconfig Secret with kcp down: want NotFound, got %v", err)
 	}
 }
