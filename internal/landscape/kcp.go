@@ -76,10 +76,14 @@ const (
 	// KCPKubeconfigEnv is the provider's setting of kcp's admin
 	// kubeconfig.
 	KCPKubeconfigEnv = "KCP_KUBECONFIG"
-	// KCPAdminUser is the landscape's own kcp user, of the group
-	// system:masters, whose token stays the same across restarts of kcp
-	// (the token of kcp's own admin.kubeconfig changes at every start).
+	// KCPAdminUser is the landscape's own kcp user, of KCPAdminGroup,
+	// whose token stays the same across restarts of kcp (the token of
+	// kcp's own admin.kubeconfig changes at every start).
 	KCPAdminUser = "marketplane-admin"
+	// KCPAdminGroup is the group of kcp's own admin user. Not
+	// system:masters: kcp records no owner for a workspace such a user
+	// creates, and the workspace then never finishes initializing.
+	KCPAdminGroup = "system:kcp:admin"
 	// KCPKubernetesVersion is the Kubernetes version ClusterProfile kcp
 	// offers: the one kcp v0.28 serves in its workspaces.
 	KCPKubernetesVersion = "1.32.3"
@@ -218,7 +222,7 @@ func ensureKCPToken(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("kcp token file: %w", err)
 	}
-	line := fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", rand.Text(), KCPAdminUser, KCPAdminUser)
+	line := fmt.Sprintf("%s,%s,%s,%q\n", rand.Text(), KCPAdminUser, KCPAdminUser, KCPAdminGroup)
 	return pki.WriteFileAtomic(path, []byte(line), 0o600)
 }
 

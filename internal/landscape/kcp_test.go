@@ -154,6 +154,8 @@ func TestKCPBackend(t *testing.T) {
 		if len(list.Items) != 0 {
 			t.Errorf("B's binding lists %d SampleObjects in B's workspace; want none (A's object is in A's)", len(list.Items))
 		}
+		// The Sample's deletion waits for the tenant's SampleObjects.
+		must(t, ca.Resource(sampleObjects).Namespace(corev1.NamespaceDefault).Delete(ctx, "only-in-a", metav1.DeleteOptions{}))
 	})
 
 	t.Run("status --tree shows kcp and its workspaces", func(t *testing.T) {
@@ -173,7 +175,9 @@ func TestKCPBackend(t *testing.T) {
 		if status != http.StatusAccepted {
 			t.Fatalf("DELETE instance: %d %s; want 202", status, answer)
 		}
-		states := pollLastOperation(t, broker, "/v2/service_instances/"+a.instance+"/last_operation", func() string { return logLines(dir, a.instance, c.Name) })
+		// With the operation: a code-based instance that is gone is 410
+		// for it, 404 without.
+		states := pollLastOperation(t, broker, "/v2/service_instances/"+a.instance+"/last_operation?operation=deprovision", func() string { return logLines(dir, a.instance, c.Name) })
 		if last := states[len(states)-1]; last != "succeeded" && last != "gone" {
 			t.Fatalf("last_operation of the deprovision: %v; want succeeded (or 410 Gone)", states)
 		}
