@@ -27,6 +27,7 @@ import (
 	"github.com/marketplane/marketplane/internal/landscape/controlplane"
 	"github.com/marketplane/marketplane/internal/landscape/stack"
 	"github.com/marketplane/marketplane/internal/operator/clusters"
+	"github.com/marketplane/marketplane/pkg/supervisor"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
@@ -70,6 +71,9 @@ func TestKCPBackend(t *testing.T) {
 		if p == 6443 || p == 2379 || p == 2380 {
 			t.Errorf("kcp got port %d, one of its defaults", p)
 		}
+	}
+	if rss, err := supervisor.ResidentMemory(running.KCP.Process.PID); err == nil {
+		t.Logf("resident memory of kcp right after up: %d MiB", rss>>20)
 	}
 	if out := runCLI(t, "landscape", "status", "--state-dir", dir); !strings.Contains(out, "MCP backend: kcp (every MCP is a workspace of kcp") {
 		t.Errorf("status does not name the kcp backend:\n%s", out)
@@ -159,7 +163,11 @@ func TestKCPBackend(t *testing.T) {
 	})
 
 	t.Run("status --tree shows kcp and its workspaces", func(t *testing.T) {
+		if rss, err := supervisor.ResidentMemory(running.KCP.Process.PID); err == nil {
+			t.Logf("resident memory of kcp with two workspaces: %d MiB", rss>>20)
+		}
 		out := runCLI(t, "landscape", "status", "--state-dir", dir, "--tree")
+		t.Logf("status --tree:\n%s", out)
 		for _, want := range []string{"kcp", "every MCP is a workspace", "Workspace " + a.workspace, "Workspace " + b.workspace} {
 			if !strings.Contains(out, want) {
 				t.Errorf("status --tree lacks %q:\n%s", want, out)
