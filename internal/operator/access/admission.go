@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -434,19 +431,9 @@ func probeAdmission(ctx context.Context, cfg *rest.Config, accessNamespace strin
 	cfg.Timeout = TargetTimeout
 	// The probe polls; client-go's default limit would hold it back.
 	cfg.QPS, cfg.Burst = -1, 0
-	admin := rest.CopyConfig(cfg)
 	cfg.Impersonate = rest.ImpersonationConfig{
 		UserName: fmt.Sprintf("system:serviceaccount:%s:ar-0000000000000000.%s", accessNamespace, probeProvider),
 		Groups:   []string{"system:masters", "system:authenticated"},
-	}
-	privileged, err := impersonationAllowed(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	if !privileged {
-		if cfg.Impersonate.Groups, err = probeGroupFallback(ctx, admin); err != nil {
-			return err
-		}
 	}
 	c, err := newTargetClient(cfg)
 	if err != nil {
@@ -467,51 +454,6 @@ func probeAdmission(ctx context.Context, cfg *rest.Config, accessNamespace strin
 		return fmt.Errorf("check that the API server enforces the admission policies %s and %s: %w", IsolationPolicyName, NamespaceOwnerPolicyName, err)
 	}
 	return nil
-}
-
-// probeGroup is the group the probe impersonates on an API server that
-// refuses to impersonate system:masters (a kcp workspace refuses every
-// privileged group): a ClusterRoleBinding there gives it cluster-admin.
-const probeGroup = "marketplane:admission-probe"
-
-// impersonationAllowed reports whether the API server of cfg lets the
-// admin impersonate as cfg says: kcp answers 403 "impersonation is not
-// allowed" for system:masters.
-func impersonationAllowed(ctx context.Context, cfg *rest.Config) (bool, error) {
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return false, fmt.Errorf("HTTP client for %s: %w", cfg.Host, err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+"/api", nil)
-	if err != nil {
-		return false, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return false, fmt.Errorf("check impersonation on %s: %w", cfg.Host, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-	return resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "impersonation is not allowed"), nil
-}
-
-// probeGroupFallback binds cluster-admin to probeGroup on the cluster of
-// admin and returns the groups the probe impersonates instead of
-// system:masters.
-func probeGroupFallback(ctx context.Context, admin *rest.Config) ([]string, error) {
-	c, err := newTargetClient(admin)
-	if err != nil {
-		return nil, err
-	}
-	crb := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: probeGroup},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: probeGroup}},
-	}
-	if err := c.Create(ctx, crb); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("bind cluster-admin to the admission probe's group %s: %w", probeGroup, err)
-	}
-	return []string{probeGroup, "system:authenticated"}, nil
 }
 
 func probeOnce(ctx context.Context, c client.Client, accessNamespace string, mutating bool) error {
