@@ -24,8 +24,8 @@ ARG BUILD_DATE=unknown
 ARG TARGETOS
 ARG TARGETARCH
 RUN case "${BINARY}" in \
-      marketplane|marketplane-operator|marketplane-interoperator|marketplane-marketplace|marketplane-broker) ;; \
-      *) echo "--build-arg BINARY must be one of marketplane, marketplane-operator, marketplane-interoperator, marketplane-marketplace, marketplane-broker (got '${BINARY}')" >&2; exit 1 ;; \
+      marketplane|marketplane-operator|marketplane-interoperator|marketplane-marketplace|marketplane-broker|marketplane-kcp-provider) ;; \
+      *) echo "--build-arg BINARY must be one of marketplane, marketplane-operator, marketplane-interoperator, marketplane-marketplace, marketplane-broker, marketplane-kcp-provider (got '${BINARY}')" >&2; exit 1 ;; \
     esac
 WORKDIR /src
 # Modules first, so that a source change reuses the downloaded modules.
@@ -79,3 +79,6 @@ ENTRYPOINT ["/marketplane-marketplace"]
 
 FROM runtime AS marketplane-broker
 ENTRYPOINT ["/marketplane-broker"]
+
+FROM runtime AS marketplane-kcp-provider
+ENTRYPOINT ["/marketplane-kcp-provider"]

@@ -216,7 +216,7 @@ BUILD_DATE ?= $(shell git log -1 --format=%cI 2>/dev/null)
 DIST       := $(ROOT)/dist
 # The released binaries (directories under cmd/) and platforms; hack/release's tests
 # check that the binaries are every directory under cmd/ and match the Dockerfile.
-RELEASE_BINARIES  := marketplane marketplane-operator marketplane-interoperator marketplane-marketplace marketplane-broker
+RELEASE_BINARIES  := marketplane marketplane-operator marketplane-interoperator marketplane-marketplace marketplane-broker marketplane-kcp-provider
 RELEASE_PLATFORMS := linux/amd64 linux/arm64
 # The container engine of `make image` (docker, podman or buildah: anything that builds
 # a Dockerfile with --build-arg and --target), the repository prefix and tag of the images

@@ -23,7 +23,7 @@ const VersionPackage = "github.com/marketplane/marketplane/pkg/version"
 const SumsFile = "SHA256SUMS"
 
 // DefaultBinaries are the release binaries, each a directory under cmd/.
-var DefaultBinaries = []string{"marketplane", "marketplane-operator", "marketplane-interoperator", "marketplane-marketplace", "marketplane-broker"}
+var DefaultBinaries = []string{"marketplane", "marketplane-operator", "marketplane-interoperator", "marketplane-marketplace", "marketplane-broker", "marketplane-kcp-provider"}
 
 // DefaultPlatforms are the os/arch pairs released.
 var DefaultPlatforms = []string{"linux/amd64", "linux/arm64"}
