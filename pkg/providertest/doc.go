@@ -24,6 +24,12 @@
 // recreated: what one test leaves there, the next test with an MCP on the
 // same cluster sees.
 //
+// WithKCP serves MCPs with kcp workspaces instead: the landscape runs a kcp
+// server and the kcp ClusterProvider's controller, registers the
+// ClusterProfile KCPProfile, and an MCP's ClusterRequest gets a new Cluster
+// of that profile (no "mcp-N" Clusters are registered). A workspace runs no
+// Pods, and a token of one workspace is refused by every other.
+//
 // InProcess and InProcessLandscape are targets of the validation flow
 // (pkg/validation) on such a landscape. This package runs the operator, so
 // it is the one package under pkg/ that imports internal/ packages.

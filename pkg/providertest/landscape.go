@@ -24,6 +24,7 @@ import (
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/api/common"
+	"github.com/marketplane/marketplane/internal/kcpprovider"
 	"github.com/marketplane/marketplane/internal/operator/access"
 	"github.com/marketplane/marketplane/internal/operator/clusters"
 	"github.com/marketplane/marketplane/internal/operator/deploy/process"
@@ -47,6 +48,11 @@ const (
 	MCPClusterPrefix = "mcp-"
 	// Profile is spec.profile of the registered Clusters.
 	Profile = "providertest"
+	// KCPProfile is the ClusterProfile of the MCP Clusters of a landscape
+	// WithKCP, and KCPProviderName the ClusterProvider it names, which
+	// serves them with kcp workspaces.
+	KCPProfile      = "kcp"
+	KCPProviderName = "kcp"
 )
 
 // ControllerNamePrefix starts the names of the landscape's controllers (in
@@ -69,11 +75,14 @@ type Landscape struct {
 	// service objects.
 	Onboarding *testenv.Cluster
 	// MCPClusters are the clusters ManagedControlPlanes get, registered
-	// as "mcp-0", "mcp-1", ...
+	// as "mcp-0", "mcp-1", ... (none WithKCP).
 	MCPClusters []*testenv.Cluster
 	// Workload is the shared workload cluster, nil without
 	// WithWorkloadCluster.
 	Workload *testenv.Cluster
+	// KCP is the kcp server whose workspaces are the MCP clusters, nil
+	// without WithKCP (MCPClusters is then empty).
+	KCP *testenv.KCP
 
 	opts     options
 	byName   map[string]*testenv.Cluster
@@ -99,6 +108,7 @@ type options struct {
 	log                 logr.Logger
 	timeout             time.Duration
 	images              map[string]string
+	kcp                 bool
 }
 
 // WithMCPClusters starts n MCP clusters (default 1). MCP clusters are
@@ -127,6 +137,17 @@ func WithWorkloadControllers() Option {
 func WithProviderImages(images map[string]string) Option {
 	return func(o *options) { o.images = images }
 }
+
+// WithKCP serves MCPs with kcp workspaces instead of API servers of their
+// own: the landscape starts a kcp server (testenv.NewKCP), registers the
+// ClusterProfile KCPProfile for the ClusterProvider KCPProviderName and
+// runs that provider's controller (internal/kcpprovider) in its manager.
+// No "mcp-N" Clusters are registered: an MCP's ClusterRequest gets a new
+// Cluster of the profile (the operator's --cluster-profile mcp=kcp), so
+// any number of MCPs can exist at a time and WithMCPClusters is ignored. A
+// workspace runs no Pods: a provider's domain service belongs on the
+// workload cluster.
+func WithKCP() Option { return func(o *options) { o.kcp = true } }
 
 // WithLogger sets the logger of the landscape's controllers (default:
 // discard).
@@ -163,7 +184,7 @@ func New(opts ...Option) (*Landscape, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.mcpClusters < 1 {
+	if o.mcpClusters < 1 && !o.kcp {
 		return nil, fmt.Errorf("providertest: at least one MCP cluster is needed, got %d", o.mcpClusters)
 	}
 	l := &Landscape{opts: o, byName: map[string]*testenv.Cluster{}}
@@ -189,7 +210,11 @@ func (l *Landscape) startClusters() error {
 		"onboarding": {testenv.WithControllerManager()},
 	}
 	mcpName := func(i int) string { return fmt.Sprintf("%s%d", MCPClusterPrefix, i) }
-	for i := range l.opts.mcpClusters {
+	mcps := l.opts.mcpClusters
+	if l.opts.kcp {
+		mcps = 0
+	}
+	for i := range mcps {
 		specs[mcpName(i)] = empty
 	}
 	if l.opts.workload {
@@ -198,12 +223,29 @@ func (l *Landscape) startClusters() error {
 			specs[WorkloadClusterName] = []testenv.Option{testenv.WithCRDs(), testenv.WithControllerManager()}
 		}
 	}
+	// kcp takes longest to start: it starts beside the API servers.
+	kcpDone := make(chan error, 1)
+	if l.opts.kcp {
+		go func() {
+			k, err := testenv.NewKCP()
+			l.KCP = k
+			kcpDone <- err
+		}()
+	} else {
+		kcpDone <- nil
+	}
 	clusters, err := testenv.NewMany(specs)
+	if kerr := <-kcpDone; kerr != nil {
+		err = errors.Join(err, fmt.Errorf("providertest: kcp: %w", kerr))
+	}
 	if err != nil {
+		for _, c := range clusters {
+			_ = c.Stop()
+		}
 		return err
 	}
 	l.Platform, l.Onboarding, l.Workload = clusters["platform"], clusters["onboarding"], clusters[WorkloadClusterName]
-	l.MCPClusters = make([]*testenv.Cluster, l.opts.mcpClusters)
+	l.MCPClusters = make([]*testenv.Cluster, mcps)
 	for i := range l.MCPClusters {
 		l.MCPClusters[i] = clusters[mcpName(i)]
 	}
@@ -240,14 +282,28 @@ func (l *Landscape) startControllers() error {
 	// One client of the onboarding cluster for the tenant checks of both
 	// request controllers.
 	tenantCheck := clusters.OnboardingFromClusters(mgr.GetClient(), access.TargetTimeout)
+	ropts := []clusters.RequestOption{
+		clusters.WithRequestControllerName(ControllerNamePrefix + clusters.RequestControllerName),
+		clusters.WithRequestOnboarding(tenantCheck),
+	}
+	if l.KCP != nil {
+		// As the operator's --cluster-profile mcp=kcp.
+		mcpProfile := map[string]string{clustersv1alpha1.PurposeMCP: KCPProfile}
+		ropts = append(ropts, clusters.WithProvisioner(clusters.ByPurpose(nil, map[string]clusters.Provisioner{
+			clustersv1alpha1.PurposeMCP: clusters.NewProfileProvisioner(mgr.GetClient(), ClustersNamespace, mcpProfile),
+		})), clusters.WithProvisionInterval(time.Second))
+	}
 	setups := []interface{ SetupWithManager(ctrl.Manager) error }{
 		clusters.NewClusterReconciler(mgr.GetClient(), clusters.WithClusterControllerName(ControllerNamePrefix+clusters.ClusterControllerName)),
-		clusters.NewRequestReconciler(mgr.GetClient(), clusters.WithRequestControllerName(ControllerNamePrefix+clusters.RequestControllerName),
-			clusters.WithRequestOnboarding(tenantCheck)),
+		clusters.NewRequestReconciler(mgr.GetClient(), ropts...),
 		access.NewReconciler(mgr.GetClient(), access.WithName(ControllerNamePrefix+access.ControllerName), access.WithOnboarding(tenantCheck)),
 		mcp.NewReconciler(onboarding, mgr,
 			mcp.WithControllerName(ControllerNamePrefix+mcp.ControllerName),
 			mcp.WithServicePollInterval(time.Second)),
+	}
+	if l.KCP != nil {
+		setups = append(setups, kcpprovider.New(mgr.GetClient(), l.KCP.Config, KCPProviderName,
+			kcpprovider.WithControllerName(ControllerNamePrefix+kcpprovider.ControllerName)))
 	}
 	for _, s := range setups {
 		if err := s.SetupWithManager(mgr); err != nil {
@@ -324,6 +380,11 @@ func (l *Landscape) register() error {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ClustersNamespace}}); err != nil {
 		return fmt.Errorf("providertest: create namespace %s: %w", ClustersNamespace, err)
 	}
+	if l.KCP != nil {
+		if err := c.Create(ctx, kcpProfile()); err != nil {
+			return fmt.Errorf("providertest: create ClusterProfile %s: %w", KCPProfile, err)
+		}
+	}
 	type registration struct {
 		name    string
 		target  *testenv.Cluster
@@ -377,6 +438,19 @@ func (l *Landscape) register() error {
 	return nil
 }
 
+// kcpProfile is the ClusterProfile of the MCP Clusters WithKCP.
+func kcpProfile() *clustersv1alpha1.ClusterProfile {
+	return &clustersv1alpha1.ClusterProfile{
+		ObjectMeta: metav1.ObjectMeta{Name: KCPProfile},
+		Spec: clustersv1alpha1.ClusterProfileSpec{
+			ProviderRef:       common.LocalObjectReference{Name: KCPProviderName},
+			ProviderConfigRef: common.LocalObjectReference{Name: KCPProviderName},
+			// kcp v0.28 serves the API of Kubernetes 1.32.
+			SupportedVersions: []clustersv1alpha1.SupportedK8sVersion{{Version: "1.32.0"}},
+		},
+	}
+}
+
 // Cluster returns the API server of the registered Cluster name (for
 // example OnboardingClusterName or "mcp-0"), or nil.
 func (l *Landscape) Cluster(name string) *testenv.Cluster { return l.byName[name] }
@@ -410,6 +484,11 @@ func (l *Landscape) Stop() error {
 				if err := c.Stop(); err != nil {
 					errs = append(errs, fmt.Errorf("providertest: stop %s: %w", c.Name, err))
 				}
+			}
+		}
+		if l.KCP != nil {
+			if err := l.KCP.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("providertest: stop kcp: %w", err))
 			}
 		}
 		l.stopErr = errors.Join(errs...)

@@ -18,6 +18,7 @@ import (
 	"github.com/marketplane/marketplane/api/common"
 	controlplanev2alpha1 "github.com/marketplane/marketplane/api/controlplane/v2alpha1"
 	corev2alpha1 "github.com/marketplane/marketplane/api/core/v2alpha1"
+	"github.com/marketplane/marketplane/internal/operator/clusters"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
@@ -39,7 +40,10 @@ type MCP struct {
 	// the one of testenv (built-in kinds, apiextensions, Marketplane).
 	Config *rest.Config
 	Client client.Client
-	// Admin is the MCP cluster's API server itself.
+	// Admin is the MCP cluster's API server itself. On a landscape
+	// WithKCP it is the workspace with the admin kubeconfig the kcp
+	// ClusterProvider wrote for its Cluster (cluster-admin in the
+	// workspace only); there is no process to stop.
 	Admin *testenv.Cluster
 }
 
@@ -142,14 +146,43 @@ func (l *Landscape) createControlPlane(t testing.TB, m controlPlane) *MCP {
 	if err := l.Platform.Client.Get(ctx, crKey, cr); err != nil || cr.Status.Cluster == nil {
 		t.Fatalf("providertest: ClusterRequest %s of %s %s: %v (status.cluster %v)", crKey, kind, key, err, cr.Status.Cluster)
 	}
+	admin := l.Cluster(cr.Status.Cluster.Name)
+	if admin == nil && l.KCP != nil {
+		if admin, err = l.workspaceAdmin(ctx, cr.Status.Cluster.NamespacedName()); err != nil {
+			t.Fatalf("providertest: %s %s: %v", kind, key, err)
+		}
+	}
 	return &MCP{
 		Name:        name,
 		Namespace:   namespace,
 		ClusterName: cr.Status.Cluster.Name,
 		Config:      cfg,
 		Client:      c,
-		Admin:       l.Cluster(cr.Status.Cluster.Name),
+		Admin:       admin,
 	}
+}
+
+// workspaceAdmin returns admin access to the kcp workspace of the Cluster
+// key, from the kubeconfig Secret its ClusterProvider wrote.
+func (l *Landscape) workspaceAdmin(ctx context.Context, key client.ObjectKey) (*testenv.Cluster, error) {
+	cl := &clustersv1alpha1.Cluster{}
+	if err := l.Platform.Client.Get(ctx, key, cl); err != nil {
+		return nil, fmt.Errorf("get Cluster %s: %w", key, err)
+	}
+	cfg, err := clusters.AdminConfig(ctx, l.Platform.Client, cl)
+	if err != nil {
+		return nil, fmt.Errorf("admin kubeconfig of Cluster %s: %w", key, err)
+	}
+	secret := &corev1.Secret{}
+	if err := l.Platform.Client.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: cl.Annotations[clusters.KubeconfigSecretAnnotation]}, secret); err != nil {
+		return nil, fmt.Errorf("kubeconfig Secret of Cluster %s: %w", key, err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: l.Platform.Scheme})
+	if err != nil {
+		return nil, fmt.Errorf("client for Cluster %s: %w", key, err)
+	}
+	return &testenv.Cluster{Name: key.Name, Config: cfg, Client: c, Scheme: l.Platform.Scheme,
+		Kubeconfig: secret.Data[clusters.KubeconfigSecretKey]}, nil
 }
 
 // copyOf returns a copy of m with only its name and namespace.

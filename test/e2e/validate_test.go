@@ -318,6 +318,12 @@ const interoperatorImage = "marketplane.local/marketplane-interoperator:dev"
 // plan small as the service object, whose namespace on the workload
 // cluster the check looks at; deleting it must leave nothing behind.
 func TestValidateInterOperator(t *testing.T) {
+	validateInterOperator(t)
+}
+
+// validateInterOperator is TestValidateInterOperator on an in-process
+// target with opts.
+func validateInterOperator(t *testing.T, opts ...providertest.Option) {
 	bin := binaries(t)
 	t.Parallel()
 	spec, err := validation.SpecFromFiles(interoperatorManifests...)
@@ -385,7 +391,7 @@ func TestValidateInterOperator(t *testing.T) {
 			}
 		}
 	})
-	rep := validation.Validate(t, spec, providertest.InProcess(), validation.WithCheck(check), validation.WithTimeout(2*time.Minute), progress)
+	rep := validation.Validate(t, spec, providertest.InProcess(opts...), validation.WithCheck(check), validation.WithTimeout(2*time.Minute), progress)
 	for _, l := range offboarded {
 		t.Errorf("not offboarded after the instance was deleted: %s", l)
 	}

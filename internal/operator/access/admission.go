@@ -10,6 +10,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,6 +37,10 @@ const (
 	// binding that label a namespace a provider creates with the provider
 	// (namespaceOwnerPolicy); installed where the cluster serves them.
 	NamespaceOwnerPolicyName = "marketplane-provider-namespace-owner"
+	// ProbeRoleName names the ClusterRole and ClusterRoleBinding that let
+	// the probe identity (probeAdmission) create namespaces, so that its
+	// dry-run requests pass RBAC and reach admission.
+	ProbeRoleName = "marketplane-admission-probe"
 )
 
 // ProviderID is the name of a provider on target clusters: its namespace on
@@ -309,6 +314,32 @@ func namespaceOwnerBinding() *admissionregistrationv1.MutatingAdmissionPolicyBin
 	}
 }
 
+// probeUser is the identity of the probe: a ServiceAccount of a made-up
+// provider in the access namespace, where only the operator writes, so no
+// token of it exists.
+func probeUser(accessNamespace string) string {
+	return fmt.Sprintf("system:serviceaccount:%s:ar-0000000000000000.%s", accessNamespace, probeProvider)
+}
+
+// probeRole lets the probe create namespaces (dry run only, by its code).
+func probeRole() *rbacv1.ClusterRole {
+	return &rbacv1.ClusterRole{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
+		ObjectMeta: metav1.ObjectMeta{Name: ProbeRoleName, Labels: admissionLabels()},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"create"}}},
+	}
+}
+
+// probeBinding binds probeRole to the probe's identity.
+func probeBinding(accessNamespace string) *rbacv1.ClusterRoleBinding {
+	return &rbacv1.ClusterRoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: ProbeRoleName, Labels: admissionLabels()},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ProbeRoleName},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: probeUser(accessNamespace)}},
+	}
+}
+
 func admissionLabels() map[string]string {
 	return map[string]string{providerv1alpha1.ManagedByLabel: ManagedByValue}
 }
@@ -377,6 +408,7 @@ func (r *Reconciler) ensureAdmission(ctx context.Context, cluster string, c clie
 	if mutating {
 		objs = append(objs, namespaceOwnerPolicy(r.accessNamespace), namespaceOwnerBinding())
 	}
+	objs = append(objs, probeRole(), probeBinding(r.accessNamespace))
 	var versions []string
 	for _, obj := range objs {
 		if err := provider.Apply(ctx, c, obj); err != nil {
@@ -421,19 +453,20 @@ func serves(c client.Client, gvk schema.GroupVersionKind) (bool, error) {
 
 // probeAdmission waits until the API server of cfg enforces the policies:
 // an API server loads a new policy a moment after it is written. It sends
-// dry-run requests as a made-up provider (with the rights of
-// system:masters, so that RBAC lets them through to admission): creating
-// the access namespace must be refused by isolationPolicy and, with
-// mutating, a new namespace must come back labelled by
-// namespaceOwnerPolicy. Dry-run requests pass admission and write nothing.
+// dry-run requests as a made-up provider (which may create namespaces by
+// probeRole, so that RBAC lets them through to admission): creating the
+// access namespace must be refused by isolationPolicy and, with mutating,
+// a new namespace must come back labelled by namespaceOwnerPolicy. Dry-run
+// requests pass admission and write nothing. The probe holds no more than
+// that: kcp refuses to impersonate system:masters.
 func probeAdmission(ctx context.Context, cfg *rest.Config, accessNamespace string, mutating bool) error {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Timeout = TargetTimeout
 	// The probe polls; client-go's default limit would hold it back.
 	cfg.QPS, cfg.Burst = -1, 0
 	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: fmt.Sprintf("system:serviceaccount:%s:ar-0000000000000000.%s", accessNamespace, probeProvider),
-		Groups:   []string{"system:masters", "system:authenticated"},
+		UserName: probeUser(accessNamespace),
+		Groups:   []string{"system:authenticated"},
 	}
 	c, err := newTargetClient(cfg)
 	if err != nil {

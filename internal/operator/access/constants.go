@@ -116,4 +116,8 @@ const (
 	// installed, or the API server does not enforce them yet; nothing is
 	// granted to a provider until it does. Retried with backoff.
 	ReasonAdmissionNotEnforced Reason = "AdmissionNotEnforced"
+	// ReasonWorkloadsNotSupported: the request names workload resources
+	// (Pods and their controllers) on a Cluster that runs none (annotation
+	// clusters.marketplane.io/workloads: none, e.g. a kcp workspace).
+	ReasonWorkloadsNotSupported Reason = "WorkloadsNotSupported"
 )

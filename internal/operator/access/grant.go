@@ -65,6 +65,7 @@ func (r *Reconciler) grant(ctx context.Context, ar *clustersv1alpha1.AccessReque
 	for _, phase := range []grantPhase{
 		r.checkReference,
 		r.resolveCluster,
+		r.checkWorkloads,
 		r.connectTarget,
 		r.checkToken,
 		r.planTarget,

@@ -211,3 +211,30 @@ func TestKubeconfig(t *testing.T) {
 		t.Errorf("creationTimestamp %q, want Unix seconds 100", got)
 	}
 }
+
+func TestNamedWorkloads(t *testing.T) {
+	rule := func(groups []string, resources ...string) rbacv1.PolicyRule {
+		return rbacv1.PolicyRule{APIGroups: groups, Resources: resources, Verbs: []string{"get"}}
+	}
+	cases := map[string]struct {
+		reason string
+		rules  []rbacv1.PolicyRule
+		want   []string
+	}{
+		"None":         {reason: "ConfigMaps and CRDs are no workloads", rules: []rbacv1.PolicyRule{rule([]string{""}, "configmaps"), rule([]string{"apiextensions.k8s.io"}, "customresourcedefinitions")}},
+		"Star":         {reason: "a \"*\" resource names none", rules: []rbacv1.PolicyRule{rule([]string{"*"}, "*"), rule([]string{"apps"}, "*")}},
+		"OtherGroup":   {reason: "deployments of another group are not apps'", rules: []rbacv1.PolicyRule{rule([]string{"example.org"}, "deployments")}},
+		"Deployments":  {reason: "apps/deployments", rules: []rbacv1.PolicyRule{rule([]string{"apps"}, "deployments", "configmaps")}, want: []string{"deployments.apps"}},
+		"Subresource":  {reason: "a subresource names its resource", rules: []rbacv1.PolicyRule{rule([]string{""}, "pods/exec")}, want: []string{"pods"}},
+		"AnyGroup":     {reason: "group \"*\" matches every group", rules: []rbacv1.PolicyRule{rule([]string{"*"}, "jobs", "pods")}, want: []string{"jobs.batch", "pods"}},
+		"Deduplicated": {reason: "each once, sorted", rules: []rbacv1.PolicyRule{rule([]string{"batch"}, "cronjobs"), rule([]string{"batch", "apps"}, "cronjobs", "statefulsets", "daemonsets", "replicasets")}, want: []string{"cronjobs.batch", "daemonsets.apps", "replicasets.apps", "statefulsets.apps"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := namedWorkloads(&clustersv1alpha1.TokenConfig{Permissions: []clustersv1alpha1.PermissionsRequest{{Rules: tc.rules}}})
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s (-want +got):\n%s", tc.reason, diff)
+			}
+		})
+	}
+}

@@ -22,7 +22,21 @@ const (
 	// ClusterRequest for which a Provisioner created it. Only such a
 	// Cluster is handed back to the Provisioner when the request goes.
 	ProvisionedForAnnotation = MarketplaneGroup + "/provisioned-for"
+
+	// BackendAnnotation, on a Cluster, names what serves it when that is
+	// not a Kubernetes cluster of its own, e.g. "kcp" for a kcp workspace.
+	// Its ClusterProvider sets it.
+	BackendAnnotation = MarketplaneGroup + "/backend"
+
+	// WorkloadsAnnotation, on a Cluster, says whether Pods and their
+	// controllers run there; WorkloadsNone on a kcp workspace. Its
+	// ClusterProvider sets it.
+	WorkloadsAnnotation = MarketplaneGroup + "/workloads"
 )
+
+// WorkloadsNone is the value of WorkloadsAnnotation on a Cluster that runs
+// no Pods: AccessRequests for workload resources there are denied.
+const WorkloadsNone = "none"
 
 // KubeconfigSecretKey is the key of the admin kubeconfig in the Secret named
 // by KubeconfigSecretAnnotation.
