@@ -24,10 +24,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/api/common"
 	corev2alpha1 "github.com/marketplane/marketplane/api/core/v2alpha1"
+	"github.com/marketplane/marketplane/api/install"
 	providerv1alpha1 "github.com/marketplane/marketplane/api/provider/v1alpha1"
 	"github.com/marketplane/marketplane/internal/operator/clusters"
 	"github.com/marketplane/marketplane/pkg/testenv"
@@ -384,5 +386,38 @@ func TestParseClusterProfiles(t *testing.T) {
 				t.Errorf("%s (-want +got):\n%s", tc.reason, diff)
 			}
 		})
+	}
+}
+
+// TestProvisionerOf: with --cluster-profile, a request of a profile's
+// purpose goes to the profile provisioner (here it names the missing
+// ClusterProfile) and any other to --cluster-provisioner; without it, the
+// socket provisioner alone.
+func TestProvisionerOf(t *testing.T) {
+	socket := clusters.ProvisionerFns{ProvisionFn: func(context.Context, *clustersv1alpha1.ClusterRequest) (*clustersv1alpha1.Cluster, error) {
+		return &clustersv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "from-socket"}}, nil
+	}}
+	scheme, err := install.NewScheme()
+	must(t, err)
+	c := fake.NewClientBuilder().WithScheme(scheme).Build()
+	request := func(purpose string) *clustersv1alpha1.ClusterRequest {
+		return &clustersv1alpha1.ClusterRequest{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: "ns", UID: "uid-1"},
+			Spec: clustersv1alpha1.ClusterRequestSpec{Purpose: purpose}}
+	}
+
+	p := provisionerOf(c, Config{Namespace: operatorNamespace, Provisioner: socket, Profiles: map[string]string{"mcp": "kcp"}})
+	if _, err := p.Provision(t.Context(), request("mcp")); err == nil || !strings.Contains(err.Error(), `ClusterProfile "kcp"`) {
+		t.Errorf("mcp: %v, want the profile provisioner's error naming ClusterProfile kcp", err)
+	}
+	if cl, err := p.Provision(t.Context(), request("workload")); err != nil || cl == nil || cl.Name != "from-socket" {
+		t.Errorf("workload: %v, %v; want the socket provisioner's Cluster", cl, err)
+	}
+	if p := provisionerOf(c, Config{Provisioner: socket}); p == nil {
+		t.Error("without profiles: no provisioner, want the socket one")
+	} else if cl, err := p.Provision(t.Context(), request("mcp")); err != nil || cl == nil || cl.Name != "from-socket" {
+		t.Errorf("without profiles, mcp: %v, %v; want the socket provisioner's Cluster", cl, err)
+	}
+	if p := provisionerOf(c, Config{}); p != nil {
+		t.Errorf("neither flag: provisioner %v, want none", p)
 	}
 }

@@ -244,7 +244,7 @@ func Setup(mgr ctrl.Manager, cfg Config) (func(), error) {
 		}
 		ropts = append(ropts, clusters.WithTenancy(purpose, tenancy))
 	}
-	if p := provisionerOf(mgr, cfg); p != nil {
+	if p := provisionerOf(mgr.GetClient(), cfg); p != nil {
 		ropts = append(ropts, clusters.WithProvisioner(p))
 	}
 	// One client of the onboarding cluster for the tenant checks of both
@@ -273,11 +273,11 @@ func Setup(mgr ctrl.Manager, cfg Config) (func(), error) {
 // provisionerOf returns the Provisioner of the ClusterRequest controller:
 // the profile provisioner for the purposes of cfg.Profiles, cfg.Provisioner
 // for the others; nil when there is neither.
-func provisionerOf(mgr ctrl.Manager, cfg Config) clusters.Provisioner {
+func provisionerOf(c client.Client, cfg Config) clusters.Provisioner {
 	if len(cfg.Profiles) == 0 {
 		return cfg.Provisioner
 	}
-	byProfile := clusters.NewProfileProvisioner(mgr.GetClient(), cfg.Namespace, cfg.Profiles)
+	byProfile := clusters.NewProfileProvisioner(c, cfg.Namespace, cfg.Profiles)
 	byPurpose := map[string]clusters.Provisioner{}
 	for purpose := range cfg.Profiles {
 		byPurpose[purpose] = byProfile
