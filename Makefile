@@ -202,8 +202,12 @@ bench-multicluster: tools ## The provisioning benchmark over 3 workload API serv
 ##@ Run
 
 .PHONY: run
-run: tools build ## Start the local landscape in the background (stop it with bin/marketplane landscape down).
-	$(BIN)/marketplane landscape up
+# MCP_BACKEND=kcp serves the landscape's MCPs as workspaces of one kcp; only then does
+# `make run` build kcp (the default backend, a kube-apiserver per MCP, does not need it).
+MCP_BACKEND ?= apiserver
+RUN_TOOLS := $(filter-out $(if $(filter kcp,$(MCP_BACKEND)),,$(KCP_BINARY)),$(TOOLS))
+run: $(RUN_TOOLS) build ## Start the local landscape in the background (stop it with bin/marketplane landscape down); MCP_BACKEND=kcp serves MCPs as kcp workspaces.
+	$(BIN)/marketplane landscape up --mcp-backend $(MCP_BACKEND)
 
 ##@ Release
 
