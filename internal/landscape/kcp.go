@@ -325,7 +325,9 @@ func (l *Landscape) stopKCP() error {
 // bin/marketplane-kcp-provider), and the ClusterProfile kcp that the
 // operator's --cluster-profile mcp=kcp names. The profile's
 // providerConfigRef names a ProviderConfig kcp that does not exist: the
-// provider reads none.
+// provider reads none. The provider needs no rights beyond the run role the
+// operator gives every ClusterProvider: the profile's Clusters are in its
+// own namespace.
 func (l *Landscape) registerKCP(ctx context.Context) error {
 	c := l.Platform.Client
 	cp := &providerv1alpha1.ClusterProvider{ObjectMeta: metav1.ObjectMeta{Name: KCPProvider}}
@@ -348,51 +350,28 @@ func (l *Landscape) registerKCP(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	return grantKCPProvider(ctx, c)
+	return revokeKCPProviderAccess(ctx, c)
 }
 
-// kcpProviderAccess names the roles and bindings grantKCPProvider makes.
+// kcpProviderAccess names the roles and bindings earlier landscapes gave
+// the kcp provider beyond its run role, Secrets of the operator's namespace
+// among them. The operator's run role of a ClusterProvider now covers its
+// Clusters; a resumed landscape deletes them.
 const kcpProviderAccess = "marketplane:landscape:cp-" + KCPProvider
 
-// grantKCPProvider gives the kcp provider's run ServiceAccount what
-// serving Clusters takes beyond what the operator gives every
-// ClusterProvider (reading the cluster APIs): reading ClusterProfiles, and
-// in the operator's namespace, where the Clusters are, updating them and
-// keeping their kubeconfig Secrets. Granted the documented way, as the
-// landscape grants the inter-operator its catalog: roles bound to the
-// provider's ServiceAccount.
-func grantKCPProvider(ctx context.Context, c client.Client) error {
-	subject := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "cp-" + KCPProvider, Namespace: "cp-" + KCPProvider}
-	read := []string{"get", "list", "watch"}
-	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: kcpProviderAccess}}
-	if err := ensureObject(ctx, c, cr, func() {
-		cr.Rules = []rbacv1.PolicyRule{{APIGroups: []string{clustersv1alpha1.GroupVersion.Group}, Resources: []string{"clusterprofiles"}, Verbs: read}}
-	}); err != nil {
-		return err
-	}
-	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: kcpProviderAccess}}
-	if err := ensureObject(ctx, c, crb, func() {
-		crb.RoleRef = rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: kcpProviderAccess}
-		crb.Subjects = []rbacv1.Subject{subject}
-	}); err != nil {
-		return err
-	}
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: kcpProviderAccess, Namespace: Namespace}}
-	if err := ensureObject(ctx, c, role, func() {
-		role.Rules = []rbacv1.PolicyRule{
-			{APIGroups: []string{clustersv1alpha1.GroupVersion.Group}, Resources: []string{"clusters"}, Verbs: []string{"get", "list", "watch", "update", "patch"}},
-			{APIGroups: []string{clustersv1alpha1.GroupVersion.Group}, Resources: []string{"clusters/status"}, Verbs: []string{"update", "patch"}},
-			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
-			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+// revokeKCPProviderAccess deletes what kcpProviderAccess names, if there.
+func revokeKCPProviderAccess(ctx context.Context, c client.Client) error {
+	for _, obj := range []client.Object{
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: kcpProviderAccess, Namespace: Namespace}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: kcpProviderAccess, Namespace: Namespace}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: kcpProviderAccess}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: kcpProviderAccess}},
+	} {
+		if err := c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete %T %s: %w", obj, kcpProviderAccess, err)
 		}
-	}); err != nil {
-		return err
 	}
-	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: kcpProviderAccess, Namespace: Namespace}}
-	return ensureObject(ctx, c, rb, func() {
-		rb.RoleRef = rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: kcpProviderAccess}
-		rb.Subjects = []rbacv1.Subject{subject}
-	})
+	return nil
 }
 
 // ensureObject creates obj after mutate, or applies mutate to the existing

@@ -25,6 +25,7 @@ import (
 	"github.com/marketplane/marketplane/internal/broker/catalog"
 	"github.com/marketplane/marketplane/internal/landscape"
 	"github.com/marketplane/marketplane/internal/landscape/controlplane"
+	"github.com/marketplane/marketplane/internal/landscape/localcluster"
 	"github.com/marketplane/marketplane/internal/landscape/stack"
 	"github.com/marketplane/marketplane/internal/operator/clusters"
 	"github.com/marketplane/marketplane/pkg/supervisor"
@@ -42,6 +43,10 @@ var (
 
 // backendAnnotation is what the kcp provider sets on its Clusters.
 const backendAnnotation = clusters.MarketplaneGroup + "/backend"
+
+// kcpNamespace is the kcp ClusterProvider's namespace and run
+// ServiceAccount, where its Clusters and their kubeconfig Secrets are.
+const kcpNamespace = "cp-" + landscape.KCPProvider
 
 // TestKCPBackend runs the whole landscape with `up --mcp-backend kcp`, as a
 // user does: status names the backend and kcp; through the broker two
@@ -127,6 +132,32 @@ func TestKCPBackend(t *testing.T) {
 			must(t, err)
 			if phase, _, _ := unstructured.NestedString(ws.Object, "status", "phase"); phase != "Ready" {
 				t.Errorf("Workspace %s: phase %q; want Ready", tn.workspace, phase)
+			}
+		}
+	})
+
+	t.Run("the kcp provider reads its Clusters' Secrets and no others", func(t *testing.T) {
+		// As the provider's run ServiceAccount, with the rights the
+		// operator gave it and nothing the landscape added.
+		cfg, err := clientcmd.BuildConfigFromFlags("", running.Clusters[landscape.ClusterPlatform].Kubeconfig)
+		must(t, err)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + kcpNamespace + ":" + kcpNamespace}
+		provider, err := client.New(cfg, client.Options{Scheme: platform.Scheme()})
+		must(t, err)
+		own := clusterServing(t, platform, b.host)
+		if own.Namespace != kcpNamespace {
+			t.Errorf("Cluster %s of %s is in namespace %s; want the provider's %s", own.Name, b.instance, own.Namespace, kcpNamespace)
+		}
+		if err := provider.Get(ctx, client.ObjectKey{Namespace: own.Namespace, Name: own.Annotations[clusters.KubeconfigSecretAnnotation]}, &corev1.Secret{}); err != nil {
+			t.Errorf("the kcp provider gets the kubeconfig Secret of its Cluster %s/%s: %v; want allowed", own.Namespace, own.Name, err)
+		}
+		onboarding := client.ObjectKey{Namespace: landscape.Namespace, Name: landscape.ClusterOnboarding + localcluster.SecretSuffix}
+		if err := provider.Get(ctx, onboarding, &corev1.Secret{}); !apierrors.IsForbidden(err) {
+			t.Errorf("the kcp provider gets the onboarding cluster's admin kubeconfig %s: %v; want Forbidden", onboarding, err)
+		}
+		for _, ns := range []string{landscape.Namespace, "sp-sample"} {
+			if err := provider.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)); !apierrors.IsForbidden(err) {
+				t.Errorf("the kcp provider lists the Secrets of namespace %s: %v; want Forbidden", ns, err)
 			}
 		}
 	})
@@ -286,12 +317,12 @@ func bindSample(t *testing.T, broker stack.BrokerInfo, instance string) []byte {
 	return []byte(resp.Credentials.Kubeconfig)
 }
 
-// clusterServing returns the Cluster on the platform cluster whose admin
-// kubeconfig names host.
+// clusterServing returns the Cluster on the platform cluster, in any
+// namespace, whose admin kubeconfig names host.
 func clusterServing(t *testing.T, platform client.Client, host string) *clustersv1alpha1.Cluster {
 	t.Helper()
 	list := &clustersv1alpha1.ClusterList{}
-	must(t, platform.List(t.Context(), list, client.InNamespace(landscape.Namespace)))
+	must(t, platform.List(t.Context(), list))
 	var seen []string
 	for i := range list.Items {
 		c := &list.Items[i]
@@ -312,6 +343,6 @@ func clusterServing(t *testing.T, platform client.Client, host string) *clusters
 			return c
 		}
 	}
-	t.Fatalf("no Cluster in %s serves %s; Clusters: %v", landscape.Namespace, host, seen)
+	t.Fatalf("no Cluster serves %s; Clusters: %v", host, seen)
 	return nil
 }

@@ -27,7 +27,8 @@
 // WithKCP serves MCPs with kcp workspaces instead: the landscape runs a kcp
 // server and the kcp ClusterProvider's controller, registers the
 // ClusterProfile KCPProfile, and an MCP's ClusterRequest gets a new Cluster
-// of that profile (no "mcp-N" Clusters are registered). A workspace runs no
+// of that profile in KCPClustersNamespace, the provider's namespace (no
+// "mcp-N" Clusters are registered). A workspace runs no
 // Pods, and a token of one workspace is refused by every other.
 //
 // InProcess and InProcessLandscape are targets of the validation flow

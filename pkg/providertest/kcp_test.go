@@ -16,6 +16,7 @@ import (
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/internal/operator/clusters"
+	"github.com/marketplane/marketplane/pkg/providerrequests"
 	"github.com/marketplane/marketplane/pkg/providertest"
 )
 
@@ -26,6 +27,9 @@ import (
 // MCP gets cannot read the other MCP's objects, nor kcp's root workspace:
 // kcp refuses it (403 or 401), while it reads its own.
 func TestKCPIsolation(t *testing.T) {
+	if ns, _ := providerrequests.Namespace("ClusterProvider", providertest.KCPProviderName); ns != providertest.KCPClustersNamespace {
+		t.Fatalf("KCPClustersNamespace is %s, but the operator puts ClusterProvider %s in %s", providertest.KCPClustersNamespace, providertest.KCPProviderName, ns)
+	}
 	l := providertest.Start(t, providertest.WithKCP())
 	ctx := t.Context()
 	if len(l.MCPClusters) != 0 || l.KCP == nil {
@@ -36,7 +40,7 @@ func TestKCPIsolation(t *testing.T) {
 	b := l.CreateMCP(t, "b", "tenant-b")
 	for _, m := range []*providertest.MCP{a, b} {
 		cl := &clustersv1alpha1.Cluster{}
-		if err := l.Platform.Client.Get(ctx, client.ObjectKey{Namespace: providertest.ClustersNamespace, Name: m.ClusterName}, cl); err != nil {
+		if err := l.Platform.Client.Get(ctx, client.ObjectKey{Namespace: providertest.KCPClustersNamespace, Name: m.ClusterName}, cl); err != nil {
 			t.Fatalf("MCP %s: its Cluster: %v", m.Name, err)
 		}
 		if cl.Spec.Profile != providertest.KCPProfile || cl.Annotations[clusters.BackendAnnotation] != "kcp" {

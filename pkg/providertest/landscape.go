@@ -31,6 +31,7 @@ import (
 	"github.com/marketplane/marketplane/internal/operator/mcp"
 	"github.com/marketplane/marketplane/internal/operator/mcpaccess"
 	"github.com/marketplane/marketplane/internal/operator/provider"
+	"github.com/marketplane/marketplane/pkg/providerrequests"
 	"github.com/marketplane/marketplane/pkg/testenv"
 )
 
@@ -53,6 +54,11 @@ const (
 	// serves them with kcp workspaces.
 	KCPProfile      = "kcp"
 	KCPProviderName = "kcp"
+	// KCPClustersNamespace holds the Clusters of KCPProfile and their
+	// kubeconfig Secrets, WithKCP: the namespace of the ClusterProvider
+	// KCPProviderName, as the operator names it (cp-kcp). The landscape
+	// creates it, as the operator does when it deploys the provider.
+	KCPClustersNamespace = providerrequests.PrefixClusterProvider + "-" + KCPProviderName
 )
 
 // ControllerNamePrefix starts the names of the landscape's controllers (in
@@ -142,7 +148,10 @@ func WithProviderImages(images map[string]string) Option {
 // own: the landscape starts a kcp server (testenv.NewKCP), registers the
 // ClusterProfile KCPProfile for the ClusterProvider KCPProviderName and
 // runs that provider's controller (internal/kcpprovider) in its manager.
-// No "mcp-N" Clusters are registered: an MCP's ClusterRequest gets a new
+// The profile's Clusters and their kubeconfig Secrets are in
+// KCPClustersNamespace, which the landscape creates. The in-process
+// provider runs with the landscape's admin rights, not the run role the
+// operator gives a deployed one. No "mcp-N" Clusters are registered: an MCP's ClusterRequest gets a new
 // Cluster of the profile (the operator's --cluster-profile mcp=kcp), so
 // any number of MCPs can exist at a time and WithMCPClusters is ignored. A
 // workspace runs no Pods: a provider's domain service belongs on the
@@ -290,7 +299,7 @@ func (l *Landscape) startControllers() error {
 		// As the operator's --cluster-profile mcp=kcp.
 		mcpProfile := map[string]string{clustersv1alpha1.PurposeMCP: KCPProfile}
 		ropts = append(ropts, clusters.WithProvisioner(clusters.ByPurpose(nil, map[string]clusters.Provisioner{
-			clustersv1alpha1.PurposeMCP: clusters.NewProfileProvisioner(mgr.GetClient(), ClustersNamespace, mcpProfile),
+			clustersv1alpha1.PurposeMCP: clusters.NewProfileProvisioner(mgr.GetClient(), mcpProfile),
 		})), clusters.WithProvisionInterval(time.Second))
 	}
 	setups := []interface{ SetupWithManager(ctrl.Manager) error }{
@@ -381,6 +390,9 @@ func (l *Landscape) register() error {
 		return fmt.Errorf("providertest: create namespace %s: %w", ClustersNamespace, err)
 	}
 	if l.KCP != nil {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: KCPClustersNamespace}}); err != nil {
+			return fmt.Errorf("providertest: create namespace %s: %w", KCPClustersNamespace, err)
+		}
 		if err := c.Create(ctx, kcpProfile()); err != nil {
 			return fmt.Errorf("providertest: create ClusterProfile %s: %w", KCPProfile, err)
 		}

@@ -277,7 +277,7 @@ func provisionerOf(c client.Client, cfg Config) clusters.Provisioner {
 	if len(cfg.Profiles) == 0 {
 		return cfg.Provisioner
 	}
-	byProfile := clusters.NewProfileProvisioner(c, cfg.Namespace, cfg.Profiles)
+	byProfile := clusters.NewProfileProvisioner(c, cfg.Profiles)
 	byPurpose := map[string]clusters.Provisioner{}
 	for purpose := range cfg.Profiles {
 		byPurpose[purpose] = byProfile

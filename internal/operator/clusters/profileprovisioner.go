@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,6 +16,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
+	"github.com/marketplane/marketplane/pkg/providerrequests"
 )
 
 // ErrNoProvisioner is returned by a Provisioner that creates no clusters of
@@ -29,37 +31,46 @@ var _ Provisioner = &ProfileProvisioner{}
 // leaves the rest to the profile's ClusterProvider: it makes the cluster
 // (for kcp, a workspace), writes its admin kubeconfig Secret and removes it
 // again when the Cluster is deleted.
+//
+// The Cluster goes into the namespace the operator creates for that
+// ClusterProvider (cp-<name>), where the provider's run role may update
+// Clusters and keep Secrets: the provider needs no rights in the
+// operator's namespace, which holds the kubeconfigs of other clusters.
 type ProfileProvisioner struct {
-	client    client.Client
-	namespace string
-	profiles  map[string]string
+	client   client.Client
+	profiles map[string]string
 }
 
-// NewProfileProvisioner returns a Provisioner that creates Clusters in
-// namespace through c, a client of the platform cluster; profiles maps a
-// purpose to the name of the ClusterProfile its clusters get.
-func NewProfileProvisioner(c client.Client, namespace string, profiles map[string]string) Provisioner {
-	p := &ProfileProvisioner{client: c, namespace: namespace, profiles: map[string]string{}}
+// NewProfileProvisioner returns a Provisioner that creates Clusters through
+// c, a client of the platform cluster; profiles maps a purpose to the name
+// of the ClusterProfile its clusters get.
+func NewProfileProvisioner(c client.Client, profiles map[string]string) Provisioner {
+	p := &ProfileProvisioner{client: c, profiles: map[string]string{}}
 	for purpose, profile := range profiles {
 		p.profiles[purpose] = profile
 	}
 	return p
 }
 
-// Provision implements Provisioner. It creates the Cluster with the
-// request's finalizer and ProvisionedForAnnotation already on it, so that
-// no other request can take it, and returns it at once: the ClusterProvider
-// makes it Ready, and those who use it wait for that. A missing
-// ClusterProfile is an error naming it (the request stays Pending and is
-// retried with backoff).
+// Provision implements Provisioner. It creates the Cluster, in the
+// namespace of the profile's ClusterProvider, with the request's finalizer
+// and ProvisionedForAnnotation already on it, so that no other request can
+// take it, and returns it at once: the ClusterProvider makes it Ready, and
+// those who use it wait for that. A missing ClusterProfile, or a missing
+// namespace of its ClusterProvider, is an error naming it (the request
+// stays Pending and is retried with backoff).
 func (p *ProfileProvisioner) Provision(ctx context.Context, req *clustersv1alpha1.ClusterRequest) (*clustersv1alpha1.Cluster, error) {
 	profile, ok := p.profiles[req.Spec.Purpose]
 	if !ok {
 		return nil, fmt.Errorf("purpose %q: %w", req.Spec.Purpose, ErrNoProvisioner)
 	}
-	key := client.ObjectKey{Namespace: p.namespace, Name: ProvisionedClusterName(req)}
+	namespace, err := p.providerNamespace(ctx, profile, req.Spec.Purpose)
+	if err != nil {
+		return nil, err
+	}
+	key := client.ObjectKey{Namespace: namespace, Name: ProvisionedClusterName(req)}
 	cluster := &clustersv1alpha1.Cluster{}
-	err := p.client.Get(ctx, key, cluster)
+	err = p.client.Get(ctx, key, cluster)
 	switch {
 	case err == nil:
 		if cluster.Annotations[ProvisionedForAnnotation] != string(req.UID) {
@@ -68,12 +79,6 @@ func (p *ProfileProvisioner) Provision(ctx context.Context, req *clustersv1alpha
 		return cluster, nil
 	case !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("get Cluster %s: %w", key, err)
-	}
-	if err := p.client.Get(ctx, client.ObjectKey{Name: profile}, &clustersv1alpha1.ClusterProfile{}); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("ClusterProfile %q, configured for purpose %q, does not exist", profile, req.Spec.Purpose)
-		}
-		return nil, fmt.Errorf("get ClusterProfile %q: %w", profile, err)
 	}
 	cluster = &clustersv1alpha1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{
@@ -97,15 +102,41 @@ func (p *ProfileProvisioner) Provision(ctx context.Context, req *clustersv1alpha
 	return cluster, nil
 }
 
+// providerNamespace returns the namespace of the ClusterProvider that
+// profile names, once it exists: the operator creates it when it deploys
+// the provider.
+func (p *ProfileProvisioner) providerNamespace(ctx context.Context, profile, purpose string) (string, error) {
+	prof := &clustersv1alpha1.ClusterProfile{}
+	if err := p.client.Get(ctx, client.ObjectKey{Name: profile}, prof); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("ClusterProfile %q, configured for purpose %q, does not exist", profile, purpose)
+		}
+		return "", fmt.Errorf("get ClusterProfile %q: %w", profile, err)
+	}
+	provider := prof.Spec.ProviderRef.Name
+	namespace, _ := providerrequests.Namespace("ClusterProvider", provider)
+	if err := p.client.Get(ctx, client.ObjectKey{Name: namespace}, &corev1.Namespace{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("namespace %s of ClusterProvider %q (named by ClusterProfile %q) does not exist: is the provider deployed?", namespace, provider, profile)
+		}
+		return "", fmt.Errorf("get namespace %s of ClusterProvider %q: %w", namespace, provider, err)
+	}
+	return namespace, nil
+}
+
 // Release implements Provisioner: it deletes the Cluster provisioned for req
 // (after removing req's finalizer, should it still be there) and reports done
 // once the Cluster is gone. The ClusterProvider's own finalizer keeps it
 // until the cluster behind it is deleted.
 func (p *ProfileProvisioner) Release(ctx context.Context, req *clustersv1alpha1.ClusterRequest, cluster *clustersv1alpha1.Cluster) (bool, error) {
-	key := client.ObjectKey{Namespace: p.namespace, Name: ProvisionedClusterName(req)}
-	if cluster != nil {
-		key = client.ObjectKeyFromObject(cluster)
+	if cluster == nil {
+		found, err := p.provisionedFor(ctx, req)
+		if err != nil || found == nil {
+			return found == nil && err == nil, err
+		}
+		cluster = found
 	}
+	key := client.ObjectKeyFromObject(cluster)
 	cluster = &clustersv1alpha1.Cluster{}
 	if err := p.client.Get(ctx, key, cluster); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -143,6 +174,25 @@ func (p *ProfileProvisioner) Release(ctx context.Context, req *clustersv1alpha1.
 		return false, fmt.Errorf("get Cluster %s: %w", key, err)
 	}
 	return false, nil
+}
+
+// provisionedFor finds the Cluster provisioned for req when the request
+// never learnt it (Provision may have created it just before the request
+// was deleted): the Cluster of its name, in any namespace, that carries
+// its UID. The namespace is not derived again from the profile, which may
+// have changed since. It returns nil when there is none.
+func (p *ProfileProvisioner) provisionedFor(ctx context.Context, req *clustersv1alpha1.ClusterRequest) (*clustersv1alpha1.Cluster, error) {
+	list := &clustersv1alpha1.ClusterList{}
+	if err := p.client.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("list Clusters to find the one provisioned for ClusterRequest %s/%s: %w", req.Namespace, req.Name, err)
+	}
+	name := ProvisionedClusterName(req)
+	for i := range list.Items {
+		if list.Items[i].Name == name && list.Items[i].Annotations[ProvisionedForAnnotation] == string(req.UID) {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, nil
 }
 
 // ProvisionedClusterName is the name of the Cluster provisioned for req: its

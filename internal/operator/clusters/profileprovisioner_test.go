@@ -18,6 +18,7 @@ import (
 	"github.com/marketplane/marketplane/api/common"
 	"github.com/marketplane/marketplane/internal/operator/clusters"
 	"github.com/marketplane/marketplane/internal/operator/internal/optest"
+	"github.com/marketplane/marketplane/pkg/providerrequests"
 )
 
 // holdFinalizer stands for the ClusterProvider's finalizer, which keeps a
@@ -27,8 +28,10 @@ const holdFinalizer = "test.marketplane.io/cluster-provider"
 // TestProfileProvisioner runs the ClusterRequest controller with a profile
 // provisioner for purpose mcp and no fallback: an mcp request is Pending
 // (ProvisioningFailed, naming the profile) while its ClusterProfile does
-// not exist, then gets a new Cluster of the profile, which it holds
-// exclusively. Deleting the request deletes the Cluster, and the request
+// not exist, and (naming the ClusterProvider and its namespace) while the
+// namespace of the profile's ClusterProvider does not; then it gets a new
+// Cluster of the profile in that namespace, never in the operator's, which
+// it holds exclusively. Deleting the request deletes the Cluster, and the request
 // goes only once the Cluster is gone, which waits for the provider's
 // finalizer. An Exclusive request of another purpose is Denied, as without
 // a provisioner.
@@ -37,11 +40,13 @@ func TestProfileProvisioner(t *testing.T) {
 	optest.StartEnv(t)
 	ns := optest.NewNamespace(t, "cr-profile")
 	profile := "profile-" + ns
-	optest.StartManager(t, ns, func(mgr ctrl.Manager) error {
+	provider := "provider-" + ns
+	providerNS, _ := providerrequests.Namespace("ClusterProvider", provider)
+	optest.StartManagerFor(t, []string{ns, providerNS}, func(mgr ctrl.Manager) error {
 		if err := clusters.NewClusterReconciler(mgr.GetClient(), clusters.WithClusterControllerName("cluster-"+ns)).SetupWithManager(mgr); err != nil {
 			return err
 		}
-		byProfile := clusters.NewProfileProvisioner(mgr.GetClient(), ns, map[string]string{clustersv1alpha1.PurposeMCP: profile})
+		byProfile := clusters.NewProfileProvisioner(mgr.GetClient(), map[string]string{clustersv1alpha1.PurposeMCP: profile})
 		return clusters.NewRequestReconciler(mgr.GetClient(),
 			clusters.WithRequestControllerName("clusterrequest-"+ns),
 			clusters.WithTenancy(clustersv1alpha1.PurposeWorkload, clustersv1alpha1.TenancyExclusive),
@@ -56,13 +61,26 @@ func TestProfileProvisioner(t *testing.T) {
 		t.Errorf("tenant: message %q does not say that ClusterProfile %s does not exist", msg, profile)
 	}
 
-	createProfile(t, profile)
+	createProfile(t, profile, provider)
+	optest.Eventually(t, 30*time.Second, "the request naming the missing namespace of the ClusterProvider", func(ctx context.Context) (bool, error) {
+		cr := &clustersv1alpha1.ClusterRequest{}
+		if err := optest.Platform.Client.Get(ctx, client.ObjectKeyFromObject(req), cr); err != nil {
+			return false, err
+		}
+		_, reason, msg := optest.ReadyReason(cr.Status.Conditions)
+		return cr.Status.Phase == clustersv1alpha1.RequestPending && reason == string(clusters.ReasonProvisioningFailed) &&
+			strings.Contains(msg, providerNS) && strings.Contains(msg, `ClusterProvider "`+provider+`"`), nil
+	})
+	optest.NewNamespace(t, providerNS)
 	cr = waitRequestPhase(t, ns, "tenant", clustersv1alpha1.RequestGranted, clusters.ReasonGranted)
 	name := clusters.ProvisionedClusterName(req)
-	if cr.Status.Cluster.Name != name || cr.Status.Cluster.Namespace != ns {
-		t.Fatalf("tenant: granted %s, want the provisioned %s/%s", cr.Status.Cluster.NamespacedName(), ns, name)
+	if cr.Status.Cluster.Name != name || cr.Status.Cluster.Namespace != providerNS {
+		t.Fatalf("tenant: granted %s, want the provisioned %s/%s in the ClusterProvider's namespace", cr.Status.Cluster.NamespacedName(), providerNS, name)
 	}
-	cl, err := optest.GetCluster(t.Context(), ns, name)
+	if _, err := optest.GetCluster(t.Context(), ns, name); !apierrors.IsNotFound(err) {
+		t.Errorf("Cluster %s in the operator's namespace %s: %v, want NotFound", name, ns, err)
+	}
+	cl, err := optest.GetCluster(t.Context(), providerNS, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +91,7 @@ func TestProfileProvisioner(t *testing.T) {
 	if got := cl.Annotations[clusters.ProvisionedForAnnotation]; got != string(req.UID) {
 		t.Errorf("annotation %s = %q, want the request UID %q", clusters.ProvisionedForAnnotation, got, req.UID)
 	}
-	if diff := cmp.Diff([]string{string(req.UID)}, tenants(t, ns, name)); diff != "" {
+	if diff := cmp.Diff([]string{string(req.UID)}, tenants(t, providerNS, name)); diff != "" {
 		t.Errorf("Cluster %s request finalizers (-want +got):\n%s", name, diff)
 	}
 
@@ -96,7 +114,7 @@ func TestProfileProvisioner(t *testing.T) {
 	optest.Consistently(t, 2*time.Second, "request kept while its Cluster exists", func() error {
 		return optest.Platform.Client.Get(t.Context(), client.ObjectKeyFromObject(req), &clustersv1alpha1.ClusterRequest{})
 	})
-	if got := tenants(t, ns, name); len(got) != 0 {
+	if got := tenants(t, providerNS, name); len(got) != 0 {
 		t.Errorf("Cluster %s still has request finalizers %v after its request was deleted", name, got)
 	}
 	hold(t, cl, false)
@@ -113,9 +131,12 @@ func TestProfileProvisionerIsIdempotent(t *testing.T) {
 	optest.StartEnv(t)
 	ns := optest.NewNamespace(t, "cr-profile-idem")
 	profile := "profile-" + ns
-	createProfile(t, profile)
+	provider := "provider-" + ns
+	createProfile(t, profile, provider)
+	providerNS, _ := providerrequests.Namespace("ClusterProvider", provider)
+	optest.NewNamespace(t, providerNS)
 	c := optest.Platform.Client
-	p := clusters.NewProfileProvisioner(c, ns, map[string]string{clustersv1alpha1.PurposeMCP: profile})
+	p := clusters.NewProfileProvisioner(c, map[string]string{clustersv1alpha1.PurposeMCP: profile})
 	ctx := t.Context()
 
 	req := createRequest(t, ns, "tenant", clustersv1alpha1.PurposeMCP)
@@ -132,7 +153,7 @@ func TestProfileProvisionerIsIdempotent(t *testing.T) {
 	other := &clustersv1alpha1.ClusterRequest{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: ns, UID: "other-uid"},
 		Spec: clustersv1alpha1.ClusterRequestSpec{Purpose: clustersv1alpha1.PurposeMCP}}
 	taken := &clustersv1alpha1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Name: clusters.ProvisionedClusterName(other), Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: clusters.ProvisionedClusterName(other), Namespace: providerNS},
 		Spec:       clustersv1alpha1.ClusterSpec{Profile: profile, Purposes: []string{"mcp"}, Tenancy: clustersv1alpha1.TenancyExclusive},
 	}
 	if err := c.Create(ctx, taken); err != nil {
@@ -144,7 +165,7 @@ func TestProfileProvisionerIsIdempotent(t *testing.T) {
 	if done, err := p.Release(ctx, other, nil); err != nil || !done {
 		t.Errorf("Release of a Cluster not provisioned for the request: %v, %v; want done without touching it", done, err)
 	}
-	if _, err := optest.GetCluster(ctx, ns, taken.Name); err != nil {
+	if _, err := optest.GetCluster(ctx, providerNS, taken.Name); err != nil {
 		t.Errorf("the Cluster not provisioned for the request: %v", err)
 	}
 
@@ -153,7 +174,10 @@ func TestProfileProvisionerIsIdempotent(t *testing.T) {
 	if err != nil || done {
 		t.Fatalf("Release while the provider's finalizer holds the Cluster: %v, %v; want not done", done, err)
 	}
-	cl, err := optest.GetCluster(ctx, ns, first.Name)
+	if first.Namespace != providerNS {
+		t.Errorf("Provision: Cluster in namespace %s, want the ClusterProvider's %s", first.Namespace, providerNS)
+	}
+	cl, err := optest.GetCluster(ctx, providerNS, first.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,12 +191,14 @@ func TestProfileProvisionerIsIdempotent(t *testing.T) {
 	}
 }
 
-func createProfile(t *testing.T, name string) {
+// createProfile creates the ClusterProfile name of the ClusterProvider
+// provider.
+func createProfile(t *testing.T, name, provider string) {
 	t.Helper()
 	prof := &clustersv1alpha1.ClusterProfile{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: clustersv1alpha1.ClusterProfileSpec{
-			ProviderRef:       common.LocalObjectReference{Name: "test-provider"},
+			ProviderRef:       common.LocalObjectReference{Name: provider},
 			ProviderConfigRef: common.LocalObjectReference{Name: "default"},
 			SupportedVersions: []clustersv1alpha1.SupportedK8sVersion{{Version: "1.36.0"}},
 		},

@@ -60,7 +60,7 @@ func ClusterProviders() Kind[*providerv1alpha1.ClusterProvider] {
 	return Kind[*providerv1alpha1.ClusterProvider]{
 		Name:     "ClusterProvider",
 		Prefix:   providerrequests.PrefixClusterProvider,
-		Resource: "clusterproviders",
+		Resource: clusterProviders,
 		New:      func() *providerv1alpha1.ClusterProvider { return &providerv1alpha1.ClusterProvider{} },
 		NewList:  func() client.ObjectList { return &providerv1alpha1.ClusterProviderList{} },
 		Spec: func(o *providerv1alpha1.ClusterProvider) *providerv1alpha1.DeploymentSpec {

@@ -27,6 +27,9 @@ var (
 	clustersGroup = clustersv1alpha1.GroupVersion.Group
 )
 
+// clusterProviders is the resource of the ClusterProvider kind.
+const clusterProviders = "clusterproviders"
+
 // ownObjectRules let a provider read its own object and write its status,
 // where a ServiceProvider registers status.resources.
 func ownObjectRules(resource, name string) []rbacv1.PolicyRule {
@@ -47,15 +50,20 @@ func namespaceRules() []rbacv1.PolicyRule {
 }
 
 // runClusterRules are the run ServiceAccount's cluster-wide rules: read
-// the API groups the provider owns, read the cluster APIs, its own object,
-// and, when the platform operator opted in (spec.accessPolicy.secrets:
-// ClusterWide), read Secrets in every namespace.
+// the API groups the provider owns, read the cluster APIs (a
+// ClusterProvider also the ClusterProfiles, which say which Clusters are
+// its own), its own object, and, when the platform operator opted in
+// (spec.accessPolicy.secrets: ClusterWide), read Secrets in every
+// namespace.
 func runClusterRules(groups []string, resource, name string, metrics bool, secrets providerv1alpha1.SecretAccess) []rbacv1.PolicyRule {
 	var rules []rbacv1.PolicyRule
 	for _, g := range groups {
 		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{g}, Resources: []string{"*"}, Verbs: readVerbs})
 	}
 	rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{clustersGroup}, Resources: clusterKinds, Verbs: readVerbs})
+	if resource == clusterProviders {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{clustersGroup}, Resources: []string{"clusterprofiles"}, Verbs: readVerbs})
+	}
 	if secrets == providerv1alpha1.SecretAccessClusterWide {
 		// openMCP's opencontrolplane-runtime watches Secrets in every
 		// namespace when its Secret watcher is on; its cache cannot sync
@@ -74,10 +82,17 @@ func runClusterRules(groups []string, resource, name string, metrics bool, secre
 	return append(rules, ownObjectRules(resource, name)...)
 }
 
-// runRoleRules are the run ServiceAccount's rules in its namespace.
-func runRoleRules() []rbacv1.PolicyRule {
+// runRoleRules are the run ServiceAccount's rules in its namespace. A
+// ClusterProvider may also update the Clusters there: the operator's
+// profile provisioner creates the Clusters of its profiles in its
+// namespace, and the provider adds its finalizer, labels and annotations
+// and keeps their kubeconfig Secrets beside them.
+func runRoleRules(resource string) []rbacv1.PolicyRule {
 	rules := []rbacv1.PolicyRule{
 		{APIGroups: []string{clustersGroup}, Resources: requestKinds, Verbs: requestWrite},
+	}
+	if resource == clusterProviders {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{clustersGroup}, Resources: []string{"clusters"}, Verbs: []string{"update", "patch"}})
 	}
 	return append(rules, namespaceRules()...)
 }
@@ -125,7 +140,7 @@ func (r *Reconciler[T]) grants(obj T, w *deploy.Workload, n names, groups []stri
 			clusterRole:    n.RunClusterRole,
 			clusterRules:   runClusterRules(groups, r.kind.Resource, obj.GetName(), w.Metrics.Enabled, secretAccess(r.kind.Spec(obj))),
 			role:           n.Run,
-			roleRules:      runRoleRules(),
+			roleRules:      runRoleRules(r.kind.Resource),
 		},
 	}
 }

@@ -81,6 +81,10 @@ func TestRBACLeastPrivilege(t *testing.T) {
 	checkForbidden(t, "run: list Secrets in all namespaces", run.List(ctx, &corev1.SecretList{}), true)
 	checkForbidden(t, "run: create an AccessRequest in another namespace", run.Create(ctx, accessRequest(operatorNamespace), client.DryRunAll), true)
 	checkForbidden(t, "run: create a CRD", run.Create(ctx, crd("gadgets", "Gadget"), client.DryRunAll), true)
+	// What only a ClusterProvider may do (TestClusterProviderServesItsClusters).
+	checkForbidden(t, "run: list ClusterProfiles", run.List(ctx, &clustersv1alpha1.ClusterProfileList{}), true)
+	checkForbidden(t, "run: patch a Cluster in its namespace",
+		run.Patch(ctx, &clustersv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "any"}}, client.RawPatch(types.MergePatchType, []byte(`{}`))), true)
 	checkForbidden(t, "run: get another ServiceProvider", run.Get(ctx, client.ObjectKeyFromObject(other), &providerv1alpha1.ServiceProvider{}), true)
 	checkForbidden(t, "run: update another provider's status",
 		run.Status().Patch(ctx, &providerv1alpha1.ServiceProvider{ObjectMeta: metav1.ObjectMeta{Name: other.Name}}, client.RawPatch(types.MergePatchType, register)), true)
@@ -104,6 +108,110 @@ func TestRBACLeastPrivilege(t *testing.T) {
 	if len(sp.Status.Resources) != 1 || sp.Status.Resources[0].Kind != "Widget" {
 		t.Errorf("status.resources = %+v after the operator wrote its status, want the registered Widget", sp.Status.Resources)
 	}
+}
+
+// TestClusterProviderServesItsClusters acts as a ClusterProvider's run
+// ServiceAccount, as the operator grants it: it reads the ClusterProfiles,
+// updates the Clusters in its own namespace (where the operator's profile
+// provisioner creates the Clusters of its profiles) and reads and writes
+// their kubeconfig Secrets there. It may not read the Secrets of the
+// operator's namespace, which hold the admin kubeconfigs of other
+// clusters, nor those of another provider's namespace, nor update a
+// Cluster outside its namespace.
+func TestClusterProviderServesItsClusters(t *testing.T) {
+	needsPlatform(t)
+	t.Parallel()
+	ctx := t.Context()
+	cp := &providerv1alpha1.ClusterProvider{ObjectMeta: metav1.ObjectMeta{Name: "rbac-cp"}}
+	cp.Spec.Image = "ghcr.io/openmcp-project/images/cluster-provider-kind:v0.6.0"
+	create(t, cp)
+	const ns, otherNS = "cp-rbac-cp", "cp-rbac-cp-other"
+	waitForJob(t, ns, ns+"-init", 1, 1)
+	run := as(t, ns, ns)
+
+	// A Cluster of its profile with its kubeconfig Secret; the operator's
+	// namespace and another provider's each hold a Cluster's admin
+	// kubeconfig too.
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: otherNS}})
+	own := kubeconfigCluster(t, ns, "kcp-cluster")
+	admin := kubeconfigCluster(t, operatorNamespace, "rbac-cp-mcp")
+	foreign := kubeconfigCluster(t, otherNS, "foreign")
+
+	eventually(t, "run of rbac-cp may patch the Clusters in its namespace", func(ctx context.Context) (bool, string, error) {
+		err := run.Patch(ctx, own.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"clusters.openmcp.cloud/provider":"rbac-cp"}}}`)))
+		return err == nil, fmt.Sprint(err), nil
+	})
+	checkForbidden(t, "run: list ClusterProfiles", run.List(ctx, &clustersv1alpha1.ClusterProfileList{}), false)
+	checkForbidden(t, "run: watch Clusters", watchClusters(t, ns), false)
+	checkForbidden(t, "run: update a Cluster in its namespace", run.Update(ctx, getCluster(t, own)), false)
+	checkForbidden(t, "run: get its Cluster's kubeconfig Secret", run.Get(ctx, secretKey(own), &corev1.Secret{}), false)
+	checkForbidden(t, "run: update its Cluster's kubeconfig Secret", run.Update(ctx, getSecret(t, own)), false)
+
+	for _, cl := range []*clustersv1alpha1.Cluster{admin, foreign} {
+		checkForbidden(t, "run: get the kubeconfig Secret of Cluster "+cl.Namespace+"/"+cl.Name, run.Get(ctx, secretKey(cl), &corev1.Secret{}), true)
+		checkForbidden(t, "run: list Secrets in "+cl.Namespace, run.List(ctx, &corev1.SecretList{}, client.InNamespace(cl.Namespace)), true)
+		checkForbidden(t, "run: patch Cluster "+cl.Namespace+"/"+cl.Name,
+			run.Patch(ctx, cl.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"clusters.marketplane.io/kubeconfig-secret":"planted"}}}`))), true)
+	}
+	checkForbidden(t, "run: create a Cluster in its namespace", run.Create(ctx, &clustersv1alpha1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "self-made"}, Spec: own.Spec}, client.DryRunAll), true)
+	checkForbidden(t, "run: delete a Cluster in its namespace", run.Delete(ctx, own.DeepCopy(), client.DryRunAll), true)
+	checkForbidden(t, "run: write ClusterProfiles", run.Create(ctx, &clustersv1alpha1.ClusterProfile{ObjectMeta: metav1.ObjectMeta{Name: "rbac-cp-profile"}}, client.DryRunAll), true)
+}
+
+// kubeconfigCluster creates a Cluster in ns and its kubeconfig Secret
+// beside it, as a ClusterProvider writes it.
+func kubeconfigCluster(t *testing.T, ns, name string) *clustersv1alpha1.Cluster {
+	t.Helper()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-kubeconfig"},
+		Data: map[string][]byte{"kubeconfig": []byte("admin credentials of " + name)}}
+	create(t, secret)
+	cl := &clustersv1alpha1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+			Annotations: map[string]string{"clusters.marketplane.io/kubeconfig-secret": secret.Name}},
+		Spec: clustersv1alpha1.ClusterSpec{Profile: "rbac-cp", Purposes: []string{clustersv1alpha1.PurposeMCP}, Tenancy: clustersv1alpha1.TenancyExclusive},
+	}
+	create(t, cl)
+	return cl
+}
+
+func secretKey(cl *clustersv1alpha1.Cluster) client.ObjectKey {
+	return client.ObjectKey{Namespace: cl.Namespace, Name: cl.Annotations["clusters.marketplane.io/kubeconfig-secret"]}
+}
+
+func getCluster(t *testing.T, cl *clustersv1alpha1.Cluster) *clustersv1alpha1.Cluster {
+	t.Helper()
+	cur := &clustersv1alpha1.Cluster{}
+	if err := k8s.Get(t.Context(), client.ObjectKeyFromObject(cl), cur); err != nil {
+		t.Fatal(err)
+	}
+	return cur
+}
+
+func getSecret(t *testing.T, cl *clustersv1alpha1.Cluster) *corev1.Secret {
+	t.Helper()
+	cur := &corev1.Secret{}
+	if err := k8s.Get(t.Context(), secretKey(cl), cur); err != nil {
+		t.Fatal(err)
+	}
+	return cur
+}
+
+// watchClusters opens and closes a watch of all Clusters as the run
+// ServiceAccount of the ClusterProvider whose namespace is ns.
+func watchClusters(t *testing.T, ns string) error {
+	t.Helper()
+	cfg := rest.CopyConfig(platform.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + ns}
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: platform.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Watch(t.Context(), &clustersv1alpha1.ClusterList{})
+	if err == nil {
+		w.Stop()
+	}
+	return err
 }
 
 // as returns a client that impersonates a service account.
