@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -144,7 +145,7 @@ func waitReady(ctx context.Context, c client.WithWatch, names []string, start ti
 		w.Stop()
 	}
 	if r.pending > 0 {
-		return nil, r.err(timeout)
+		return nil, r.err(ctx, timeout)
 	}
 	return r.after, nil
 }
@@ -192,14 +193,18 @@ func (r *readiness) see(mcp *corev2alpha1.ManagedControlPlane) {
 }
 
 // err says which MCPs did not become Ready in time.
-func (r *readiness) err(timeout time.Duration) error {
+func (r *readiness) err(ctx context.Context, timeout time.Duration) error {
 	var left []string
 	for i, ns := range r.names {
 		if r.after[i] == 0 {
 			left = append(left, ns)
 		}
 	}
-	err := fmt.Errorf("waiting for every ManagedControlPlane Ready: not within %s; %d not Ready: %s", timeout, len(left), abbreviate(left))
+	why := fmt.Sprintf("not within %s", timeout)
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		why = fmt.Sprintf("interrupted after %s", time.Since(r.start).Round(time.Second))
+	}
+	err := fmt.Errorf("waiting for every ManagedControlPlane Ready: %s; %d of %d not Ready: %s", why, len(left), len(r.names), abbreviate(left))
 	if r.last != nil {
 		err = fmt.Errorf("%w; last error: %w", err, r.last)
 	}
