@@ -192,8 +192,11 @@ chaos: tools build ## On a landscape of its own, kills each of etcd, the kube-ap
 	$(GO) run ./bench/chaos -bin $(BIN) -n 100
 
 .PHONY: bench-mcp
-bench-mcp: tools build ## On a landscape of its own, creates 20 ManagedControlPlanes at once: prints the time until all are Ready (target ≤ 60 s), the landscape's memory before and after and per MCP (target ≤ 150 MiB), the process count; then deletes them and checks their processes are gone.
-	$(GO) run ./bench/mcps -bin $(BIN) -n 20
+# MCPs bench-mcp creates at once: BENCH_MCP_N with a kube-apiserver each, BENCH_MCP_KCP_N as kcp workspaces.
+BENCH_MCP_N     ?= 20
+BENCH_MCP_KCP_N ?= 500
+bench-mcp: tools build ## On a landscape of its own per backend, creates ManagedControlPlanes at once: 20 with a kube-apiserver each (targets: all Ready ≤ 60 s, ≤ 150 MiB per MCP), then 500 as kcp workspaces (≤ 120 s, ≤ 10 MiB); prints the time until all are Ready, the landscape's memory before and after and per MCP, the process count; then deletes them and checks that their processes and workspaces are gone.
+	$(GO) run ./bench/mcps -bin $(BIN) -backend both -n $(BENCH_MCP_N) -kcp-n $(BENCH_MCP_KCP_N)
 
 .PHONY: bench-multicluster
 bench-multicluster: tools ## The provisioning benchmark over 3 workload API servers and 20 SFClusters (least-filled), with the single-cluster load phase first for the ratio.
