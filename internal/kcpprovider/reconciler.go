@@ -112,6 +112,14 @@ func New(platform client.Client, kcp *rest.Config, providerName string, opts ...
 	if r.kcp.Timeout == 0 {
 		r.kcp.Timeout = r.kcpTimeout
 	}
+	if r.kcp.QPS == 0 && r.kcp.RateLimiter == nil {
+		// No client-side limit, as in every Marketplane binary
+		// (docs/architecture.md#client-limits): kcp's API Priority and
+		// Fairness protects it. client-go's default of 5 requests/s let
+		// 500 new workspaces wait for kubeconfigs long after kcp had them
+		// Ready.
+		r.kcp.QPS, r.kcp.Burst = -1, 0
+	}
 	return r
 }
 
