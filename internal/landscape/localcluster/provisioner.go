@@ -3,12 +3,9 @@ package localcluster
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -448,26 +445,10 @@ func (p *Provisioner) restore(ctx context.Context, name string, rec *controlplan
 }
 
 // ClusterName is the name of the cluster provisioned for req: its purpose
-// and a hash of its UID, e.g. mcp-3f2a9c1b04.
+// and a hash of its UID, e.g. mcp-3f2a9c1b04, as every provisioner names
+// its Clusters (clusters.ProvisionedClusterName).
 func ClusterName(req *clustersv1alpha1.ClusterRequest) string {
-	sum := sha256.Sum256([]byte(req.UID))
-	purpose := strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-':
-			return r
-		case r >= 'A' && r <= 'Z':
-			return r + 'a' - 'A'
-		}
-		return '-'
-	}, req.Spec.Purpose)
-	purpose = strings.Trim(purpose, "-")
-	if len(purpose) > 20 {
-		purpose = strings.TrimRight(purpose[:20], "-")
-	}
-	if purpose == "" {
-		purpose = "cluster"
-	}
-	return purpose + "-" + hex.EncodeToString(sum[:5])
+	return clusters.ProvisionedClusterName(req)
 }
 
 // recordFor returns the record of the cluster provisioned for uid, or nil.
