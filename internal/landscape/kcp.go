@@ -423,18 +423,5 @@ func (l *Landscape) waitKCPProvider(ctx context.Context) error {
 // kcpReadyz is how status asks kcp for /readyz: with the landscape's
 // kubeconfig of kcp, at the server's root.
 func kcpReadyz(ctx context.Context, rec *controlplane.KCP) string {
-	cfg, err := clientcmd.BuildConfigFromFlags("", rec.Kubeconfig)
-	if err != nil {
-		return "no kubeconfig"
-	}
-	cfg.Host = "https://127.0.0.1:" + strconv.Itoa(rec.SecurePort)
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return err.Error()
-	}
-	hc.Timeout = 3 * time.Second
-	if err := controlplane.Readyz(ctx, hc, cfg.Host); err != nil {
-		return "not ready"
-	}
-	return "ready"
+	return readyzAt(ctx, rec.Kubeconfig, "https://127.0.0.1:"+strconv.Itoa(rec.SecurePort))
 }

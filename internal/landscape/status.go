@@ -242,9 +242,18 @@ func restarts(n int) string {
 
 // readyz asks an API server for /readyz with the admin kubeconfig.
 func readyz(ctx context.Context, kubeconfig string) string {
+	return readyzAt(ctx, kubeconfig, "")
+}
+
+// readyzAt asks for /readyz with the kubeconfig's credentials at host, or
+// at the kubeconfig's server when host is "".
+func readyzAt(ctx context.Context, kubeconfig, host string) string {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return "no kubeconfig"
+	}
+	if host != "" {
+		cfg.Host = host
 	}
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
