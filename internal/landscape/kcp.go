@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	clustersv1alpha1 "github.com/marketplane/marketplane/api/clusters/v1alpha1"
 	"github.com/marketplane/marketplane/api/common"
@@ -329,9 +329,9 @@ func (l *Landscape) stopKCP() error {
 // operator gives every ClusterProvider: the profile's Clusters are in its
 // own namespace.
 func (l *Landscape) registerKCP(ctx context.Context) error {
-	c := l.Platform.Client
+	c := client.WithFieldOwner(l.Platform.Client, app.FieldOwner)
 	cp := &providerv1alpha1.ClusterProvider{ObjectMeta: metav1.ObjectMeta{Name: KCPProvider}}
-	if err := ensureObject(ctx, c, cp, func() {
+	if err := createOrUpdate(ctx, c, cp, func() {
 		cp.Spec.Image = Image(KCPProviderBinary)
 		cp.Spec.Env = []providerv1alpha1.EnvVar{{Name: KCPKubeconfigEnv, Value: l.KCPKubeconfig()}}
 		// Nothing scrapes a landscape's providers; a fixed port could be
@@ -341,7 +341,7 @@ func (l *Landscape) registerKCP(ctx context.Context) error {
 		return err
 	}
 	profile := &clustersv1alpha1.ClusterProfile{ObjectMeta: metav1.ObjectMeta{Name: KCPProfile}}
-	if err := ensureObject(ctx, c, profile, func() {
+	if err := createOrUpdate(ctx, c, profile, func() {
 		profile.Spec = clustersv1alpha1.ClusterProfileSpec{
 			ProviderRef:       common.LocalObjectReference{Name: KCPProvider},
 			ProviderConfigRef: common.LocalObjectReference{Name: KCPProfile},
@@ -349,49 +349,6 @@ func (l *Landscape) registerKCP(ctx context.Context) error {
 		}
 	}); err != nil {
 		return err
-	}
-	return revokeKCPProviderAccess(ctx, c)
-}
-
-// kcpProviderAccess names the roles and bindings earlier landscapes gave
-// the kcp provider beyond its run role, Secrets of the operator's namespace
-// among them. The operator's run role of a ClusterProvider now covers its
-// Clusters; a resumed landscape deletes them.
-const kcpProviderAccess = "marketplane:landscape:cp-" + KCPProvider
-
-// revokeKCPProviderAccess deletes what kcpProviderAccess names, if there.
-func revokeKCPProviderAccess(ctx context.Context, c client.Client) error {
-	for _, obj := range []client.Object{
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: kcpProviderAccess, Namespace: Namespace}},
-		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: kcpProviderAccess, Namespace: Namespace}},
-		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: kcpProviderAccess}},
-		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: kcpProviderAccess}},
-	} {
-		if err := c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("delete %T %s: %w", obj, kcpProviderAccess, err)
-		}
-	}
-	return nil
-}
-
-// ensureObject creates obj after mutate, or applies mutate to the existing
-// one and updates it: a resumed landscape finds its objects there.
-func ensureObject(ctx context.Context, c client.Client, obj client.Object, mutate func()) error {
-	key := client.ObjectKeyFromObject(obj)
-	kind := fmt.Sprintf("%T", obj)
-	if err := c.Get(ctx, key, obj); err != nil {
-		if client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("get %s %s: %w", kind, key.Name, err)
-		}
-		mutate()
-		if err := c.Create(ctx, obj, client.FieldOwner(app.FieldOwner)); err != nil {
-			return fmt.Errorf("create %s %s: %w", kind, key.Name, err)
-		}
-		return nil
-	}
-	mutate()
-	if err := c.Update(ctx, obj, client.FieldOwner(app.FieldOwner)); err != nil {
-		return fmt.Errorf("update %s %s: %w", kind, key.Name, err)
 	}
 	return nil
 }
@@ -424,4 +381,14 @@ func (l *Landscape) waitKCPProvider(ctx context.Context) error {
 // kubeconfig of kcp, at the server's root.
 func kcpReadyz(ctx context.Context, rec *controlplane.KCP) string {
 	return readyzAt(ctx, rec.Kubeconfig, "https://127.0.0.1:"+strconv.Itoa(rec.SecurePort))
+}
+
+// createOrUpdate creates obj after mutate, or applies mutate to the existing
+// one and updates it when that changed it: a resumed landscape finds its
+// objects there.
+func createOrUpdate(ctx context.Context, c client.Client, obj client.Object, mutate func()) error {
+	if _, err := controllerutil.CreateOrUpdate(ctx, c, obj, func() error { mutate(); return nil }); err != nil {
+		return fmt.Errorf("create or update %T %s: %w", obj, obj.GetName(), err)
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,11 +46,7 @@ type ProfileProvisioner struct {
 // c, a client of the platform cluster; profiles maps a purpose to the name
 // of the ClusterProfile its clusters get.
 func NewProfileProvisioner(c client.Client, profiles map[string]string) Provisioner {
-	p := &ProfileProvisioner{client: c, profiles: map[string]string{}}
-	for purpose, profile := range profiles {
-		p.profiles[purpose] = profile
-	}
-	return p
+	return &ProfileProvisioner{client: c, profiles: maps.Clone(profiles)}
 }
 
 // Provision implements Provisioner. It creates the Cluster, in the
