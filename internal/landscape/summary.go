@@ -31,7 +31,8 @@ func (l *Landscape) printSummary(elapsed time.Duration, reused bool) {
 		fmt.Fprintln(w, line)
 	}
 	fmt.Fprintf(w, "\nNext, with kubectl:\n")
-	fmt.Fprintf(w, "  kubectl --kubeconfig %s get clusters -n %s\n", l.Platform.KubeconfigPath, Namespace)
+	// -A: a ClusterProvider's Clusters (kcp's MCPs) live in its own namespace.
+	fmt.Fprintf(w, "  kubectl --kubeconfig %s get clusters -A\n", l.Platform.KubeconfigPath)
 	fmt.Fprintf(w, "  kubectl --kubeconfig %s get managedcontrolplanes -A\n", l.Onboarding.KubeconfigPath)
 	fmt.Fprintf(w, "  marketplane landscape status --state-dir %s\n", l.Layout.Dir)
 	fmt.Fprintf(w, "Logs: %s\n", l.Layout.LogDir())
